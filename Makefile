@@ -1,0 +1,57 @@
+# gpustack-render: `make help` lists the targets.
+SHELL := /bin/bash
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP) ## create .venv and install the project with its dev tools
+
+demo: setup ## render the bundled example (examples/qwen-chat.yaml)
+	$(BIN)/gpustack-render render examples/qwen-chat.yaml
+
+envtest: ## build (or reuse) kube-apiserver and etcd for the integration tests
+	bash hack/envtest/build.sh
+
+test: setup envtest ## run the whole test suite (unit, golden, property, integration)
+	$(BIN)/pytest
+
+test-unit: setup ## run the tests that need no API server
+	$(BIN)/pytest -m "not integration"
+
+fmt: setup ## format the code
+	$(BIN)/ruff format gpustack_render gpustack_controller gpustack_webhook tests hack bench
+	$(BIN)/ruff check --fix gpustack_render gpustack_controller gpustack_webhook tests hack bench
+
+lint: setup ## ruff, mypy --strict and the import contracts
+	$(BIN)/ruff check gpustack_render gpustack_controller gpustack_webhook tests hack bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+crds: setup ## regenerate deploy/crds/ from the models
+	$(BIN)/python hack/update-crds.py deploy/crds
+
+golden-update: setup ## rewrite golden files from the current output, then review the diff
+	$(BIN)/pytest tests/test_golden.py --update-golden
+	git --no-pager diff --stat -- golden/
+
+ci: lint test ## what CI runs: lint, then every test
+
+verify: crds ci ## lint + test + CRD drift + a clean work tree
+	git diff --exit-code
+
+bench: setup ## run the benchmarks (figures are ratios against an in-run baseline)
+	$(BIN)/python -m bench
+
+.PHONY: help setup demo envtest test test-unit fmt lint crds golden-update ci verify bench

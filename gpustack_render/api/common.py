@@ -1,0 +1,108 @@
+"""Shared pieces of the API models: base configurations, quantities, references, conditions.
+
+The spec models refuse unknown fields (the API server's strict decoding); the input kinds this
+project only reads keep every field they do not name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from gpustack_render.quantity import is_quantity
+
+GROUP = "worker.gpustack.ai"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+@dataclass(frozen=True)
+class Format:
+    """Marks the OpenAPI ``format`` of an integer field (``int32`` or ``int64``) for the CRD."""
+
+    value: str
+
+
+@dataclass(frozen=True)
+class IntOrString:
+    """Marks a field as ``x-kubernetes-int-or-string`` for the CRD."""
+
+    pattern: str = ""
+
+
+def _check_quantity(value: int | str) -> int | str:
+    if not is_quantity(value):
+        raise ValueError(f"{value!r} is not a quantity (for example 2, 500m, 64Gi)")
+    return value
+
+
+Int32 = Annotated[int, Format("int32")]
+Int64 = Annotated[int, Format("int64")]
+Quantity = Annotated[int | str, IntOrString(), AfterValidator(_check_quantity)]
+
+
+def list_map(*keys: str) -> dict[str, Any]:
+    """CRD extension keys of a list keyed by ``keys`` (server-side apply merges by them)."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+ATOMIC: dict[str, Any] = {"x-kubernetes-list-type": "atomic"}
+SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
+
+
+class SpecModel(BaseModel):
+    """A strict part of a served spec: unknown fields and wrong JSON types are refused."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+    )
+
+
+class OpenModel(BaseModel):
+    """A part of an object this project reads but does not own: unknown fields are kept."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+    )
+
+
+class LocalObjectReference(SpecModel):
+    """A reference by name to an object in the same namespace (or a cluster-scoped one)."""
+
+    name: Annotated[str, Field(max_length=253)]
+
+
+class ObjectMeta(OpenModel):
+    """The parts of ``metadata`` the library reads; everything else is kept as given."""
+
+    name: str = ""
+    generate_name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    generation: int = 0
+    resource_version: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    deletion_timestamp: str | None = None
+    finalizers: list[str] = Field(default_factory=list)
+
+
+class Condition(OpenModel):
+    """The standard condition shape."""
+
+    type: str
+    status: str = "Unknown"
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None

@@ -1,0 +1,106 @@
+"""How the library reads the objects a deployment or a Pod names.
+
+The library never performs I/O: callers pass a :class:`Lookups`. The command line answers from
+the given files (:class:`StaticLookups`); the webhook answers with live reads; the controller
+answers from what it fetched for the pass. ``None`` means "not found"; a read that failed for any
+other reason raises :class:`LookupFailed`, which rules turn into an internal error rather than a
+refusal of a valid object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gpustack_render.api.inputs import (
+    InputObject,
+    InstanceType,
+    KVCacheBackend,
+    KVCachePool,
+    KVCachePoolBinding,
+    ModelArtifact,
+)
+
+
+class LookupFailed(Exception):
+    """A read failed for a reason other than "not found" (timeout, permission, server error)."""
+
+    def __init__(self, kind: str, name: str, reason: str, *, namespace: str = "") -> None:
+        where = f"{namespace}/{name}" if namespace else name
+        super().__init__(f"reading {kind} {where} failed: {reason}")
+        self.kind = kind
+        self.name = name
+        self.namespace = namespace
+        self.reason = reason
+
+
+class Lookups(Protocol):
+    """Read access to the objects rules depend on."""
+
+    def instance_type(self, name: str) -> InstanceType | None: ...
+
+    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None: ...
+
+    def pool(self, name: str) -> KVCachePool | None: ...
+
+    def backend(self, name: str) -> KVCacheBackend | None: ...
+
+    def artifact(self, namespace: str, name: str) -> ModelArtifact | None: ...
+
+
+@dataclass
+class StaticLookups:
+    """Lookups answered from objects held in memory; ``failing`` names reads that raise."""
+
+    instance_types: dict[str, InstanceType] = field(default_factory=dict)
+    bindings: dict[tuple[str, str], KVCachePoolBinding] = field(default_factory=dict)
+    pools: dict[str, KVCachePool] = field(default_factory=dict)
+    backends: dict[str, KVCacheBackend] = field(default_factory=dict)
+    artifacts: dict[tuple[str, str], ModelArtifact] = field(default_factory=dict)
+    #: (kind, namespace, name) triples whose read raises LookupFailed (for tests and faults).
+    failing: set[tuple[str, str, str]] = field(default_factory=set)
+
+    @classmethod
+    def of(
+        cls, objects: Iterable[InputObject], *, default_namespace: str = "default"
+    ) -> StaticLookups:
+        """Index ``objects`` by kind and name (namespaced kinds by namespace too)."""
+        out = cls()
+        for obj in objects:
+            ns = obj.metadata.namespace or default_namespace
+            if isinstance(obj, InstanceType):
+                out.instance_types[obj.name] = obj
+            elif isinstance(obj, KVCachePoolBinding):
+                out.bindings[(ns, obj.name)] = obj
+            elif isinstance(obj, KVCachePool):
+                out.pools[obj.name] = obj
+            elif isinstance(obj, KVCacheBackend):
+                out.backends[obj.name] = obj
+            elif isinstance(obj, ModelArtifact):
+                out.artifacts[(ns, obj.name)] = obj
+        return out
+
+    def _check(self, kind: str, namespace: str, name: str) -> None:
+        if (kind, namespace, name) in self.failing:
+            raise LookupFailed(kind, name, "injected failure", namespace=namespace)
+
+    def instance_type(self, name: str) -> InstanceType | None:
+        self._check("InstanceType", "", name)
+        return self.instance_types.get(name)
+
+    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None:
+        self._check("KVCachePoolBinding", namespace, name)
+        return self.bindings.get((namespace, name))
+
+    def pool(self, name: str) -> KVCachePool | None:
+        self._check("KVCachePool", "", name)
+        return self.pools.get(name)
+
+    def backend(self, name: str) -> KVCacheBackend | None:
+        self._check("KVCacheBackend", "", name)
+        return self.backends.get(name)
+
+    def artifact(self, namespace: str, name: str) -> ModelArtifact | None:
+        self._check("ModelArtifact", namespace, name)
+        return self.artifacts.get((namespace, name))

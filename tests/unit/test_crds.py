@@ -1,0 +1,90 @@
+"""The CRDs: generated from the models, committed under deploy/crds/, never drifting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpustack_render.crd import all_crds, crd_file_name
+from gpustack_render.yamlio import dump_yaml_one, load_documents
+
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
+
+def _md() -> dict[str, Any]:
+    (crd,) = [c for c in all_crds() if c["spec"]["names"]["kind"] == "ModelDeployment"]
+    return crd
+
+
+def _role_schema() -> dict[str, Any]:
+    root = _md()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return root["properties"]["spec"]["properties"]["roles"]["items"]
+
+
+def test_committed_crds_match_the_models() -> None:
+    for crd in all_crds():
+        path = CRDS / crd_file_name(crd)
+        assert path.exists(), f"{path} missing: run make crds"
+        assert path.read_text() == dump_yaml_one(crd), f"{path} drifted: run make crds"
+    names = {crd_file_name(c) for c in all_crds()} | {"kustomization.yaml"}
+    assert {p.name for p in CRDS.iterdir()} == names
+
+
+def test_model_deployment_names_and_columns() -> None:
+    crd = _md()
+    names = crd["spec"]["names"]
+    assert names["shortNames"] == ["md"] and names["categories"] == ["gpustack"]
+    version = crd["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    cols = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert cols == ["Engine", "Roles", "Phase", "Endpoint", "Age"]
+
+
+def test_role_schema_bounds_defaults_and_list_maps() -> None:
+    role = _role_schema()["properties"]
+    assert role["replicas"]["maximum"] == 1024 and role["replicas"]["default"] == 1
+    assert role["size"]["maximum"] == 64 and role["size"]["minimum"] == 1
+    assert role["kind"]["enum"] == ["Server", "Prefill", "Decode", "Encode"]
+    assert role["name"]["pattern"] == "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+    assert role["env"]["x-kubernetes-list-map-keys"] == ["name"]
+    assert role["ports"]["x-kubernetes-list-map-keys"] == ["port", "protocol"]
+    assert role["imagePullSecrets"]["maxItems"] == 32
+    assert role["resources"]["properties"]["accelerator"]["x-kubernetes-int-or-string"] is True
+    spec = _md()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["roles"]["x-kubernetes-list-type"] == "map"
+    assert spec["properties"]["roles"]["x-kubernetes-list-map-keys"] == ["name"]
+    assert "template" not in role
+
+
+def _walk(schema: Any, path: str = "") -> list[str]:
+    """Paths violating structural-schema basics: every node has a type or int-or-string/
+    preserve-unknown, and no $ref/nullable-anyOf leaks from pydantic."""
+    bad: list[str] = []
+    if isinstance(schema, dict):
+        if "$ref" in schema or "$defs" in schema:
+            bad.append(path)
+        if "properties" in schema or "items" in schema:
+            if "type" not in schema:
+                bad.append(path)
+        for k, v in schema.items():
+            if k in ("properties",):
+                for name, sub in v.items():
+                    bad += _walk(sub, f"{path}.{name}")
+            elif k in ("items", "additionalProperties") and isinstance(v, dict):
+                bad += _walk(v, f"{path}[]")
+    return bad
+
+
+def test_every_crd_is_structural_and_round_trips_through_yaml() -> None:
+    for crd in all_crds():
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert _walk(schema) == []
+        assert load_documents(dump_yaml_one(crd)) == [crd]
+
+
+def test_input_kinds_preserve_unknown_fields() -> None:
+    for crd in all_crds():
+        if crd["spec"]["names"]["kind"] == "ModelDeployment":
+            continue
+        spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert spec.get("x-kubernetes-preserve-unknown-fields") is True, crd["metadata"]["name"]

@@ -1,0 +1,128 @@
+"""Schema decoding: defaults, strictness, and pydantic errors translated to field errors."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gpustack_render.decoding import decode_deployment
+from gpustack_render.errors import ErrorType
+
+BASE: dict[str, Any] = {
+    "apiVersion": "worker.gpustack.ai/v1",
+    "kind": "ModelDeployment",
+    "metadata": {"name": "qwen", "namespace": "team-a"},
+    "spec": {
+        "model": {"name": "Qwen/Qwen3-8B"},
+        "engine": {"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
+        "roles": [{"name": "server", "instanceType": "a10g"}],
+    },
+}
+
+
+def with_(**role: Any) -> dict[str, Any]:
+    md = copy.deepcopy(BASE)
+    md["spec"]["roles"][0].update(role)
+    return md
+
+
+def test_schema_defaults_are_applied() -> None:
+    md, errs = decode_deployment(
+        {**copy.deepcopy(BASE), "spec": {**BASE["spec"], "kvCache": {"poolRef": {"name": "p"}}}}
+    )
+    assert not errs and md is not None
+    out = md.to_dict()
+    role = out["spec"]["roles"][0]
+    assert role["kind"] == "Server"
+    assert role["replicas"] == 1
+    assert role["size"] == 1
+    assert role["startupTimeoutSeconds"] == 1800
+    assert out["spec"]["kvCache"]["connector"] == "Mooncake"
+    # values that are only rendered when unset are not defaults
+    assert "shmSize" not in role and "terminationGracePeriodSeconds" not in role
+    assert "resources" not in role
+    assert out["metadata"] == {"name": "qwen", "namespace": "team-a"}
+
+
+def test_defaulting_is_a_fixed_point() -> None:
+    md, _ = decode_deployment(copy.deepcopy(BASE))
+    assert md is not None
+    again, errs = decode_deployment(md.to_dict())
+    assert not errs and again is not None
+    assert again.to_dict() == md.to_dict()
+
+
+def test_quantities_keep_their_json_type() -> None:
+    md, errs = decode_deployment(with_(resources={"accelerator": 2}, shmSize="32Gi"))
+    assert not errs and md is not None
+    role = md.to_dict()["spec"]["roles"][0]
+    assert role["resources"] == {"accelerator": 2}
+    assert role["shmSize"] == "32Gi"
+
+
+@pytest.mark.parametrize(
+    ("role", "field", "etype"),
+    [
+        pytest.param({"template": {}}, "spec.roles[0].template", ErrorType.FORBIDDEN,
+                     id="unknown-template-field"),
+        pytest.param({"replicas": 1025}, "spec.roles[0].replicas", ErrorType.INVALID,
+                     id="replicas-over-1024"),
+        pytest.param({"size": 65}, "spec.roles[0].size", ErrorType.INVALID, id="size-over-64"),
+        pytest.param({"size": "2"}, "spec.roles[0].size", ErrorType.INVALID, id="size-as-string"),
+        pytest.param({"kind": "Router"}, "spec.roles[0].kind", ErrorType.NOT_SUPPORTED,
+                     id="bad-kind"),
+        pytest.param({"name": "Server"}, "spec.roles[0].name", ErrorType.INVALID,
+                     id="role-name-pattern"),
+        pytest.param({"resources": {"accelerator": "two"}},
+                     "spec.roles[0].resources.accelerator", ErrorType.INVALID,
+                     id="accelerator-not-a-quantity"),
+        pytest.param({"ports": [{"port": 70000}]}, "spec.roles[0].ports[0].port",
+                     ErrorType.INVALID, id="port-out-of-range"),
+        pytest.param({"instanceType": None}, "spec.roles[0].instanceType", ErrorType.INVALID,
+                     id="instance-type-null"),
+    ],
+)
+def test_schema_refusals_name_the_field(role: dict[str, Any], field: str, etype: ErrorType) -> None:
+    md, errs = decode_deployment(with_(**role))
+    assert md is None
+    assert (field, etype) in [(e.field, e.type) for e in errs]
+
+
+def test_missing_required_fields_are_required_errors() -> None:
+    md = copy.deepcopy(BASE)
+    del md["spec"]["engine"]["image"]
+    del md["spec"]["roles"][0]["instanceType"]
+    _, errs = decode_deployment(md)
+    got = {(e.field, e.type) for e in errs}
+    assert ("spec.engine.image", ErrorType.REQUIRED) in got
+    assert ("spec.roles[0].instanceType", ErrorType.REQUIRED) in got
+
+
+def test_bad_engine_enum_lists_supported_values() -> None:
+    md = copy.deepcopy(BASE)
+    md["spec"]["engine"]["name"] = "TGI"
+    _, errs = decode_deployment(md)
+    (e,) = errs
+    assert e.type is ErrorType.NOT_SUPPORTED and e.field == "spec.engine.name"
+    assert '"vLLM"' in e.detail and '"SGLang"' in e.detail and e.bad_value == "TGI"
+
+
+def test_duplicate_list_map_keys_are_duplicates() -> None:
+    md = copy.deepcopy(BASE)
+    md["spec"]["roles"].append({"name": "server", "instanceType": "b"})
+    md["spec"]["roles"][0]["env"] = [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
+    md["spec"]["roles"][0]["ports"] = [{"port": 8000}, {"port": 8000, "protocol": "TCP"}]
+    _, errs = decode_deployment(md)
+    dupes = {e.field for e in errs if e.type is ErrorType.DUPLICATE}
+    assert dupes == {"spec.roles[1]", "spec.roles[0].env[1]", "spec.roles[0].ports[1]"}
+
+
+def test_empty_roles_and_non_object_input() -> None:
+    md = copy.deepcopy(BASE)
+    md["spec"]["roles"] = []
+    _, errs = decode_deployment(md)
+    assert [e.field for e in errs] == ["spec.roles"]
+    none, errs = decode_deployment(["not", "an", "object"])
+    assert none is None and errs

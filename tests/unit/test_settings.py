@@ -1,0 +1,32 @@
+"""Settings from the gpustack-settings ConfigMap."""
+
+from __future__ import annotations
+
+from gpustack_render.errors import ErrorType
+from gpustack_render.settings import Settings, settings_from_data, settings_to_data
+
+
+def test_defaults_match_the_specification() -> None:
+    s = Settings()
+    assert s.kv_cache_dtype_owned is True
+    assert s.routing_sidecar_image == "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+    assert s.privileged_allowed and s.host_path_volume_allowed and s.native_sidecars
+    assert s.system_namespace == "gpustack-system"
+
+
+def test_values_are_read_and_round_trip() -> None:
+    data = {"model-deployment-kv-cache-dtype-owned": "false", "native-sidecars": "False",
+            "model-deployment-routing-sidecar-image": "r/proxy:1"}
+    s, errs = settings_from_data(data)
+    assert not errs
+    assert not s.kv_cache_dtype_owned and not s.native_sidecars
+    assert s.routing_sidecar_image == "r/proxy:1"
+    assert settings_from_data(settings_to_data(s))[0] == s
+
+
+def test_bad_values_keep_defaults_and_are_reported() -> None:
+    s, errs = settings_from_data({"native-sidecars": "maybe", "no-such-key": "1"})
+    assert s.native_sidecars is True
+    got = {(e.field, e.type) for e in errs}
+    assert ("data[native-sidecars]", ErrorType.INVALID) in got
+    assert ("data[no-such-key]", ErrorType.NOT_SUPPORTED) in got

@@ -1,0 +1,69 @@
+"""The canonical reader and writer."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpustack_render.yamlio import DocumentError, dump_json, dump_yaml, load_documents
+
+
+def test_multi_document_yaml_and_lists_are_expanded() -> None:
+    text = "a: 1\n---\n---\nkind: List\napiVersion: v1\nitems:\n- {b: 2}\n- {c: 3}\n"
+    assert load_documents(text) == [{"a": 1}, {"b": 2}, {"c": 3}]
+
+
+def test_json_document_and_json_list() -> None:
+    assert load_documents('{"kind": "X"}') == [{"kind": "X"}]
+    assert load_documents('{"kind": "List", "items": [{"a": 1}]}') == [{"a": 1}]
+    assert load_documents('[{"a": 1}, {"b": 2}]') == [{"a": 1}, {"b": 2}]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        pytest.param("a: [1,\n", "not valid YAML", id="broken-yaml"),
+        pytest.param("{", "not valid JSON", id="broken-json"),
+        pytest.param("a: 1\n---\n- 1\n- 2\n", "document 2", id="not-a-mapping"),
+    ],
+)
+def test_unreadable_input_names_source_and_document(text: str, fragment: str) -> None:
+    with pytest.raises(DocumentError) as exc:
+        load_documents(text, source="in.yaml")
+    assert "in.yaml" in str(exc.value) and fragment in str(exc.value)
+
+
+def test_writer_is_block_style_ordered_and_quiet() -> None:
+    obj = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "creationTimestamp": None, "labels": {"z": "1", "a": "2"}},
+        "spec": {"containers": [{"name": "main", "args": ["--x", "on", "yes", "0123"]}]},
+        "status": {},
+    }
+    out = dump_yaml([obj])
+    assert out == (
+        "---\n"
+        "kind: Pod\n"
+        "metadata:\n"
+        "  name: p\n"
+        "  labels:\n"
+        "    z: '1'\n"
+        "    a: '2'\n"
+        "spec:\n"
+        "  containers:\n"
+        "  - name: main\n"
+        "    args:\n"
+        "    - --x\n"
+        "    - 'on'\n"
+        "    - 'yes'\n"
+        "    - '0123'\n"
+    )
+    assert load_documents(out) == [
+        {k: v for k, v in obj.items() if k != "status"}
+        | {"metadata": {"name": "p", "labels": {"z": "1", "a": "2"}}}
+    ]
+
+
+def test_json_writer_has_final_newline_and_lf() -> None:
+    out = dump_json({"b": 1, "a": [1, 2]})
+    assert out.endswith("}\n") and "\r" not in out
+    assert out.index('"b"') < out.index('"a"')
