@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, cast
 
 import jsonpatch
 
@@ -18,7 +18,7 @@ from gpustack_render.crd import all_crds
 from gpustack_render.decoding import decode_deployment
 from gpustack_render.documents import Bundle, read_bundle
 from gpustack_render.errors import RenderError, Verdict
-from gpustack_render.review import AdmissionRequest
+from gpustack_render.review import AdmissionRequest, Operation
 from gpustack_render.yamlio import DocumentError
 
 EXIT_OK = 0
@@ -111,7 +111,9 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"render: takes exactly one ModelDeployment; found {len(bundle.deployments)}"
         )
     try:
-        from gpustack_render.render import render  # type: ignore[import-not-found,unused-ignore]
+        from gpustack_render.render import (  # type: ignore[import-not-found,unused-ignore]
+            render,
+        )
     except ImportError:
         _later("render")
     md, errs = decode_deployment(bundle.deployments[0])
@@ -129,20 +131,20 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _operation(args: argparse.Namespace, old: dict[str, Any] | None) -> str:
-    op: str = args.operation or ("UPDATE" if old is not None else "CREATE")
+def _operation(operation: str | None, old: dict[str, Any] | None) -> str:
+    op: str = operation or ("UPDATE" if old is not None else "CREATE")
     if op in ("UPDATE", "DELETE") and old is None:
         raise UsageError(f"--operation {op} needs --old FILE with the stored object")
     return op
 
 
-def _old_object(args: argparse.Namespace, kind: str) -> dict[str, Any] | None:
-    if not args.old:
+def _old_object(path: str | None, kind: str, stdin: TextIO) -> dict[str, Any] | None:
+    if not path:
         return None
-    old_bundle = _bundle([args.old], sys.stdin)
+    old_bundle = _bundle([path], stdin)
     found = old_bundle.deployments if kind == "ModelDeployment" else old_bundle.pods
     if not found:
-        raise UsageError(f"--old {args.old}: no {kind} in it")
+        raise UsageError(f"--old {path}: no {kind} in it")
     return found[0]
 
 
@@ -166,59 +168,92 @@ def _answer(
     return EXIT_OK if verdict.allowed else EXIT_REFUSED
 
 
-def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    bundle = _bundle(args.files, sys.stdin)
-    old = _old_object(args, "ModelDeployment")
-    op = _operation(args, old)
+def admit_review(
+    files: Sequence[str],
+    *,
+    old_file: str | None = None,
+    operation: str | None = None,
+    stdin: TextIO = sys.stdin,
+) -> tuple[Verdict, dict[str, Any] | None]:
+    """Run the ModelDeployment admission on ``files`` as the ``admit`` verb does.
+
+    Returns the verdict and the schema-defaulted request object the patch applies to.
+    """
+    bundle = _bundle(files, stdin)
+    old = _old_object(old_file, "ModelDeployment", stdin)
+    op = _operation(operation, old)
     if not bundle.deployments and op != "DELETE":
-        raise UsageError("admit: no ModelDeployment in " + ", ".join(args.files))
+        raise UsageError("admit: no ModelDeployment in " + ", ".join(files))
     try:
-        from gpustack_render.admission import review_deployment  # type: ignore[import-not-found,unused-ignore]
+        from gpustack_render.admission import (  # type: ignore[import-not-found,unused-ignore]
+            review_deployment,
+        )
     except ImportError:
         _later("admit")
     obj = bundle.deployments[0] if bundle.deployments else None
     meta = (obj or old or {}).get("metadata") or {}
     ns = str(meta.get("namespace") or "default")
     request = AdmissionRequest(
-        operation=op,  # type: ignore[arg-type]
+        operation=cast(Operation, op),
         object=obj,
         old_object=old,
         namespace=ns,
         name=str(meta.get("name") or ""),
     )
-    verdict = review_deployment(
+    verdict: Verdict = review_deployment(
         request, lookups=bundle.lookups(default_namespace=ns), settings=bundle.settings
     )
     defaulted = None
     if obj is not None:
         md, _ = decode_deployment(obj)
         defaulted = md.to_dict() if md is not None else obj
-    return _answer(verdict, defaulted, args, out, err)
+    return verdict, defaulted
 
 
-def cmd_inject(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    bundle = _bundle(args.files, sys.stdin)
+def inject_review(
+    files: Sequence[str],
+    *,
+    old_file: str | None = None,
+    operation: str | None = None,
+    stdin: TextIO = sys.stdin,
+) -> tuple[Verdict, dict[str, Any]]:
+    """Run the Pod KV-cache webhook on ``files`` as the ``inject`` verb does."""
+    bundle = _bundle(files, stdin)
     if not bundle.pods:
-        raise UsageError("inject: no Pod in " + ", ".join(args.files))
-    old = _old_object(args, "Pod")
-    op = _operation(args, old)
+        raise UsageError("inject: no Pod in " + ", ".join(files))
+    old = _old_object(old_file, "Pod", stdin)
+    op = _operation(operation, old)
+    if op not in ("CREATE", "UPDATE"):
+        raise UsageError(f"inject: --operation {op} is not a Pod webhook operation")
     try:
-        from gpustack_render.injection import review_pod  # type: ignore[import-not-found,unused-ignore]
+        from gpustack_render.injection import (  # type: ignore[import-not-found,unused-ignore]
+            review_pod,
+        )
     except ImportError:
         _later("inject")
     pod = bundle.pods[0]
     meta = pod.get("metadata") or {}
     ns = str(meta.get("namespace") or "default")
     request = AdmissionRequest(
-        operation=op,  # type: ignore[arg-type]
+        operation=cast(Operation, op),
         object=pod,
         old_object=old,
         namespace=ns,
         name=str(meta.get("name") or ""),
     )
-    verdict = review_pod(
+    verdict: Verdict = review_pod(
         request, lookups=bundle.lookups(default_namespace=ns), settings=bundle.settings
     )
+    return verdict, pod
+
+
+def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    verdict, obj = admit_review(args.files, old_file=args.old, operation=args.operation)
+    return _answer(verdict, obj, args, out, err)
+
+
+def cmd_inject(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    verdict, pod = inject_review(args.files, old_file=args.old, operation=args.operation)
     return _answer(verdict, pod, args, out, err)
 
 

@@ -172,6 +172,8 @@ class Verdict:
     warnings: tuple[str, ...] = ()
     group_kind: str = ""
     name: str = ""
+    #: Stable rule id of a refusal without field causes (a forbidden verdict).
+    origin: str = ""
 
     @property
     def allowed(self) -> bool:
@@ -200,8 +202,8 @@ class Verdict:
         return cls(kind, errors=errors, group_kind=group_kind, name=name, warnings=tuple(warnings))
 
     @classmethod
-    def forbid(cls, message: str, *, warnings: Iterable[str] = ()) -> Verdict:
-        return cls(VerdictKind.FORBIDDEN, message=message, warnings=tuple(warnings))
+    def forbid(cls, message: str, *, origin: str = "", warnings: Iterable[str] = ()) -> Verdict:
+        return cls(VerdictKind.FORBIDDEN, message=message, origin=origin, warnings=tuple(warnings))
 
     @classmethod
     def internal_error(cls, message: str) -> Verdict:
@@ -262,6 +264,25 @@ class Verdict:
                 response["patch"] = self.patch
         response["warnings"] = list(self.warnings)
         return response
+
+    def summary(self) -> dict[str, Any]:
+        """What golden files pin: the outcome, status code and reason, and each cause's type,
+        field and rule id; messages are left out (tests never assert on sentences)."""
+        out: dict[str, Any] = {"allowed": self.allowed}
+        if not self.allowed:
+            out["code"] = self.status_code()
+            out["reason"] = self.status_reason()
+            if self.origin:
+                out["origin"] = self.origin
+            if self.errors:
+                out["causes"] = [
+                    {"type": e.type.value, "field": e.field, "origin": e.origin}
+                    for e in self.errors
+                ]
+        if self.patch:
+            out["patch"] = self.patch
+        out["warnings"] = list(self.warnings)
+        return out
 
 
 class RenderError(Exception):

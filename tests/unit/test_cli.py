@@ -48,7 +48,7 @@ def test_missing_file_is_exit_2_naming_it(
 ) -> None:
     code, _, err = run([verb, str(tmp_path / "nope.yaml")], capsys)
     assert code == 2
-    assert "nope.yaml" in err and "\n" == err[-1] and err.count("\n") == 1
+    assert "nope.yaml" in err and err[-1] == "\n" and err.count("\n") == 1
 
 
 def test_unknown_kind_names_file_and_document(
@@ -99,7 +99,9 @@ def test_bad_settings_value_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_bad_verb_is_exit_2() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "gpustack_render.cli", "frobnicate"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 2
 
@@ -108,6 +110,8 @@ def test_console_script_reads_stdin() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "gpustack_render.cli", "render", "-"],
         input="apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n",
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 2 and "<stdin>: document 1" in proc.stderr

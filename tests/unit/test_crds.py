@@ -63,9 +63,8 @@ def _walk(schema: Any, path: str = "") -> list[str]:
     if isinstance(schema, dict):
         if "$ref" in schema or "$defs" in schema:
             bad.append(path)
-        if "properties" in schema or "items" in schema:
-            if "type" not in schema:
-                bad.append(path)
+        if ("properties" in schema or "items" in schema) and "type" not in schema:
+            bad.append(path)
         for k, v in schema.items():
             if k in ("properties",):
                 for name, sub in v.items():

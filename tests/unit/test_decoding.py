@@ -65,23 +65,41 @@ def test_quantities_keep_their_json_type() -> None:
 @pytest.mark.parametrize(
     ("role", "field", "etype"),
     [
-        pytest.param({"template": {}}, "spec.roles[0].template", ErrorType.FORBIDDEN,
-                     id="unknown-template-field"),
-        pytest.param({"replicas": 1025}, "spec.roles[0].replicas", ErrorType.INVALID,
-                     id="replicas-over-1024"),
+        pytest.param(
+            {"template": {}},
+            "spec.roles[0].template",
+            ErrorType.FORBIDDEN,
+            id="unknown-template-field",
+        ),
+        pytest.param(
+            {"replicas": 1025}, "spec.roles[0].replicas", ErrorType.INVALID, id="replicas-over-1024"
+        ),
         pytest.param({"size": 65}, "spec.roles[0].size", ErrorType.INVALID, id="size-over-64"),
         pytest.param({"size": "2"}, "spec.roles[0].size", ErrorType.INVALID, id="size-as-string"),
-        pytest.param({"kind": "Router"}, "spec.roles[0].kind", ErrorType.NOT_SUPPORTED,
-                     id="bad-kind"),
-        pytest.param({"name": "Server"}, "spec.roles[0].name", ErrorType.INVALID,
-                     id="role-name-pattern"),
-        pytest.param({"resources": {"accelerator": "two"}},
-                     "spec.roles[0].resources.accelerator", ErrorType.INVALID,
-                     id="accelerator-not-a-quantity"),
-        pytest.param({"ports": [{"port": 70000}]}, "spec.roles[0].ports[0].port",
-                     ErrorType.INVALID, id="port-out-of-range"),
-        pytest.param({"instanceType": None}, "spec.roles[0].instanceType", ErrorType.INVALID,
-                     id="instance-type-null"),
+        pytest.param(
+            {"kind": "Router"}, "spec.roles[0].kind", ErrorType.NOT_SUPPORTED, id="bad-kind"
+        ),
+        pytest.param(
+            {"name": "Server"}, "spec.roles[0].name", ErrorType.INVALID, id="role-name-pattern"
+        ),
+        pytest.param(
+            {"resources": {"accelerator": "two"}},
+            "spec.roles[0].resources.accelerator",
+            ErrorType.INVALID,
+            id="accelerator-not-a-quantity",
+        ),
+        pytest.param(
+            {"ports": [{"port": 70000}]},
+            "spec.roles[0].ports[0].port",
+            ErrorType.INVALID,
+            id="port-out-of-range",
+        ),
+        pytest.param(
+            {"instanceType": None},
+            "spec.roles[0].instanceType",
+            ErrorType.INVALID,
+            id="instance-type-null",
+        ),
     ],
 )
 def test_schema_refusals_name_the_field(role: dict[str, Any], field: str, etype: ErrorType) -> None:

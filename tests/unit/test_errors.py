@@ -69,8 +69,13 @@ def test_allowed_patch_encodings() -> None:
     patch = [{"op": "add", "path": "/spec/x", "value": 1}]
     v = Verdict.allow(patch=patch, warnings=["w"])
     arr = v.to_response()
-    assert arr == {"uid": "", "allowed": True, "patchType": "JSONPatch", "patch": patch,
-                   "warnings": ["w"]}
+    assert arr == {
+        "uid": "",
+        "allowed": True,
+        "patchType": "JSONPatch",
+        "patch": patch,
+        "warnings": ["w"],
+    }
     wire = v.to_response("u", patch_encoding="base64")
     assert json.loads(base64.b64decode(wire["patch"])) == patch
 

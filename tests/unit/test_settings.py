@@ -15,8 +15,11 @@ def test_defaults_match_the_specification() -> None:
 
 
 def test_values_are_read_and_round_trip() -> None:
-    data = {"model-deployment-kv-cache-dtype-owned": "false", "native-sidecars": "False",
-            "model-deployment-routing-sidecar-image": "r/proxy:1"}
+    data = {
+        "model-deployment-kv-cache-dtype-owned": "false",
+        "native-sidecars": "False",
+        "model-deployment-routing-sidecar-image": "r/proxy:1",
+    }
     s, errs = settings_from_data(data)
     assert not errs
     assert not s.kv_cache_dtype_owned and not s.native_sidecars
