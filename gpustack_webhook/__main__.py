@@ -1,0 +1,174 @@
+"""Entry point: ``python -m gpustack_webhook --cert-file … --key-file … [--port 9443] …``.
+
+Wires the pieces together: JSON logs, the API client (kubeconfig or in-cluster), live Settings and
+lookups, the reloading serving certificate, the HTTPS listener and an optional plain-HTTP probe
+listener; then waits for SIGTERM or SIGINT and shuts down gracefully (not-ready, drain, finish
+in-flight reviews).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpustack_render.settings import DEFAULT_SYSTEM_NAMESPACE
+from gpustack_webhook import logs
+from gpustack_webhook.kube import KubeReader, own_namespace
+from gpustack_webhook.lookups import LiveSources, ReadError
+from gpustack_webhook.metrics import Metrics
+from gpustack_webhook.server import DEFAULT_MAX_BODY_BYTES, DEFAULT_REVIEW_TIMEOUT, WebhookServer
+from gpustack_webhook.tls import CertificateFiles, ReloadingCertificate
+
+log = logging.getLogger(f"{logs.LOGGER_NAME}.main")
+
+#: Environment variable the Deployment fills from the downward API (``metadata.namespace``).
+NAMESPACE_ENV = "POD_NAMESPACE"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m gpustack_webhook",
+        description="HTTPS admission server for ModelDeployments and KV-cache Pod injection.",
+    )
+    p.add_argument("--cert-file", required=True, type=Path, help="PEM serving certificate chain")
+    p.add_argument("--key-file", required=True, type=Path, help="PEM private key")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--port", type=int, default=9443, help="HTTPS port (default 9443)")
+    p.add_argument(
+        "--probe-port",
+        type=int,
+        default=0,
+        help="plain-HTTP port for /healthz, /readyz and /metrics (default 0: none; the HTTPS "
+        "port serves them too)",
+    )
+    p.add_argument(
+        "--namespace",
+        default="",
+        help=f"namespace holding the gpustack-settings ConfigMap (default ${NAMESPACE_ENV}, "
+        f"else the service account's, else {DEFAULT_SYSTEM_NAMESPACE})",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        default="",
+        help="kubeconfig file (default: in-cluster service account, else $KUBECONFIG)",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="larger review bodies are answered 413 (default 3 MiB)",
+    )
+    p.add_argument(
+        "--review-timeout",
+        type=float,
+        default=DEFAULT_REVIEW_TIMEOUT,
+        help="time budget of one review in seconds, reads included (default 9)",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=5.0,
+        help="time budget of one read from the API server in seconds (default 5)",
+    )
+    p.add_argument(
+        "--cert-reload-interval",
+        type=float,
+        default=10.0,
+        help="seconds between checks of the certificate files (default 10)",
+    )
+    p.add_argument(
+        "--shutdown-delay",
+        type=float,
+        default=5.0,
+        help="seconds to keep serving while not ready after SIGTERM (default 5)",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=15.0,
+        help="seconds in-flight reviews get to finish after the listener closes (default 15)",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def resolve_namespace(flag: str) -> str:
+    return flag or os.environ.get(NAMESPACE_ENV) or own_namespace(DEFAULT_SYSTEM_NAMESPACE)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Run the server until SIGTERM/SIGINT; returns the exit code."""
+    namespace = resolve_namespace(args.namespace)
+    metrics = Metrics()
+    try:
+        certificate = ReloadingCertificate(
+            CertificateFiles(args.cert_file, args.key_file), metrics=metrics
+        )
+    except (OSError, ValueError) as exc:
+        log.error("cannot load the serving certificate", extra=logs.fields(error=str(exc)))
+        return 1
+    reader = await KubeReader.connect(
+        kubeconfig=args.kubeconfig or None, request_timeout=args.request_timeout
+    )
+    try:
+        try:
+            await reader.ping()
+        except ReadError as exc:
+            # Not fatal: reviews answer InternalError until the API server is reachable.
+            log.warning("the API server is not reachable yet", extra=logs.fields(error=str(exc)))
+        sources = LiveSources(
+            reader,
+            namespace=namespace,
+            observe=metrics.observe_lookup,
+            request_timeout=args.request_timeout,
+        )
+        server = WebhookServer(
+            sources,
+            metrics=metrics,
+            max_body_bytes=args.max_body_bytes,
+            review_timeout=args.review_timeout,
+            shutdown_timeout=args.shutdown_timeout,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await server.start(
+            host=args.host,
+            port=args.port,
+            ssl_context=certificate.context,
+            probe_port=args.probe_port or None,
+        )
+        log.info("serving", extra=logs.fields(namespace=namespace))
+        watcher = asyncio.create_task(certificate.watch(args.cert_reload_interval))
+        try:
+            await stop.wait()
+            log.info("shutting down")
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            await server.stop(drain_delay=args.shutdown_delay)
+    finally:
+        await reader.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logs.configure(args.log_level)
+    try:
+        return asyncio.run(serve(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

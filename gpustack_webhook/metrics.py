@@ -1,0 +1,79 @@
+"""Prometheus metrics of the webhook server: reviews and their latency per webhook and verdict.
+
+Each server owns its registry, so several servers (tests, the benchmark) never collide on metric
+names; ``/metrics`` renders that registry.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+#: Verdict label of a request that never became a review (bad JSON, wrong kind, too large).
+MALFORMED = "malformed"
+
+#: Latency buckets in seconds: the API server's budget is ``timeoutSeconds`` (10 s), the target
+#: is milliseconds.
+LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    """The server's counters and histograms, registered in their own registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.reviews = Counter(
+            "gpustack_webhook_reviews",
+            "Admission reviews answered, by webhook and verdict "
+            "(allowed, invalid, forbidden, internal, malformed).",
+            ["webhook", "verdict"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "gpustack_webhook_review_duration_seconds",
+            "Time from receiving a review to answering it, by webhook and verdict.",
+            ["webhook", "verdict"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.lookups = Counter(
+            "gpustack_webhook_lookups",
+            "Live reads made for reviews, by kind and result (found, not_found, failed).",
+            ["kind", "result"],
+            registry=self.registry,
+        )
+        self.cert_reloads = Counter(
+            "gpustack_webhook_certificate_reloads",
+            "Serving certificate reloads, by result (loaded, failed).",
+            ["result"],
+            registry=self.registry,
+        )
+
+    def observe_review(self, webhook: str, verdict: str, seconds: float) -> None:
+        """Count one answered request and record how long it took."""
+        self.reviews.labels(webhook, verdict).inc()
+        self.latency.labels(webhook, verdict).observe(seconds)
+
+    def observe_lookup(self, kind: str, result: str) -> None:
+        self.lookups.labels(kind, result).inc()
+
+    def render(self) -> bytes:
+        """The registry in the Prometheus text exposition format."""
+        data: bytes = generate_latest(self.registry)
+        return data

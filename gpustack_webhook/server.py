@@ -1,0 +1,401 @@
+"""The HTTPS admission server: decode an AdmissionReview, call the library, encode the answer.
+
+Four webhooks, each a ``POST`` of an ``admission.k8s.io/v1`` AdmissionReview (paths are the ones
+``deploy/webhook`` registers):
+
+* ``/mutate-worker-gpustack-ai-v1-modeldeployment``: ModelDeployment default (CREATE, UPDATE)
+* ``/validate-worker-gpustack-ai-v1-modeldeployment``: ModelDeployment validation (CREATE, UPDATE)
+* ``/mutate-gpustack-worker-kvcache-core-v1-pod``: Pod KV-cache injection (CREATE)
+* ``/validate-gpustack-worker-kvcache-core-v1-pod``: Pod freeze (UPDATE)
+
+plus ``GET /healthz``, ``/readyz`` and ``/metrics``. Every rule lives in the library; this module
+only routes, bounds and reports. A body that is not a v1 AdmissionReview for the webhook's kind is
+answered ``400`` (the API server then applies the webhook's failure policy); a body over the limit
+``413``. A review whose inputs cannot be read, or that the library fails on, is answered
+``allowed: false`` with an ``InternalError`` (500) status and logged: never a verdict on the
+object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import json
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from gpustack_render.api.common import GROUP
+from gpustack_render.errors import Verdict
+from gpustack_render.lookups import LookupFailed, Lookups
+from gpustack_render.review import AdmissionRequest
+from gpustack_render.settings import Settings
+from gpustack_webhook.logs import LOGGER_NAME, fields
+from gpustack_webhook.lookups import Sources
+from gpustack_webhook.metrics import CONTENT_TYPE, MALFORMED, Metrics
+
+log = logging.getLogger(f"{LOGGER_NAME}.server")
+
+#: ``apiVersion`` of the only AdmissionReview version this server speaks.
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+
+#: Paths of the four webhooks (controller-runtime style for the ModelDeployment pair; the Pod
+#: pair as kv-injection.md §12 gives them). deploy/webhook/webhooks.yaml uses the same.
+PATH_MODELDEPLOYMENT_MUTATE = "/mutate-worker-gpustack-ai-v1-modeldeployment"
+PATH_MODELDEPLOYMENT_VALIDATE = "/validate-worker-gpustack-ai-v1-modeldeployment"
+PATH_POD_INJECT = "/mutate-gpustack-worker-kvcache-core-v1-pod"
+PATH_POD_FREEZE = "/validate-gpustack-worker-kvcache-core-v1-pod"
+
+#: Default request body limit: the API server's own limit for an object is 3 MiB.
+DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024
+#: Default time budget of one review; below the registrations' ``timeoutSeconds: 10``.
+DEFAULT_REVIEW_TIMEOUT = 9.0
+
+
+class Review(Protocol):
+    """A library entry point: one admission request in, one verdict out."""
+
+    def __call__(
+        self, request: AdmissionRequest, *, lookups: Lookups, settings: Settings
+    ) -> Verdict: ...
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """One served webhook: its path, the kind it accepts and the library call that decides."""
+
+    #: Label in metrics and logs.
+    name: str
+    path: str
+    #: The ``request.kind`` it accepts (group, version, kind); anything else is a bad request.
+    group: str
+    version: str
+    kind: str
+    review: Review
+
+
+def default_webhooks() -> tuple[Webhook, ...]:
+    """The four webhooks wired to the library's admission and injection entry points."""
+    from gpustack_render.admission import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
+        mutate_deployment,
+        validate_deployment,
+    )
+
+    from gpustack_render.injection import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
+        review_pod,
+    )
+
+    return (
+        Webhook(
+            "modeldeployment-mutate",
+            PATH_MODELDEPLOYMENT_MUTATE,
+            GROUP,
+            "v1",
+            "ModelDeployment",
+            mutate_deployment,
+        ),
+        Webhook(
+            "modeldeployment-validate",
+            PATH_MODELDEPLOYMENT_VALIDATE,
+            GROUP,
+            "v1",
+            "ModelDeployment",
+            validate_deployment,
+        ),
+        Webhook("pod-inject", PATH_POD_INJECT, "", "v1", "Pod", review_pod),
+        Webhook("pod-freeze", PATH_POD_FREEZE, "", "v1", "Pod", review_pod),
+    )
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview this webhook can answer."""
+
+
+def parse_review(raw: bytes, hook: Webhook) -> dict[str, Any]:
+    """The decoded AdmissionReview; raises :class:`BadReview` naming the first problem."""
+    try:
+        review = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadReview(f"body is not JSON: {exc}") from None
+    if not isinstance(review, dict):
+        raise BadReview("body is not a JSON object")
+    if review.get("apiVersion") != ADMISSION_API_VERSION or review.get("kind") != "AdmissionReview":
+        raise BadReview(
+            f"expected apiVersion {ADMISSION_API_VERSION} kind AdmissionReview, got "
+            f"{review.get('apiVersion')!r} {review.get('kind')!r}"
+        )
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("request is missing")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("request.uid is missing")
+    if request.get("operation") not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
+        raise BadReview(f"request.operation {request.get('operation')!r} is not an operation")
+    kind = request.get("kind")
+    if not isinstance(kind, dict):
+        raise BadReview("request.kind is missing")
+    got = (kind.get("group") or "", kind.get("version"), kind.get("kind"))
+    if got != (hook.group, hook.version, hook.kind):
+        group, version, name = got
+        raise BadReview(
+            f"{hook.path} reviews {hook.kind} ({hook.group or 'core'}/{hook.version}), "
+            f"not {name} ({group or 'core'}/{version})"
+        )
+    for key in ("object", "oldObject"):
+        if request.get(key) is not None and not isinstance(request.get(key), dict):
+            raise BadReview(f"request.{key} is not an object")
+    if request.get("operation") in ("CREATE", "UPDATE") and not isinstance(
+        request.get("object"), dict
+    ):
+        raise BadReview(f"request.object is missing on {request.get('operation')}")
+    if request.get("operation") == "UPDATE" and not isinstance(request.get("oldObject"), dict):
+        raise BadReview("request.oldObject is missing on UPDATE")
+    return review
+
+
+def encode_review(verdict: Verdict, uid: str) -> dict[str, Any]:
+    """The AdmissionReview answering request ``uid`` (patch as base64 JSON Patch)."""
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "AdmissionReview",
+        "response": verdict.to_response(uid, patch_encoding="base64"),
+    }
+
+
+def _object_name(request: AdmissionRequest) -> str:
+    if request.name:
+        return request.name
+    meta = (request.object or request.old_object or {}).get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        return ""
+    if meta.get("name"):
+        return str(meta["name"])
+    return f"{meta['generateName']}*" if meta.get("generateName") else ""
+
+
+def _verdict_fields(verdict: Verdict) -> dict[str, Any]:
+    """What a log line says about a verdict: outcome, codes, field paths and rule ids only."""
+    out: dict[str, Any] = {"allowed": verdict.allowed, "verdict": verdict.kind.value}
+    if not verdict.allowed:
+        out["code"] = verdict.status_code()
+        out["reason"] = verdict.status_reason()
+    if verdict.origin:
+        out["rule"] = verdict.origin
+    if verdict.errors:
+        out["causes"] = [
+            {"field": e.field, "reason": e.type.value, "rule": e.origin} for e in verdict.errors
+        ]
+    if verdict.patch:
+        out["patchOps"] = len(verdict.patch)
+    if verdict.warnings:
+        out["warnings"] = len(verdict.warnings)
+    return out
+
+
+class WebhookServer:
+    """The aiohttp application(s) and their lifecycle.
+
+    ``start`` binds the HTTPS listener (webhooks, probes, metrics) and optionally a plain-HTTP
+    probe listener (probes and metrics only); ``stop`` reports not-ready, waits ``drain_delay``
+    for endpoints to be withdrawn, then stops accepting and lets in-flight reviews finish.
+    """
+
+    def __init__(
+        self,
+        sources: Sources,
+        *,
+        webhooks: Sequence[Webhook] | None = None,
+        metrics: Metrics | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        review_timeout: float = DEFAULT_REVIEW_TIMEOUT,
+        workers: int = 32,
+        shutdown_timeout: float = 15.0,
+    ) -> None:
+        self.sources = sources
+        self.webhooks = tuple(webhooks if webhooks is not None else default_webhooks())
+        self.metrics = metrics or Metrics()
+        self.max_body_bytes = max_body_bytes
+        self.review_timeout = review_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.ready = False
+        self.port = 0
+        self.probe_port = 0
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="review"
+        )
+        self._runners: list[web.AppRunner] = []
+
+    # ---- applications ----------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        """The HTTPS application: the webhooks, the probes and the metrics."""
+        # One byte of slack: aiohttp refuses a body whose size reaches client_max_size.
+        app = web.Application(client_max_size=self.max_body_bytes + 1)
+        for hook in self.webhooks:
+            app.router.add_post(hook.path, functools.partial(self._handle, hook=hook))
+        self._add_probes(app)
+        return app
+
+    def probe_app(self) -> web.Application:
+        """The plain-HTTP application: probes and metrics only."""
+        app = web.Application(client_max_size=1024)
+        self._add_probes(app)
+        return app
+
+    def _add_probes(self, app: web.Application) -> None:
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self.ready:
+            return web.Response(text="ok")
+        return web.Response(status=503, text="not ready")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = self.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    # ---- reviews ---------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request, *, hook: Webhook) -> web.Response:
+        started = time.perf_counter()
+        length = request.content_length
+        if length is not None and length > self.max_body_bytes:
+            return self._refuse_request(
+                hook, started, 413, f"body of {length} bytes is over {self.max_body_bytes}"
+            )
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._refuse_request(
+                hook, started, 413, f"body is over {self.max_body_bytes} bytes"
+            )
+        try:
+            review = parse_review(raw, hook)
+        except BadReview as exc:
+            return self._refuse_request(hook, started, 400, str(exc))
+        admission = AdmissionRequest.from_review(review)
+        verdict = await self.review(hook, admission)
+        elapsed = time.perf_counter() - started
+        self.metrics.observe_review(hook.name, verdict.kind.value, elapsed)
+        log.info(
+            "review",
+            extra=fields(
+                webhook=hook.name,
+                uid=admission.uid,
+                operation=admission.operation,
+                namespace=admission.namespace,
+                name=_object_name(admission),
+                user=str(admission.user_info.get("username") or ""),
+                dryRun=admission.dry_run,
+                durationMs=round(elapsed * 1000, 3),
+                **_verdict_fields(verdict),
+            ),
+        )
+        return web.json_response(encode_review(verdict, admission.uid))
+
+    def _refuse_request(
+        self, hook: Webhook, started: float, status: int, problem: str
+    ) -> web.Response:
+        self.metrics.observe_review(hook.name, MALFORMED, time.perf_counter() - started)
+        log.warning(
+            "request refused", extra=fields(webhook=hook.name, status=status, problem=problem)
+        )
+        return web.Response(status=status, text=problem + "\n")
+
+    async def review(self, hook: Webhook, request: AdmissionRequest) -> Verdict:
+        """Run ``hook``'s library call for ``request`` within the review's time budget."""
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + self.review_timeout
+        try:
+            settings = await asyncio.wait_for(self.sources.settings(), self.review_timeout)
+            lookups = self.sources.lookups(loop, deadline)
+            call = functools.partial(hook.review, request, lookups=lookups, settings=settings)
+            remaining = max(deadline - time.monotonic(), 0.0)
+            return await asyncio.wait_for(loop.run_in_executor(self._executor, call), remaining)
+        except LookupFailed as exc:
+            log.warning(
+                "a read failed; answering an internal error",
+                extra=fields(
+                    webhook=hook.name,
+                    uid=request.uid,
+                    kind=exc.kind,
+                    namespace=exc.namespace,
+                    name=exc.name,
+                    error=exc.reason,
+                ),
+            )
+            return Verdict.internal_error(f"{exc}; the request was not judged, retry")
+        except TimeoutError:
+            log.warning(
+                "review timed out; answering an internal error",
+                extra=fields(webhook=hook.name, uid=request.uid, budget=self.review_timeout),
+            )
+            return Verdict.internal_error(
+                f"the review did not finish within {self.review_timeout:g}s; retry"
+            )
+        except Exception as exc:
+            log.exception(
+                "review failed; answering an internal error",
+                extra=fields(webhook=hook.name, uid=request.uid, error=type(exc).__name__),
+            )
+            return Verdict.internal_error(
+                f"the {hook.name} webhook failed while reviewing this request "
+                f"({type(exc).__name__}); the request was not judged"
+            )
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    async def start(
+        self,
+        *,
+        host: str,
+        port: int,
+        ssl_context: Any,
+        probe_host: str | None = None,
+        probe_port: int | None = None,
+    ) -> None:
+        """Listen for reviews on ``host:port`` (TLS); optionally probes on plain HTTP."""
+        self.port = await self._listen(self.app(), host, port, ssl_context)
+        if probe_port is not None:
+            self.probe_port = await self._listen(
+                self.probe_app(), probe_host or host, probe_port, None
+            )
+        self.ready = True
+        log.info(
+            "listening",
+            extra=fields(host=host, port=self.port, probePort=self.probe_port or None),
+        )
+
+    async def _listen(self, app: web.Application, host: str, port: int, ssl_context: Any) -> int:
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout)
+        await runner.setup()
+        self._runners.append(runner)
+        site = web.TCPSite(
+            runner, host, port, ssl_context=ssl_context, shutdown_timeout=self.shutdown_timeout
+        )
+        await site.start()
+        bound: Iterable[Any] = runner.addresses
+        return int(next(iter(bound))[1])
+
+    async def stop(self, *, drain_delay: float = 0.0) -> None:
+        """Report not-ready, wait ``drain_delay``, then finish in-flight reviews and close."""
+        self.ready = False
+        if drain_delay > 0:
+            log.info("draining", extra=fields(seconds=drain_delay))
+            await asyncio.sleep(drain_delay)
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        self._runners.clear()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        log.info("stopped")

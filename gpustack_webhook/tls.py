@@ -1,0 +1,118 @@
+"""The serving certificate: loaded from mounted files and reloaded when they change.
+
+The listening socket keeps one *base* :class:`ssl.SSLContext` for its whole life. Its server-name
+callback, which OpenSSL runs for every handshake (with or without SNI; the API server sends none
+when it calls an IP address), hands each new connection the context built from the newest
+certificate. A background task polls the files' identity (inode, size, modification time,
+following symlinks so a Secret volume's atomic ``..data`` swap is seen) and builds a fresh context
+when they change. A pair that does not load (a half-written rotation, a key that does not match)
+is reported and the previous certificate stays in service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpustack_webhook.logs import LOGGER_NAME, fields
+from gpustack_webhook.metrics import Metrics
+
+log = logging.getLogger(f"{LOGGER_NAME}.tls")
+
+_Stamp = tuple[tuple[int, int, int], ...]
+
+
+def _server_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    # The API server speaks HTTP/1.1 to webhooks unless h2 is offered; aiohttp serves HTTP/1.1.
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+@dataclass(frozen=True)
+class CertificateFiles:
+    """Paths of a PEM certificate chain and its private key."""
+
+    cert_file: Path
+    key_file: Path
+
+    def stamp(self) -> _Stamp:
+        """The files' identity; changes whenever either file is replaced or rewritten."""
+        out = []
+        for path in (self.cert_file, self.key_file):
+            st = os.stat(path)
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def load(self) -> ssl.SSLContext:
+        """A new server context holding this pair; raises ``OSError``/``ssl.SSLError``."""
+        context = _server_context()
+        context.load_cert_chain(self.cert_file, self.key_file)
+        return context
+
+
+class ReloadingCertificate:
+    """A server SSL context whose certificate follows the files on disk."""
+
+    def __init__(self, files: CertificateFiles, *, metrics: Metrics | None = None) -> None:
+        self.files = files
+        self._metrics = metrics
+        self._stamp = files.stamp()
+        # Fails loudly at startup: a server without a certificate must not report ready.
+        self._current = files.load()
+        self.context = files.load()
+        self.context.sni_callback = self._select
+        self.generation = 1
+
+    def _select(
+        self,
+        connection: ssl.SSLObject | ssl.SSLSocket,
+        server_name: str | None,
+        base: ssl.SSLContext,
+    ) -> None:
+        connection.context = self._current
+
+    def check(self) -> bool:
+        """Reload when the files changed; returns whether a new certificate is in service."""
+        try:
+            stamp = self.files.stamp()
+        except OSError as exc:
+            log.warning(
+                "certificate files unreadable; keeping the current certificate",
+                extra=fields(error=str(exc)),
+            )
+            return False
+        if stamp == self._stamp:
+            return False
+        try:
+            context = self.files.load()
+        except (OSError, ssl.SSLError) as exc:
+            # Leave the stamp alone so the next poll tries again (a rotation may be mid-way).
+            log.warning(
+                "certificate change did not load; keeping the current certificate",
+                extra=fields(error=str(exc), cert_file=str(self.files.cert_file)),
+            )
+            if self._metrics is not None:
+                self._metrics.cert_reloads.labels("failed").inc()
+            return False
+        self._current = context
+        self._stamp = stamp
+        self.generation += 1
+        log.info(
+            "serving certificate reloaded",
+            extra=fields(cert_file=str(self.files.cert_file), generation=self.generation),
+        )
+        if self._metrics is not None:
+            self._metrics.cert_reloads.labels("loaded").inc()
+        return True
+
+    async def watch(self, interval: float) -> None:
+        """Poll the files every ``interval`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            self.check()
