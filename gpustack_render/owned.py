@@ -111,6 +111,25 @@ SSL_CERTFILE_FLAG: Final = "--ssl-certfile"
 SSL_KEYFILE_FLAG: Final = "--ssl-keyfile"
 SSL_CERT_REQS_FLAG: Final = "--ssl-cert-reqs"
 
+# --- listener ports and mount paths the operator synthesizes (admission.md §15, D22) ----------
+
+#: The serving port of a role that declares no ``ports`` (``http``, render.md §11).
+DEFAULT_SERVING_PORT: Final = 8000
+#: vLLM's KV-event publisher and replay ports, on a native-vLLM producer under llm-d-router.
+KV_EVENTS_PORT: Final = 5557
+KV_REPLAY_PORT: Final = 5558
+#: The bootstrap port of a prefiller in a declared pair with a router or a cache (D22).
+BOOTSTRAP_PORT: Final = 8998
+#: Where a direct decoder's engine moves (raised past declared ports, render.md §18).
+DECODER_ENGINE_PORT_BASE: Final = 8200
+#: The vLLM-family client configuration directory (render.md §14 row 2, kv-injection.md §4).
+CLIENT_CONFIG_MOUNT_PATH: Final = "/etc/gpustack/kvcache"
+#: The Ascend driver mounted on a vllm-ascend direct leg (render.md §14 row 3).
+ASCEND_DRIVER_PATH: Final = "/usr/local/Ascend/driver"
+#: Shared memory and the compile cache: an additional volume here takes precedence (D7, D22).
+SHM_MOUNT_PATH: Final = "/dev/shm"
+COMPILE_CACHE_MOUNT_PATH: Final = "/var/lib/gpustack/cache"
+
 # --- defaulted: set by the operator, a user's value wins, never refused --------------------------
 
 MC_TE_METRIC_ENV: Final = "MC_TE_METRIC"
