@@ -1,0 +1,187 @@
+"""KV-cache Pod injection: the mutating CREATE webhook and the validating UPDATE freeze.
+
+Any Pod labelled ``kvcache.gpustack.ai/inject: "true"`` joins the KV-cache pool its
+``KVCachePoolBinding`` names: at CREATE the webhook writes exactly the store-client
+configuration its declared engine expects, or refuses, fail-closed, every case that would
+produce a container that starts normally and caches nothing (``reference/kv-injection.md``).
+
+Entry points:
+
+- :func:`review_pod` — one admission request (CREATE: injection; UPDATE: freeze) → Verdict;
+- :func:`inject_pod` — the CREATE decision on a raw Pod → :class:`InjectionResult`;
+- :func:`freeze_pod` — the UPDATE freeze → :class:`~gpustack_render.errors.ErrorList`.
+
+The client documents and vehicles come from :mod:`gpustack_render.connectors`, shared with the
+deployment renderer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+
+from gpustack_render import connectors
+from gpustack_render.errors import Verdict
+from gpustack_render.injection import podview
+from gpustack_render.injection.collisions import check_collisions, names_flag
+from gpustack_render.injection.contract import Contract, opted_in, read_contract
+from gpustack_render.injection.freeze import freeze_pod
+from gpustack_render.injection.launch import Launch, check_launch
+from gpustack_render.injection.mutate import apply_injection
+from gpustack_render.injection.record import InjectionRecord, parse_record
+from gpustack_render.injection.refusal import Refusal
+from gpustack_render.injection.resolve import Resolution, resolve
+from gpustack_render.injection.target import Target, select_container
+from gpustack_render.lookups import Lookups
+from gpustack_render.review import AdmissionRequest
+from gpustack_render.settings import Settings
+
+__all__ = [
+    "InjectionRecord",
+    "InjectionResult",
+    "Refusal",
+    "freeze_pod",
+    "inject_pod",
+    "parse_record",
+    "review_pod",
+]
+
+#: The namespace of a Pod that names none (D18).
+DEFAULT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class InjectionResult:
+    """The CREATE decision for one Pod.
+
+    ``pod`` is the Pod to admit: the mutated copy when injected, else the input itself
+    (unchanged). ``refusal`` is set when refused; ``record`` when injected; neither when the
+    Pod did not opt in.
+    """
+
+    pod: Mapping[str, Any]
+    refusal: Refusal | None = None
+    record: InjectionRecord | None = None
+
+    @property
+    def injected(self) -> bool:
+        return self.record is not None
+
+
+def inject_pod(
+    pod: Mapping[str, Any],
+    *,
+    namespace: str,
+    lookups: Lookups,
+    settings: Settings,
+) -> InjectionResult:
+    """The CREATE injection of ``pod`` in ``namespace`` (kv-injection.md §2).
+
+    Every refusal runs before any mutation, so a refused Pod is returned as submitted; the first
+    failing step wins. Never raises on malformed Pods (a field of the wrong type reads as
+    absent).
+    """
+    if not opted_in(podview.labels_of(pod)):
+        return InjectionResult(pod)
+    contract = read_contract(podview.annotations_of(pod))
+    if isinstance(contract, Refusal):
+        return InjectionResult(pod, refusal=contract)
+    resolution = resolve(
+        contract, namespace=namespace or DEFAULT_NAMESPACE, lookups=lookups, settings=settings
+    )
+    if isinstance(resolution, Refusal):
+        return InjectionResult(pod, refusal=resolution)
+    client = connectors.store_client(
+        contract.engine,
+        endpoint=resolution.endpoint,
+        transport=resolution.transport,
+        tenant=resolution.tenant,
+        dtype=resolution.dtype,
+        kv_role=connectors.kv_role_for(contract.role),
+    )
+    pod_spec = podview.spec_of(pod)
+    target = select_container(pod_spec, named=contract.container)
+    if isinstance(target, Refusal):
+        return InjectionResult(pod, refusal=target)
+    refused = check_collisions(
+        pod_spec, target, engine=contract.engine, client=client, dtype=resolution.dtype
+    )
+    if refused is not None:
+        return InjectionResult(pod, refusal=refused)
+    launch = check_launch(
+        target.name,
+        podview.tokens(target.container.get("command")),
+        podview.tokens(target.container.get("args")),
+        engine=contract.engine,
+        forwarded=contract.forwarded,
+    )
+    if isinstance(launch, Refusal):
+        return InjectionResult(pod, refusal=launch)
+    return _inject(pod, contract, resolution, client, target, launch)
+
+
+def _inject(
+    pod: Mapping[str, Any],
+    contract: Contract,
+    resolution: Resolution,
+    client: connectors.StoreClient,
+    target: Target,
+    launch: Launch,
+) -> InjectionResult:
+    defaulted = [
+        token
+        for group in client.defaulted_args
+        if not names_flag(target.container, group[0], engine=contract.engine)
+        for token in group
+    ]
+    record = InjectionRecord(
+        binding=contract.binding,
+        engine=contract.engine,
+        vehicle="file" if client.volumes else "environment",
+        domain=resolution.domain,
+        tenant_injected=bool(resolution.tenant),
+        launch_program=launch.program,
+        launch_args_forwarded=launch.forwarded,
+    )
+    mutated = apply_injection(
+        pod, index=target.index, client=client, defaulted_args=defaulted, record=record
+    )
+    return InjectionResult(mutated, record=record)
+
+
+def _namespace(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:
+    ns = podview.metadata_of(pod).get("namespace")
+    return request.namespace or (ns if isinstance(ns, str) and ns else DEFAULT_NAMESPACE)
+
+
+def _name(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:
+    meta = podview.metadata_of(pod)
+    name = request.name or meta.get("name") or meta.get("generateName") or ""
+    return name if isinstance(name, str) else str(name)
+
+
+def review_pod(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:
+    """One Pod admission request: CREATE runs the injection, UPDATE the freeze.
+
+    A CREATE refusal is ``403 Forbidden`` with the rule id as ``origin`` and no causes; an
+    injection is allowed with the JSON Patch from the submitted Pod to the mutated one. The
+    freeze answers ``422 Invalid`` with one cause per violation. Other operations are allowed.
+    """
+    pod = request.object if isinstance(request.object, dict) else {}
+    if request.operation == "CREATE":
+        result = inject_pod(
+            pod, namespace=_namespace(request, pod), lookups=lookups, settings=settings
+        )
+        if result.refusal is not None:
+            return Verdict.forbid(result.refusal.message, origin=result.refusal.rule)
+        if not result.injected:
+            return Verdict.allow()
+        patch = jsonpatch.make_patch(pod, dict(result.pod)).patch
+        return Verdict.allow(patch=patch)
+    if request.operation == "UPDATE":
+        errs = freeze_pod(request.old_object, request.object)
+        return Verdict.from_errors(errs, group_kind="Pod", name=_name(request, pod))
+    return Verdict.allow()

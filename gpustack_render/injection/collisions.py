@@ -1,0 +1,158 @@
+"""Keys of the target container that injection refuses instead of overwriting (steps 17–18).
+
+O1–O6: keys this Pod's own engine would be given and a merge could not settle (the mechanism,
+``--kv-cache-dtype`` while a dtype is rendered, the volume and mount). F1–F2: on SGLang, keys
+selecting another configuration source, which would leave every injected variable unread.
+Only keys this render writes are checked, so the same key on an engine that does not read it
+is not refused; the volume and mount checks therefore apply to the vLLM family, the only
+engines given a volume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from gpustack_render import connectors
+from gpustack_render.connectors import StoreClient
+from gpustack_render.injection import podview
+from gpustack_render.injection import refusal as r
+from gpustack_render.injection.refusal import Refusal
+from gpustack_render.injection.spelling import find_flag
+from gpustack_render.injection.target import Target
+
+#: Flags a token must not be taken to abbreviate when it names one of these exactly (step 5 of
+#: the token rule): the engine's owned flags (admission.md §13), the dtype and SGLang's default.
+OWNED_FLAGS: Final[dict[str, tuple[str, ...]]] = {
+    "vllm": (
+        connectors.FLAG_KV_TRANSFER_CONFIG,
+        "--kv-events-config",
+        connectors.FLAG_KV_CACHE_DTYPE,
+    ),
+    "sglang": (
+        connectors.FLAG_HICACHE_STORAGE_BACKEND,
+        connectors.FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG,
+        "--disaggregation-mode",
+        "--disaggregation-transfer-backend",
+        "--disaggregation-bootstrap-port",
+        connectors.FLAG_KV_CACHE_DTYPE,
+        connectors.FLAG_ENABLE_HIERARCHICAL_CACHE,
+    ),
+}
+#: The connector flag each engine is given and refuses (O2).
+OWNED_CONNECTOR_FLAG: Final[dict[str, str]] = {
+    "vllm": connectors.FLAG_KV_TRANSFER_CONFIG,
+    "sglang": connectors.FLAG_HICACHE_STORAGE_BACKEND,
+}
+
+
+def family(engine: str) -> str:
+    """``vllm`` for both vLLM-family engines, else the engine."""
+    return "vllm" if engine in connectors.VLLM_FAMILY else engine
+
+
+def search_tokens(container: Mapping[str, Any]) -> list[str]:
+    """The tokens flags are searched in: ``args`` first, then ``command`` (kv-injection.md §8)."""
+    return [*podview.tokens(container.get("args")), *podview.tokens(container.get("command"))]
+
+
+def names_flag(container: Mapping[str, Any], flag: str, *, engine: str) -> bool:
+    """Whether the container's own tokens name ``flag`` in any spelling ``engine`` reads."""
+    fam = family(engine)
+    hit = find_flag(
+        search_tokens(container), (flag,), owned=OWNED_FLAGS[fam], vllm_family=fam == "vllm"
+    )
+    return hit is not None
+
+
+def check_collisions(
+    pod_spec: Mapping[str, Any], target: Target, *, engine: str, client: StoreClient, dtype: str
+) -> Refusal | None:
+    """Steps 17–18 of §2 in order: env, flags, dtype flag, Pod volume, mounts (O1–O6), then the
+    configuration-source keys (F1, F2)."""
+    fam = family(engine)
+    vllm = fam == "vllm"
+    container = target.container
+    name = target.name
+    env_names = {podview.name_of(e) for e in podview.items(container.get("env"))}
+    tokens = search_tokens(container)
+    owned = OWNED_FLAGS[fam]
+
+    if vllm and connectors.ENV_MOONCAKE_CONFIG_PATH in env_names:
+        return Refusal(
+            r.O1_OWNED_ENV,
+            f"container {name} declares env {connectors.ENV_MOONCAKE_CONFIG_PATH}: a KV cache "
+            "is already configured, and two sources for one setting is undiagnosable (no "
+            "merge); remove yours, or drop the inject label",
+        )
+    hit = find_flag(tokens, (OWNED_CONNECTOR_FLAG[fam],), owned=owned, vllm_family=vllm)
+    if hit is not None:
+        return Refusal(
+            r.O2_OWNED_FLAG,
+            f"container {name} passes {hit.spelled()}: the webhook writes that flag for engine "
+            f"{engine}, and two on one command line are undiagnosable; remove yours, or drop "
+            "the inject label",
+        )
+    if dtype:
+        hit = find_flag(tokens, (connectors.FLAG_KV_CACHE_DTYPE,), owned=owned, vllm_family=vllm)
+        if hit is not None:
+            return Refusal(
+                r.O3_DTYPE_FLAG,
+                f"container {name} passes {hit.spelled()}: the dtype comes from the Binding "
+                f"({dtype!r}), and engines writing two dtypes into one domain read each other's "
+                "blocks wrong; remove yours and name a Binding declaring the dtype you want (the "
+                "Setting model-deployment-kv-cache-dtype-owned off admits it)",
+            )
+    owned_volumes = {podview.name_of(v) for v in client.volumes}
+    for volume in podview.items(pod_spec.get("volumes")):
+        if podview.name_of(volume) in owned_volumes:
+            return Refusal(
+                r.O4_OWNED_VOLUME,
+                f"the Pod declares volume {podview.name_of(volume)}, a name owned by the "
+                "KV-cache injection webhook; rename yours",
+            )
+    mount_names = {podview.name_of(m) for m in client.mounts}
+    mount_paths = {_clean(podview.mapping(m).get("mountPath")) for m in client.mounts}
+    mounts = podview.items(container.get("volumeMounts"))
+    for mount in mounts:
+        if podview.name_of(mount) in mount_names:
+            return Refusal(
+                r.O5_OWNED_MOUNT_NAME,
+                f"container {name} mounts a volume named {podview.name_of(mount)}, a name owned "
+                "by the KV-cache injection webhook; rename yours",
+            )
+    for mount in mounts:
+        path = _clean(podview.mapping(mount).get("mountPath"))
+        if path in mount_paths:
+            return Refusal(
+                r.O6_OWNED_MOUNT_PATH,
+                f"container {name} mounts something at {path}, the path the KV-cache injection "
+                "webhook mounts its client configuration at; move yours",
+            )
+    if fam == "sglang":
+        if connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH in env_names:
+            return Refusal(
+                r.F1_CONFIG_SOURCE_ENV,
+                f"container {name} declares env "
+                f"{connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH}: it points sglang at its "
+                "own file, so the injected MOONCAKE_* variables would go unread; remove it",
+            )
+        hit = find_flag(
+            tokens,
+            (connectors.FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG,),
+            owned=owned,
+            vllm_family=False,
+        )
+        if hit is not None:
+            return Refusal(
+                r.F2_CONFIG_SOURCE_FLAG,
+                f"container {name} passes {hit.spelled()}: that configuration outranks the "
+                "environment, so the injected MOONCAKE_* variables would go unread; remove it",
+            )
+    return None
+
+
+def _clean(path: object) -> str:
+    """A mount path compared without trailing slashes (``/a/`` mounts where ``/a`` does)."""
+    text = path if isinstance(path, str) else ""
+    return text.rstrip("/") or text

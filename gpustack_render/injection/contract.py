@@ -1,0 +1,179 @@
+"""The opt-in contract of a Pod: the label, the annotations and their accepted values.
+
+``reference/kv-injection.md`` §1. Values are exact and case-sensitive; nothing is trimmed or
+case-folded. Steps 2–6 of the CREATE processing order (§2) live here: the annotation
+vocabulary, the refused domain key, and the engine, manufacturer and role values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from gpustack_render.connectors import CLIENT_CONFIG_ANNOTATION
+from gpustack_render.injection import refusal as r
+from gpustack_render.injection.refusal import Refusal
+
+#: Every key of the contract starts with this prefix.
+PREFIX: Final = "kvcache.gpustack.ai/"
+
+#: Label, set by the Pod's author: ``"true"`` opts the Pod in (the webhook's objectSelector and
+#: the first processing step); frozen on a live Pod.
+LABEL_INJECT: Final = "kvcache.gpustack.ai/inject"
+#: The only label value that opts in.
+INJECT_TRUE: Final = "true"
+
+#: Annotation, set by the author: the ``KVCachePoolBinding`` name in the Pod's namespace.
+ANNOTATION_BINDING: Final = "kvcache.gpustack.ai/binding"
+#: Annotation, set by the author: ``vLLM`` or ``SGLang``; never guessed from the image.
+ANNOTATION_ENGINE: Final = "kvcache.gpustack.ai/engine"
+#: Annotation, set by the author: ``ascend`` beside ``vLLM`` selects vLLM-Ascend.
+ANNOTATION_MANUFACTURER: Final = "kvcache.gpustack.ai/manufacturer"
+#: Annotation, set by the author: ``Prefill`` or ``Decode``; read by the vLLM family only.
+ANNOTATION_ROLE: Final = "kvcache.gpustack.ai/role"
+#: Annotation, set by the author: the target app container (required with several).
+ANNOTATION_CONTAINER: Final = "kvcache.gpustack.ai/container"
+#: Annotation, set by the author: ``"true"`` declares that the launch forwards appended args.
+ANNOTATION_LAUNCH_ARGS_FORWARDED: Final = "kvcache.gpustack.ai/launch-args-forwarded"
+#: Annotation refused whatever its value (K3): the domain comes only from the Binding.
+ANNOTATION_DOMAIN: Final = "kvcache.gpustack.ai/domain"
+#: Annotation written by the webhook (the injection record, §9); refused at CREATE, frozen.
+ANNOTATION_INJECTED: Final = "kvcache.gpustack.ai/injected"
+#: Annotation written by the webhook on the vLLM family (the client document); refused at
+#: CREATE, frozen. Declared once in :mod:`gpustack_render.connectors`.
+ANNOTATION_CLIENT_CONFIG: Final = CLIENT_CONFIG_ANNOTATION
+
+#: The accepted author keys, in the order messages list them (§1).
+ACCEPTED_KEYS: Final[tuple[str, ...]] = (
+    ANNOTATION_BINDING,
+    ANNOTATION_ENGINE,
+    ANNOTATION_MANUFACTURER,
+    ANNOTATION_ROLE,
+    ANNOTATION_CONTAINER,
+    ANNOTATION_LAUNCH_ARGS_FORWARDED,
+)
+#: The keys only the webhook writes.
+WRITTEN_KEYS: Final[tuple[str, ...]] = (ANNOTATION_CLIENT_CONFIG, ANNOTATION_INJECTED)
+
+#: Engine annotation values → the internal engine (before the manufacturer).
+ENGINE_VALUES: Final[dict[str, str]] = {"vLLM": "vllm", "SGLang": "sglang"}
+#: The internal spelling an author sometimes writes instead of vLLM + ascend (E2).
+ENGINE_ASCEND_MISSPELLING: Final = "vllm-ascend"
+#: The one manufacturer value; it turns ``vllm`` into ``vllm-ascend``.
+MANUFACTURER_ASCEND: Final = "ascend"
+#: Role annotation values → the internal role kind; ``""`` = none.
+ROLE_VALUES: Final[dict[str, str]] = {"Prefill": "prefill", "Decode": "decode"}
+#: The only accepted forwarding declaration.
+FORWARDED_TRUE: Final = "true"
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    """What the Pod's annotations asked for, after steps 2–6 of §2 passed."""
+
+    #: ``vllm`` | ``vllm-ascend`` | ``sglang``.
+    engine: str
+    #: ``""`` (none) | ``prefill`` | ``decode``; kept even on SGLang, which ignores it.
+    role: str
+    #: The raw binding annotation (``""`` when absent; B1 refuses it later).
+    binding: str
+    #: The container annotation (``""`` = unset).
+    container: str
+    #: The forwarding annotation's raw value, or ``None`` when absent (A2 is a launch step).
+    forwarded: str | None
+
+
+def text(value: object) -> str:
+    """An annotation or label value as text (a malformed non-string is read as its ``str``)."""
+    return value if isinstance(value, str) else str(value)
+
+
+def opted_in(labels: Mapping[str, object]) -> bool:
+    """Step 1: only the label value ``"true"`` opts a Pod in."""
+    return labels.get(LABEL_INJECT) == INJECT_TRUE
+
+
+def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
+    """Steps 2–6 of §2: vocabulary (K1, K2), domain (K3), engine (E1, E2), manufacturer (E3,
+    E4), role (E5). The first failing step wins; with several bad keys the first in sorted order
+    is reported (D23)."""
+    for key in sorted(k for k in annotations if isinstance(k, str) and k.startswith(PREFIX)):
+        if key in WRITTEN_KEYS:
+            return Refusal(
+                r.K1_WRITTEN_KEY,
+                f"annotation {key} is written by the KV-cache injection webhook: it records what "
+                "the webhook decided, so a submitted value would record a decision nobody made; "
+                "remove it",
+            )
+        if key not in ACCEPTED_KEYS and key != ANNOTATION_DOMAIN:
+            accepted = ", ".join(ACCEPTED_KEYS)
+            return Refusal(
+                r.K2_UNKNOWN_KEY,
+                f"annotation {key} is not a KV-cache injection key (accepted: {accepted}); an "
+                "ignored key would leave the Pod configured unlike its manifest; fix the key",
+            )
+    if ANNOTATION_DOMAIN in annotations:
+        return Refusal(
+            r.K3_DOMAIN,
+            f"annotation {ANNOTATION_DOMAIN} is refused: the reuse domain comes only from the "
+            f"KVCachePoolBinding named by {ANNOTATION_BINDING}; a namespace needing two "
+            "boundaries creates two Bindings",
+        )
+    engine = _engine(annotations)
+    if isinstance(engine, Refusal):
+        return engine
+    if ANNOTATION_MANUFACTURER in annotations:
+        manufacturer = text(annotations[ANNOTATION_MANUFACTURER])
+        if engine != "vllm":
+            return Refusal(
+                r.E3_MANUFACTURER_ENGINE,
+                f"annotation {ANNOTATION_MANUFACTURER} is only accepted with engine vllm "
+                f'({ANNOTATION_ENGINE}="vLLM"); this Pod declares engine {engine}',
+            )
+        if manufacturer != MANUFACTURER_ASCEND:
+            return Refusal(
+                r.E4_MANUFACTURER_VALUE,
+                f"annotation {ANNOTATION_MANUFACTURER} has value {manufacturer!r}: it must be "
+                f"{MANUFACTURER_ASCEND!r} with engine vllm (selects the vllm-ascend runtime), or "
+                "be left off",
+            )
+        engine = "vllm-ascend"
+    role_value = text(annotations.get(ANNOTATION_ROLE, ""))
+    if role_value and role_value not in ROLE_VALUES:
+        return Refusal(
+            r.E5_ROLE,
+            f"annotation {ANNOTATION_ROLE} has value {role_value!r}: accepted values are "
+            '"Prefill" and "Decode"; leave it off for a plain server',
+        )
+    forwarded = annotations.get(ANNOTATION_LAUNCH_ARGS_FORWARDED)
+    return Contract(
+        engine=engine,
+        role=ROLE_VALUES.get(role_value, ""),
+        binding=text(annotations.get(ANNOTATION_BINDING, "")),
+        container=text(annotations.get(ANNOTATION_CONTAINER, "")),
+        forwarded=None if forwarded is None else text(forwarded),
+    )
+
+
+def _engine(annotations: Mapping[str, object]) -> str | Refusal:
+    if ANNOTATION_ENGINE not in annotations:
+        return Refusal(
+            r.E1_ENGINE,
+            f"annotation {ANNOTATION_ENGINE} is required: accepted values [vLLM SGLang]; the "
+            "engine is declared, never guessed from the image",
+        )
+    value = text(annotations[ANNOTATION_ENGINE])
+    if value == ENGINE_ASCEND_MISSPELLING:
+        return Refusal(
+            r.E2_ENGINE_ASCEND,
+            f"annotation {ANNOTATION_ENGINE} has value {value!r}, which is not an engine value: "
+            f'set {ANNOTATION_ENGINE}="vLLM" with {ANNOTATION_MANUFACTURER}="ascend"',
+        )
+    if value not in ENGINE_VALUES:
+        return Refusal(
+            r.E1_ENGINE,
+            f"annotation {ANNOTATION_ENGINE} has value {value!r}: accepted values [vLLM SGLang]; "
+            "the engine is declared, never guessed from the image",
+        )
+    return ENGINE_VALUES[value]

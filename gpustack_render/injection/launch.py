@@ -1,0 +1,389 @@
+"""Launch recognition: does an appended argument reach the declared engine? (kv-injection.md §7)
+
+Injection appends its flags to the container's ``args``. That only configures the engine when
+the command line visibly runs the engine with those arguments, so the launch is read token by
+token: transparent launcher prefixes (``env``, ``tini``, ``dumb-init``, ``busybox``,
+``toybox``, ``timeout``) are stripped, shells and scripts are judged, and the program left is
+recognised as an engine entry point or not. Anything admission cannot see through is refused
+unless the author declares that the launch forwards appended arguments.
+
+Decisions beyond the reference (each pinned by tests):
+
+- a launcher's options end at its first non-option token (the launchers parse with a leading
+  ``+`` in their option string), so ``timeout 10 -x`` runs ``-x``;
+- a long launcher option may be abbreviated to any unique prefix of that launcher's long
+  options, as ``getopt_long`` reads it (``env --split`` is ``--split-string``);
+- ``python3`` may carry interpreter options before ``-m`` (``python3 -u -m
+  sglang.launch_server``), and ``-m`` may be bundled or attached (``-um mod``, ``-mmod``).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from gpustack_render.injection import refusal as r
+from gpustack_render.injection.contract import ANNOTATION_LAUNCH_ARGS_FORWARDED, FORWARDED_TRUE
+from gpustack_render.injection.refusal import Refusal
+
+#: The vLLM family's entry point (any directory).
+PROGRAM_VLLM: Final = "vllm"
+#: SGLang's entry point: this interpreter with ``-m`` and the module below.
+PROGRAM_PYTHON3: Final = "python3"
+#: The module SGLang's server runs as.
+MODULE_SGLANG: Final = "sglang.launch_server"
+#: Shells whose ``c`` option and command file are judged.
+SHELLS: Final[frozenset[str]] = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
+#: The script suffix admission cannot see through.
+SCRIPT_SUFFIX: Final = ".sh"
+#: Shell long options that take the next token.
+SHELL_VALUE_OPTIONS: Final[frozenset[str]] = frozenset({"--rcfile", "--init-file"})
+
+_ASSIGNMENT = re.compile(r"^[^=-][^=]*=")
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How one transparent launcher reads its own options and operands."""
+
+    #: Short option letters that take the next token (or attached text).
+    value_short: frozenset[str] = frozenset()
+    #: Short option letters whose value is a whole command line (opaque).
+    opaque_short: frozenset[str] = frozenset()
+    #: Long options that take a value.
+    value_long: frozenset[str] = frozenset()
+    #: Long options whose value is a whole command line (opaque).
+    opaque_long: frozenset[str] = frozenset()
+    #: Every long option the launcher knows (for unique-prefix abbreviations).
+    long_options: tuple[str, ...] = field(default=())
+    #: Positional operands the launcher consumes before the program (``timeout``: DURATION).
+    operands: int = 0
+
+    def long_option(self, name: str) -> str:
+        """The long option ``name`` abbreviates, or ``name`` itself when none or ambiguous."""
+        if name in self.long_options:
+            return name
+        matches = [o for o in self.long_options if o.startswith(name)]
+        return matches[0] if len(matches) == 1 else name
+
+
+#: The transparent launchers, by program basename (kv-injection.md §7 step 4).
+LAUNCHERS: Final[dict[str, Launcher]] = {
+    "env": Launcher(
+        value_short=frozenset("uCa"),
+        opaque_short=frozenset("S"),
+        value_long=frozenset({"--unset", "--chdir", "--argv0"}),
+        opaque_long=frozenset({"--split-string"}),
+        long_options=(
+            "--argv0",
+            "--block-signal",
+            "--chdir",
+            "--debug",
+            "--default-signal",
+            "--help",
+            "--ignore-environment",
+            "--ignore-signal",
+            "--list-signal-handling",
+            "--null",
+            "--split-string",
+            "--unset",
+            "--version",
+        ),
+    ),
+    "tini": Launcher(value_short=frozenset("pe")),
+    "dumb-init": Launcher(
+        value_short=frozenset("r"),
+        value_long=frozenset({"--rewrite"}),
+        long_options=("--help", "--rewrite", "--single-child", "--verbose", "--version"),
+    ),
+    "busybox": Launcher(),
+    "toybox": Launcher(),
+    "timeout": Launcher(
+        value_short=frozenset("sk"),
+        value_long=frozenset({"--signal", "--kill-after"}),
+        long_options=(
+            "--foreground",
+            "--help",
+            "--kill-after",
+            "--preserve-status",
+            "--signal",
+            "--verbose",
+            "--version",
+        ),
+        operands=1,
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """An admitted launch, as the injection record reports it."""
+
+    #: The program left after launcher prefixes (``""`` when there was none to read).
+    program: str
+    #: Whether the author's declaration admitted a launch not identified as the engine.
+    forwarded: bool
+
+
+class _Strip(enum.Enum):
+    OK = "ok"
+    HIDDEN = "hidden"
+    NOTHING = "nothing"
+
+
+def basename(token: str) -> str:
+    """The last path component of a program token."""
+    return token.rsplit("/", 1)[-1]
+
+
+def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:
+    """Read one launcher's segment; returns the outcome and the program's index."""
+    n = len(argv)
+    i = 1
+    operands = spec.operands
+    options = True
+    while i < n:
+        token = argv[i]
+        if options and token == "--":
+            options = False
+            i += 1
+            continue
+        if options and token == "-":
+            i += 1
+            continue
+        if options and token.startswith("--"):
+            raw, eq, value = token.partition("=")
+            name = spec.long_option(raw)
+            if name in spec.opaque_long:
+                if eq:
+                    if value:
+                        return _Strip.HIDDEN, 0
+                    i += 1
+                    continue
+                if i + 1 >= n:
+                    return _Strip.NOTHING, 0
+                if argv[i + 1] == "":
+                    i += 2
+                    continue
+                return _Strip.HIDDEN, 0
+            if name in spec.value_long and not eq:
+                if i + 1 >= n:
+                    return _Strip.NOTHING, 0
+                i += 2
+                continue
+            i += 1
+            continue
+        if options and token.startswith("-"):
+            step = 1
+            letters = token[1:]
+            for k, letter in enumerate(letters):
+                rest = letters[k + 1 :]
+                if letter in spec.opaque_short:
+                    if rest:
+                        return _Strip.HIDDEN, 0
+                    if i + 1 >= n:
+                        return _Strip.NOTHING, 0
+                    if argv[i + 1] != "":
+                        return _Strip.HIDDEN, 0
+                    step = 2
+                    break
+                if letter in spec.value_short:
+                    if not rest:
+                        if i + 1 >= n:
+                            return _Strip.NOTHING, 0
+                        step = 2
+                    break
+            i += step
+            continue
+        if _ASSIGNMENT.match(token):
+            options = False
+            i += 1
+            continue
+        if operands > 0:
+            operands -= 1
+            options = False
+            i += 1
+            continue
+        return _Strip.OK, i
+    return _Strip.NOTHING, 0
+
+
+def strip_launchers(argv: Sequence[str]) -> tuple[str, list[str], str]:
+    """Remove transparent launcher prefixes.
+
+    Returns the outcome (``"ok"``, ``"hidden"``: a command line inside one token, or
+    ``"nothing"``: a launcher with no program after it), the argv left, and the last launcher
+    read (``""`` when none).
+    """
+    rest = list(argv)
+    launcher = ""
+    while rest and basename(rest[0]) in LAUNCHERS:
+        launcher = basename(rest[0])
+        outcome, at = _segment(LAUNCHERS[launcher], rest)
+        if outcome is not _Strip.OK:
+            return outcome.value, [], launcher
+        rest = rest[at:]
+    return _Strip.OK.value, rest, launcher
+
+
+def python_module(argv: Sequence[str]) -> str | None:
+    """The module a ``python3`` command line runs with ``-m``, or ``None``."""
+    j = 1
+    while j < len(argv):
+        token = argv[j]
+        if not token.startswith("-") or token in ("-", "--") or token.startswith("--"):
+            return None
+        letters = token[1:]
+        step = 1
+        for k, letter in enumerate(letters):
+            rest = letters[k + 1 :]
+            if letter == "m":
+                if rest:
+                    return rest
+                return argv[j + 1] if j + 1 < len(argv) else None
+            if letter == "c":
+                return None
+            if letter in "WX":
+                step = 1 if rest else 2
+                break
+        j += step
+    return None
+
+
+def recognised_engine(argv: Sequence[str]) -> str | None:
+    """``"vllm"`` (the vLLM family), ``"sglang"``, or ``None`` for any other program."""
+    program = basename(argv[0])
+    if program == PROGRAM_VLLM:
+        return "vllm"
+    if program == PROGRAM_PYTHON3 and python_module(argv) == MODULE_SGLANG:
+        return "sglang"
+    return None
+
+
+def _shell_script(argv: Sequence[str]) -> tuple[str, str]:
+    """Scan a shell's options: (``"c"``, option) for a ``c`` option, (``"file"``, name) for
+    its command file, (``""``, ``""``) when it has neither."""
+    j = 1
+    while j < len(argv):
+        token = argv[j]
+        if token == "--":
+            return ("file", argv[j + 1]) if j + 1 < len(argv) else ("", "")
+        if token.startswith("-") and not token.startswith("--") and "c" in token[1:]:
+            return "c", token
+        if len(token) < 2 or token[0] not in "-+":
+            return "file", token
+        j += 2 if token in SHELL_VALUE_OPTIONS or token.endswith(("o", "O")) else 1
+    return "", ""
+
+
+def check_launch(
+    container: str,
+    command: Sequence[str],
+    args: Sequence[str],
+    *,
+    engine: str,
+    forwarded: str | None,
+) -> Launch | Refusal:
+    """Steps 1–7 of §7 for the target container (A1–A9).
+
+    ``engine`` is the selected runtime (``vllm`` | ``vllm-ascend`` | ``sglang``); ``forwarded``
+    the raw ``launch-args-forwarded`` annotation, ``None`` when absent.
+    """
+    if not command and not args:
+        return Refusal(
+            r.A1_NO_LAUNCH,
+            f"container {container} declares neither command nor args: the image "
+            "ENTRYPOINT/CMD would run, and args alone would discard CMD; put the engine "
+            "executable in command and the launch arguments in args (this overrides the "
+            "ENTRYPOINT too)",
+        )
+    if forwarded is not None and forwarded != FORWARDED_TRUE:
+        return Refusal(
+            r.A2_FORWARDING_VALUE,
+            f'annotation {ANNOTATION_LAUNCH_ARGS_FORWARDED} has value {forwarded!r}: it must be "'
+            f'{FORWARDED_TRUE}" when declared',
+        )
+    declared = forwarded == FORWARDED_TRUE
+    if not command:
+        if declared:
+            return Launch("", True)
+        return Refusal(
+            r.A3_ARGS_WITHOUT_COMMAND,
+            f"container {container} declares args but no command: the image ENTRYPOINT is "
+            "invisible to admission, so nothing shows appended arguments reach the engine; set "
+            f'command, or declare {ANNOTATION_LAUNCH_ARGS_FORWARDED}="true" only if the '
+            "ENTRYPOINT forwards them",
+        )
+    outcome, argv, launcher = strip_launchers([*command, *args])
+    if outcome == _Strip.HIDDEN.value:
+        if declared:
+            return Launch("", True)
+        return Refusal(
+            r.A4_HIDDEN_COMMAND_LINE,
+            f"container {container} hides its command line inside one argument (env -S / "
+            "--split-string): admission cannot tell what runs; launch the engine directly, add "
+            f'the flag inside that argument, or declare {ANNOTATION_LAUNCH_ARGS_FORWARDED}="true"',
+        )
+    if argv:
+        refusal = _shell_or_script(container, argv, declared=declared)
+        if refusal is not None:
+            return refusal
+    if not argv:
+        return Refusal(
+            r.A7_NOTHING_TO_RUN,
+            f"container {container} runs launcher {launcher} with nothing after it: the "
+            "appended flag would be executed as the program; put the engine executable and its "
+            "arguments after the launcher",
+        )
+    program = basename(argv[0])
+    found = recognised_engine(argv)
+    selected = "vllm" if engine in ("vllm", "vllm-ascend") else "sglang"
+    if found is not None:
+        if found != selected:
+            return Refusal(
+                r.A8_OTHER_ENGINE,
+                f"container {container} launches {program}, the entry point of {found}, but "
+                f"the Pod's annotations select the {engine} runtime; fix the engine/manufacturer "
+                "annotation or launch that engine",
+            )
+        return Launch(program, False)
+    if declared:
+        return Launch(program, True)
+    return Refusal(
+        r.A9_UNRECOGNISED,
+        f"container {container} launches {program}, which is not an engine entry point "
+        f"(vllm, or python3 -m {MODULE_SGLANG}); launch the engine directly, or declare "
+        f'{ANNOTATION_LAUNCH_ARGS_FORWARDED}="true" only if that launcher forwards appended '
+        "arguments",
+    )
+
+
+def _shell_or_script(container: str, argv: Sequence[str], *, declared: bool) -> Refusal | None:
+    program = basename(argv[0])
+    if program not in SHELLS:
+        if program.endswith(SCRIPT_SUFFIX) and not declared:
+            return _script_refusal(container, program)
+        return None
+    kind, value = _shell_script(argv)
+    if kind == "c":
+        return Refusal(
+            r.A5_SHELL_C,
+            f"container {container} runs shell {program} with option {value}: appended "
+            "arguments become the script's positional parameters and never reach the engine; "
+            "launch the engine directly or add the flag to the script",
+        )
+    if kind == "file" and basename(value).endswith(SCRIPT_SUFFIX) and not declared:
+        return _script_refusal(container, basename(value))
+    return None
+
+
+def _script_refusal(container: str, script: str) -> Refusal:
+    return Refusal(
+        r.A6_SCRIPT,
+        f"container {container} runs script {script}: admission cannot read whether it "
+        'forwards "$@" to the engine; launch the engine directly, edit the script, or declare '
+        f'{ANNOTATION_LAUNCH_ARGS_FORWARDED}="true"',
+    )
