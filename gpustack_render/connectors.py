@@ -20,7 +20,9 @@ Compositions only the renderer needs (the direct prefill/decode leg, ``MultiConn
 KV-events document, where defaulted variables go in a rendered Pod) are left to the renderer;
 the building blocks below are what it composes them from.
 
-Engines use the internal spelling of D1: ``"vllm"``, ``"vllm-ascend"``, ``"sglang"``.
+Engines use the internal spelling of D1: ``"vllm"``, ``"vllm-ascend"``, ``"sglang"``. Key names
+shared with admission are declared once in :mod:`gpustack_render.owned`; the names below are
+this module's stable aliases of them (plus the keys only a store client uses).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from gpustack_render import owned
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
 
 Engine = Literal["vllm", "vllm-ascend", "sglang"]
@@ -40,7 +43,7 @@ Vehicle = Literal["file", "environment"]
 #: Every engine this module renders for, in the internal spelling (D1).
 ENGINES: Final[tuple[Engine, ...]] = ("vllm", "vllm-ascend", "sglang")
 #: The engines that read the client configuration file (the "vLLM family").
-VLLM_FAMILY: Final[frozenset[str]] = frozenset({"vllm", "vllm-ascend"})
+VLLM_FAMILY: Final[frozenset[str]] = owned.VLLM_FAMILY
 
 # --- Pod annotation, volume, mount ------------------------------------------------------------
 
@@ -52,7 +55,7 @@ CLIENT_CONFIG_ANNOTATION: Final = "kvcache.gpustack.ai/client-config"
 #: row 2). Owned: a Pod volume of this name is refused by injection (O4).
 CLIENT_CONFIG_VOLUME: Final = "gpustack-kvcache-config"
 #: Where the engine container mounts that volume, read-only (owned: O6).
-CLIENT_CONFIG_DIR: Final = "/etc/gpustack/kvcache"
+CLIENT_CONFIG_DIR: Final = owned.CLIENT_CONFIG_MOUNT_PATH
 #: The projected file's name inside the mount.
 CLIENT_CONFIG_FILE: Final = "mooncake.json"
 #: The file the engine reads: ``MOONCAKE_CONFIG_PATH``'s value.
@@ -61,45 +64,45 @@ CLIENT_CONFIG_PATH: Final = f"{CLIENT_CONFIG_DIR}/{CLIENT_CONFIG_FILE}"
 # --- Environment variable names ---------------------------------------------------------------
 
 #: vLLM family, owned: where the store client reads its configuration file.
-ENV_MOONCAKE_CONFIG_PATH: Final = "MOONCAKE_CONFIG_PATH"
+ENV_MOONCAKE_CONFIG_PATH: Final = owned.MOONCAKE_CONFIG_PATH_ENV
 #: SGLang, owned: the reuse domain (store tenant id); rendered only for a non-empty domain.
-ENV_MOONCAKE_TENANT_ID: Final = "MOONCAKE_TENANT_ID"
+ENV_MOONCAKE_TENANT_ID: Final = owned.MOONCAKE_TENANT_ID_ENV
 #: SGLang, owned: the pool's ``status.clientEndpoint``.
-ENV_MOONCAKE_MASTER: Final = "MOONCAKE_MASTER"
+ENV_MOONCAKE_MASTER: Final = owned.MOONCAKE_MASTER_ENV
 #: SGLang, owned: the metadata plane, always ``P2PHANDSHAKE``.
-ENV_MOONCAKE_TE_META_DATA_SERVER: Final = "MOONCAKE_TE_META_DATA_SERVER"
+ENV_MOONCAKE_TE_META_DATA_SERVER: Final = owned.MOONCAKE_TE_META_DATA_SERVER_ENV
 #: SGLang, owned: the matched transport in artifact spelling.
-ENV_MOONCAKE_PROTOCOL: Final = "MOONCAKE_PROTOCOL"
+ENV_MOONCAKE_PROTOCOL: Final = owned.MOONCAKE_PROTOCOL_ENV
 #: SGLang, owned: the RDMA device filter, always written as ``value: ""`` (D19).
-ENV_MOONCAKE_DEVICE: Final = "MOONCAKE_DEVICE"
+ENV_MOONCAKE_DEVICE: Final = owned.MOONCAKE_DEVICE_ENV
 #: SGLang, owned: the contributed storage segment, always ``0``.
-ENV_MOONCAKE_GLOBAL_SEGMENT_SIZE: Final = "MOONCAKE_GLOBAL_SEGMENT_SIZE"
+ENV_MOONCAKE_GLOBAL_SEGMENT_SIZE: Final = owned.MOONCAKE_GLOBAL_SEGMENT_SIZE_ENV
 #: SGLang, owned: the Pod's own address, a ``fieldRef`` to ``status.podIP``.
-ENV_MOONCAKE_LOCAL_HOSTNAME: Final = "MOONCAKE_LOCAL_HOSTNAME"
+ENV_MOONCAKE_LOCAL_HOSTNAME: Final = owned.MOONCAKE_LOCAL_HOSTNAME_ENV
 #: SGLang, owned and never written: pointing SGLang at its own file leaves the environment
 #: unread, so injection refuses it (F1) and admission owns it.
-ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH: Final = "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH"
+ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH: Final = owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV
 #: Defaulted (a user's value wins): the transfer engine's metrics.
-ENV_MC_TE_METRIC: Final = "MC_TE_METRIC"
+ENV_MC_TE_METRIC: Final = owned.MC_TE_METRIC_ENV
 #: Defaulted by Pod injection only (render.md §10 does not render it): bandwidth metrics.
 ENV_MC_STORE_CLIENT_METRIC_BANDWIDTH: Final = "MC_STORE_CLIENT_METRIC_BANDWIDTH"
 #: Defaulted by the renderer on a native-vLLM direct leg resolving to ``tcp`` (render.md §10).
-ENV_MC_FORCE_TCP: Final = "MC_FORCE_TCP"
+ENV_MC_FORCE_TCP: Final = owned.MC_FORCE_TCP_ENV
 #: The value of every defaulted toggle above.
 DEFAULTED_ENV_VALUE: Final = "1"
 
 # --- Engine flags -----------------------------------------------------------------------------
 
 #: vLLM family, owned: the connector document.
-FLAG_KV_TRANSFER_CONFIG: Final = "--kv-transfer-config"
+FLAG_KV_TRANSFER_CONFIG: Final = owned.KV_TRANSFER_CONFIG_FLAG
 #: Both engines, owned while a dtype is rendered: the Binding's ``spec.domain.dtype``, verbatim.
-FLAG_KV_CACHE_DTYPE: Final = "--kv-cache-dtype"
+FLAG_KV_CACHE_DTYPE: Final = owned.KV_CACHE_DTYPE_FLAG
 #: SGLang, owned: selects the store backend (value ``mooncake``).
-FLAG_HICACHE_STORAGE_BACKEND: Final = "--hicache-storage-backend"
+FLAG_HICACHE_STORAGE_BACKEND: Final = owned.HICACHE_STORAGE_BACKEND_FLAG
 #: SGLang, owned and never written: a configuration source that outranks the environment.
-FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG: Final = "--hicache-storage-backend-extra-config"
+FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG: Final = owned.HICACHE_STORAGE_BACKEND_EXTRA_CONFIG_FLAG
 #: SGLang, defaulted (dropped when the user names it): the host tier the store hangs off.
-FLAG_ENABLE_HIERARCHICAL_CACHE: Final = "--enable-hierarchical-cache"
+FLAG_ENABLE_HIERARCHICAL_CACHE: Final = owned.ENABLE_HIERARCHICAL_CACHE_FLAG
 #: The ``--hicache-storage-backend`` value selecting Mooncake.
 HICACHE_BACKEND_MOONCAKE: Final = "mooncake"
 

@@ -3,9 +3,9 @@
 O1–O6: keys this Pod's own engine would be given and a merge could not settle (the mechanism,
 ``--kv-cache-dtype`` while a dtype is rendered, the volume and mount). F1–F2: on SGLang, keys
 selecting another configuration source, which would leave every injected variable unread.
-Only keys this render writes are checked, so the same key on an engine that does not read it
-is not refused; the volume and mount checks therefore apply to the vLLM family, the only
-engines given a volume.
+Flags are read with the shared token rule of :mod:`gpustack_render.flags`. Only keys this
+render writes are checked, so the same key on an engine that does not read it is not refused;
+the volume and mount checks therefore apply to the vLLM family, the only engines given a volume.
 """
 
 from __future__ import annotations
@@ -13,33 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gpustack_render import connectors
+from gpustack_render import connectors, flags
 from gpustack_render.connectors import StoreClient
 from gpustack_render.injection import podview
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
-from gpustack_render.injection.spelling import find_flag
 from gpustack_render.injection.target import Target
 
-#: Flags a token must not be taken to abbreviate when it names one of these exactly (step 5 of
-#: the token rule): the engine's owned flags (admission.md §13), the dtype and SGLang's default.
-OWNED_FLAGS: Final[dict[str, tuple[str, ...]]] = {
-    "vllm": (
-        connectors.FLAG_KV_TRANSFER_CONFIG,
-        "--kv-events-config",
-        connectors.FLAG_KV_CACHE_DTYPE,
-    ),
-    "sglang": (
-        connectors.FLAG_HICACHE_STORAGE_BACKEND,
-        connectors.FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG,
-        "--disaggregation-mode",
-        "--disaggregation-transfer-backend",
-        "--disaggregation-bootstrap-port",
-        connectors.FLAG_KV_CACHE_DTYPE,
-        connectors.FLAG_ENABLE_HIERARCHICAL_CACHE,
-    ),
-}
-#: The connector flag each engine is given and refuses (O2).
+#: The connector flag each engine family is given and refuses (O2).
 OWNED_CONNECTOR_FLAG: Final[dict[str, str]] = {
     "vllm": connectors.FLAG_KV_TRANSFER_CONFIG,
     "sglang": connectors.FLAG_HICACHE_STORAGE_BACKEND,
@@ -51,18 +32,19 @@ def family(engine: str) -> str:
     return "vllm" if engine in connectors.VLLM_FAMILY else engine
 
 
-def search_tokens(container: Mapping[str, Any]) -> list[str]:
-    """The tokens flags are searched in: ``args`` first, then ``command`` (kv-injection.md §8)."""
-    return [*podview.tokens(container.get("args")), *podview.tokens(container.get("command"))]
+def find_spelled(container: Mapping[str, Any], flag: str, *, engine: str) -> str | None:
+    """How the container's own tokens name ``flag`` (``args`` first, then ``command``, value
+    tokens included, kv-injection.md §8), in any spelling ``engine`` reads; ``None`` if not."""
+    for argv in (podview.tokens(container.get("args")), podview.tokens(container.get("command"))):
+        hits = flags.find_flag(argv, flag, engine)
+        if hits:
+            return flags.spelled(argv[hits[0].position], flag)
+    return None
 
 
 def names_flag(container: Mapping[str, Any], flag: str, *, engine: str) -> bool:
     """Whether the container's own tokens name ``flag`` in any spelling ``engine`` reads."""
-    fam = family(engine)
-    hit = find_flag(
-        search_tokens(container), (flag,), owned=OWNED_FLAGS[fam], vllm_family=fam == "vllm"
-    )
-    return hit is not None
+    return find_spelled(container, flag, engine=engine) is not None
 
 
 def check_collisions(
@@ -75,8 +57,6 @@ def check_collisions(
     container = target.container
     name = target.name
     env_names = {podview.name_of(e) for e in podview.items(container.get("env"))}
-    tokens = search_tokens(container)
-    owned = OWNED_FLAGS[fam]
 
     if vllm and connectors.ENV_MOONCAKE_CONFIG_PATH in env_names:
         return Refusal(
@@ -85,20 +65,20 @@ def check_collisions(
             "is already configured, and two sources for one setting is undiagnosable (no "
             "merge); remove yours, or drop the inject label",
         )
-    hit = find_flag(tokens, (OWNED_CONNECTOR_FLAG[fam],), owned=owned, vllm_family=vllm)
-    if hit is not None:
+    spelled = find_spelled(container, OWNED_CONNECTOR_FLAG[fam], engine=engine)
+    if spelled is not None:
         return Refusal(
             r.O2_OWNED_FLAG,
-            f"container {name} passes {hit.spelled()}: the webhook writes that flag for engine "
+            f"container {name} passes {spelled}: the webhook writes that flag for engine "
             f"{engine}, and two on one command line are undiagnosable; remove yours, or drop "
             "the inject label",
         )
     if dtype:
-        hit = find_flag(tokens, (connectors.FLAG_KV_CACHE_DTYPE,), owned=owned, vllm_family=vllm)
-        if hit is not None:
+        spelled = find_spelled(container, connectors.FLAG_KV_CACHE_DTYPE, engine=engine)
+        if spelled is not None:
             return Refusal(
                 r.O3_DTYPE_FLAG,
-                f"container {name} passes {hit.spelled()}: the dtype comes from the Binding "
+                f"container {name} passes {spelled}: the dtype comes from the Binding "
                 f"({dtype!r}), and engines writing two dtypes into one domain read each other's "
                 "blocks wrong; remove yours and name a Binding declaring the dtype you want (the "
                 "Setting model-deployment-kv-cache-dtype-owned off admits it)",
@@ -137,16 +117,13 @@ def check_collisions(
                 f"{connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH}: it points sglang at its "
                 "own file, so the injected MOONCAKE_* variables would go unread; remove it",
             )
-        hit = find_flag(
-            tokens,
-            (connectors.FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG,),
-            owned=owned,
-            vllm_family=False,
+        spelled = find_spelled(
+            container, connectors.FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG, engine=engine
         )
-        if hit is not None:
+        if spelled is not None:
             return Refusal(
                 r.F2_CONFIG_SOURCE_FLAG,
-                f"container {name} passes {hit.spelled()}: that configuration outranks the "
+                f"container {name} passes {spelled}: that configuration outranks the "
                 "environment, so the injected MOONCAKE_* variables would go unread; remove it",
             )
     return None
