@@ -85,7 +85,6 @@ def default_webhooks() -> tuple[Webhook, ...]:
         mutate_deployment,
         validate_deployment,
     )
-
     from gpustack_render.injection import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
         review_pod,
     )
@@ -381,9 +380,7 @@ class WebhookServer:
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout)
         await runner.setup()
         self._runners.append(runner)
-        site = web.TCPSite(
-            runner, host, port, ssl_context=ssl_context, shutdown_timeout=self.shutdown_timeout
-        )
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
         await site.start()
         bound: Iterable[Any] = runner.addresses
         return int(next(iter(bound))[1])

@@ -1,0 +1,222 @@
+"""deploy/webhook: the registrations say what the specification gives and match the server.
+
+(The API server's own verdict on these manifests is tests/integration/test_webhook_deploy.py.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from gpustack_webhook.__main__ import parser
+from gpustack_webhook.server import (
+    PATH_MODELDEPLOYMENT_MUTATE,
+    PATH_MODELDEPLOYMENT_VALIDATE,
+    PATH_POD_FREEZE,
+    PATH_POD_INJECT,
+)
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "webhook"
+INJECT_SELECTOR = {
+    "matchExpressions": [
+        {"key": "kvcache.gpustack.ai/inject", "operator": "In", "values": ["true"]}
+    ]
+}
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    yaml = YAML(typ="safe", pure=True)
+    return [doc for doc in yaml.load_all((DEPLOY / name).read_text()) if doc]
+
+
+def objects() -> list[dict[str, Any]]:
+    kustomization = load("kustomization.yaml")[0]
+    return [doc for name in kustomization["resources"] for doc in load(name)]
+
+
+def one(kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [
+        o
+        for o in objects()
+        if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+    assert len(found) == 1, (kind, name, len(found))
+    return found[0]
+
+
+def hooks() -> dict[str, dict[str, Any]]:
+    out = {}
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in one(kind)["webhooks"]:
+            out[hook["name"]] = {**hook, "_configuration": kind}
+    return out
+
+
+def test_every_file_is_listed_in_the_kustomization() -> None:
+    listed = set(load("kustomization.yaml")[0]["resources"])
+    on_disk = {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == on_disk
+    assert load("kustomization.yaml")[0]["namespace"] == "gpustack-system"
+
+
+def test_every_namespaced_object_is_in_gpustack_system() -> None:
+    cluster = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
+    for obj in objects():
+        if obj["kind"] not in cluster:
+            assert obj["metadata"]["namespace"] == "gpustack-system", obj["kind"]
+
+
+def test_configuration_names_follow_kv_injection_section_12() -> None:
+    assert one("MutatingWebhookConfiguration")["metadata"]["name"] == "gpustack-worker-mutation"
+    assert one("ValidatingWebhookConfiguration")["metadata"]["name"] == "gpustack-worker-validation"
+
+
+@pytest.mark.parametrize(
+    ("name", "configuration", "path", "group", "resource", "operations", "policy", "selector"),
+    [
+        pytest.param(
+            "mutate.gpustack-worker-modeldeployment.worker.v1.modeldeployment",
+            "MutatingWebhookConfiguration",
+            PATH_MODELDEPLOYMENT_MUTATE,
+            "worker.gpustack.ai",
+            "modeldeployments",
+            ["CREATE", "UPDATE"],
+            "Fail",
+            None,
+            id="modeldeployment-mutate",
+        ),
+        pytest.param(
+            "validate.gpustack-worker-modeldeployment.worker.v1.modeldeployment",
+            "ValidatingWebhookConfiguration",
+            PATH_MODELDEPLOYMENT_VALIDATE,
+            "worker.gpustack.ai",
+            "modeldeployments",
+            ["CREATE", "UPDATE"],
+            "Fail",
+            None,
+            id="modeldeployment-validate",
+        ),
+        pytest.param(
+            "mutate.gpustack-worker-kvcache.core.v1.pod",
+            "MutatingWebhookConfiguration",
+            PATH_POD_INJECT,
+            "",
+            "pods",
+            ["CREATE"],
+            "Fail",
+            INJECT_SELECTOR,
+            id="pod-inject",
+        ),
+        pytest.param(
+            "validate.gpustack-worker-kvcache.core.v1.pod",
+            "ValidatingWebhookConfiguration",
+            PATH_POD_FREEZE,
+            "",
+            "pods",
+            ["UPDATE"],
+            "Ignore",
+            INJECT_SELECTOR,
+            id="pod-freeze",
+        ),
+    ],
+)
+def test_registration(
+    name: str,
+    configuration: str,
+    path: str,
+    group: str,
+    resource: str,
+    operations: list[str],
+    policy: str,
+    selector: dict[str, Any] | None,
+) -> None:
+    hook = hooks()[name]
+    assert hook["_configuration"] == configuration
+    assert hook["clientConfig"]["service"] == {
+        "namespace": "gpustack-system",
+        "name": "gpustack-webhook",
+        "path": path,
+        "port": 443,
+    }
+    assert hook["rules"] == [
+        {
+            "apiGroups": [group],
+            "apiVersions": ["v1"],
+            "operations": operations,
+            "resources": [resource],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["failurePolicy"] == policy
+    assert hook["sideEffects"] == "None"
+    assert hook["matchPolicy"] == "Equivalent"
+    assert hook["timeoutSeconds"] == 10
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook.get("objectSelector") == selector
+    assert "namespaceSelector" not in hook
+    if configuration == "MutatingWebhookConfiguration":
+        assert hook["reinvocationPolicy"] == "Never"
+
+
+def test_rbac_is_get_on_the_four_input_kinds_and_the_settings_config_map() -> None:
+    cluster_role = one("ClusterRole")
+    assert cluster_role["rules"] == [
+        {
+            "apiGroups": ["worker.gpustack.ai"],
+            "resources": [
+                "instancetypes",
+                "kvcachepoolbindings",
+                "kvcachepools",
+                "kvcachebackends",
+            ],
+            "verbs": ["get"],
+        }
+    ]
+    role = one("Role")
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["gpustack-settings"],
+            "verbs": ["get"],
+        }
+    ]
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        assert one(kind)["subjects"] == [
+            {"kind": "ServiceAccount", "name": "gpustack-webhook", "namespace": "gpustack-system"}
+        ]
+
+
+def test_deployment_runs_two_guarded_replicas_with_the_servers_flags() -> None:
+    deployment = one("Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == "gpustack-webhook"
+    (container,) = pod["containers"]
+    assert container["command"] == ["python", "-m", "gpustack_webhook"]
+    # The container's arguments are ones the server accepts.
+    args = parser().parse_args(container["args"])
+    assert args.port == 9443 and args.probe_port == 8080
+    assert str(args.cert_file).startswith(container["volumeMounts"][0]["mountPath"])
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
+    assert set(container["resources"]["requests"]) == {"cpu", "memory"}
+    (volume,) = pod["volumes"]
+    assert volume["secret"]["secretName"] == "gpustack-webhook-tls"
+    assert "subPath" not in container["volumeMounts"][0]  # a subPath mount never sees rotation
+    pdb = one("PodDisruptionBudget")
+    assert pdb["spec"]["selector"] == spec["selector"]
+    assert pdb["spec"]["minAvailable"] == 1
+    service = one("Service")
+    assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+    https = next(p for p in service["spec"]["ports"] if p["name"] == "https")
+    assert https == {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
