@@ -1,0 +1,300 @@
+"""What every ModelDeployment admission rule reads: the request, lookups, per-role facts.
+
+The per-role decisions follow render.md §2 (managed, pair, direct leg, direct decoder) and
+admission.md §15 (reserved listener ports), so admission judges what the renderer would build.
+Lookups are memoised per object within one request (admission.md §1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Final
+
+from gpustack_render import errors
+from gpustack_render.api.inputs import (
+    InstanceType,
+    KVCacheBackend,
+    KVCachePool,
+    KVCachePoolBinding,
+    ModelArtifact,
+)
+from gpustack_render.api.modeldeployment import ModelDeployment, RoleSpec
+from gpustack_render.connectors import artifact_transport
+from gpustack_render.errors import ErrorList
+from gpustack_render.flags import engine_of
+from gpustack_render.lookups import LookupFailed, Lookups
+from gpustack_render.owned import (
+    BOOTSTRAP_PORT,
+    DEFAULT_SERVING_PORT,
+    KV_EVENTS_PORT,
+    KV_REPLAY_PORT,
+    LLM_D_ROUTER,
+    SGLANG,
+    VLLM,
+    VLLM_ASCEND,
+    is_vllm_family,
+)
+from gpustack_render.paths import ROLES, FieldPath
+from gpustack_render.quantity import QuantityError, parse_quantity
+from gpustack_render.settings import Settings
+
+#: The group/kind a refusal names (admission.md §1).
+GROUP_KIND: Final = "ModelDeployment.worker.gpustack.ai"
+
+SERVER: Final = "server"
+PREFILL: Final = "prefill"
+DECODE: Final = "decode"
+ENCODE: Final = "encode"
+
+_MISSING: Final = object()
+
+
+class MemoLookups:
+    """Lookups memoised per (kind, namespace, name) for one request; failures are memoised too."""
+
+    def __init__(self, inner: Lookups) -> None:
+        self._inner = inner
+        self._cache: dict[tuple[str, str, str], Any] = {}
+
+    def _get(self, key: tuple[str, str, str], read: Any) -> Any:
+        hit = self._cache.get(key, _MISSING)
+        if hit is _MISSING:
+            try:
+                hit = read()
+            except LookupFailed as exc:
+                hit = exc
+            self._cache[key] = hit
+        if isinstance(hit, LookupFailed):
+            raise hit
+        return hit
+
+    def instance_type(self, name: str) -> InstanceType | None:
+        got: InstanceType | None = self._get(
+            ("InstanceType", "", name), lambda: self._inner.instance_type(name)
+        )
+        return got
+
+    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None:
+        got: KVCachePoolBinding | None = self._get(
+            ("KVCachePoolBinding", namespace, name), lambda: self._inner.binding(namespace, name)
+        )
+        return got
+
+    def pool(self, name: str) -> KVCachePool | None:
+        got: KVCachePool | None = self._get(
+            ("KVCachePool", "", name), lambda: self._inner.pool(name)
+        )
+        return got
+
+    def backend(self, name: str) -> KVCacheBackend | None:
+        got: KVCacheBackend | None = self._get(
+            ("KVCacheBackend", "", name), lambda: self._inner.backend(name)
+        )
+        return got
+
+    def artifact(self, namespace: str, name: str) -> ModelArtifact | None:
+        got: ModelArtifact | None = self._get(
+            ("ModelArtifact", namespace, name), lambda: self._inner.artifact(namespace, name)
+        )
+        return got
+
+
+def memoised(lookups: Lookups) -> MemoLookups:
+    """``lookups`` memoised for one request (an already memoised one is returned as is)."""
+    return lookups if isinstance(lookups, MemoLookups) else MemoLookups(lookups)
+
+
+def effective_kind(role: RoleSpec) -> str:
+    """The role's kind in internal spelling; unset reads ``server`` (admission.md §5)."""
+    return (role.kind or "Server").lower()
+
+
+def quantity_value(value: int | str | None) -> Fraction | None:
+    """A quantity's exact value, or ``None`` when unset or unreadable."""
+    if value is None:
+        return None
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None
+
+
+def whole_cards(role: RoleSpec) -> int | None:
+    """``resources.accelerator`` as a whole number, ``None`` when unset or not whole."""
+    value = quantity_value(role.resources.accelerator if role.resources else None)
+    if value is None or value.denominator != 1:
+        return None
+    return int(value)
+
+
+def role_argv(role: RoleSpec) -> tuple[list[str], str]:
+    """The stream the engine reads and its field: ``command`` when set, else ``extraArgs``."""
+    if role.command:
+        return list(role.command), "command"
+    return list(role.extra_args or []), "extraArgs"
+
+
+def serving_port(role: RoleSpec) -> int:
+    """The role's serving port: the first declared port, else 8000."""
+    return role.ports[0].port if role.ports else DEFAULT_SERVING_PORT
+
+
+def serving_protocol(role: RoleSpec) -> str:
+    """The first declared port's protocol, default ``TCP``."""
+    return role.ports[0].protocol if role.ports else "TCP"
+
+
+def is_slice_request(role: RoleSpec) -> bool:
+    """Either slice percentage set to a non-zero value."""
+    res = role.resources
+    return res is not None and bool(
+        res.accelerator_sliced_memory_percentage or res.accelerator_sliced_cores_percentage
+    )
+
+
+def is_partition_request(role: RoleSpec) -> bool:
+    res = role.resources
+    return res is not None and bool(res.accelerator_partitioned_profile)
+
+
+@dataclass
+class Context:
+    """One deployment as the rules see it (the new object, or the stored one for comparisons)."""
+
+    md: ModelDeployment
+    lookups: MemoLookups
+    settings: Settings
+    #: The deployment's name as Service and Pod names use it.
+    name: str
+    namespace: str
+    deleting: bool = False
+    _engines: dict[str, str | None] = field(default_factory=dict)
+    _type_errors: set[str] = field(default_factory=set)
+
+    @property
+    def roles(self) -> list[RoleSpec]:
+        return list(self.md.spec.roles)
+
+    @property
+    def base_engine(self) -> str:
+        """``vllm`` or ``sglang``: what owned keys and flag spelling follow."""
+        return SGLANG if self.md.spec.engine.name == "SGLang" else VLLM
+
+    @property
+    def router(self) -> str | None:
+        return self.md.spec.router.name if self.md.spec.router else None
+
+    @property
+    def has_cache(self) -> bool:
+        return self.md.spec.kv_cache is not None
+
+    def kinds(self) -> list[str]:
+        return [effective_kind(r) for r in self.md.spec.roles]
+
+    @property
+    def pair(self) -> bool:
+        """The deployment declares at least one prefill and one decode role."""
+        kinds = self.kinds()
+        return PREFILL in kinds and DECODE in kinds
+
+    def role_path(self, i: int) -> FieldPath:
+        return ROLES.index(i)
+
+    def inject_engine(self, i: int, errs: ErrorList, *, origin: str) -> str | None:
+        """The role's internal engine (``vllm-ascend`` on manufacturer ``ascend``).
+
+        SGLang never reads the type. A missing type reads as the plain engine, as the renderer
+        would (it then fails on the missing type). A failed read is an ``InternalError`` (once
+        per type), except while deleting, where the answer is ``None`` (unknown) and the rule
+        declines rather than block the update that clears the finalizer.
+        """
+        if self.base_engine == SGLANG:
+            return SGLANG
+        type_name = self.md.spec.roles[i].instance_type
+        if type_name in self._engines:
+            return self._engines[type_name]
+        engine: str | None
+        try:
+            itype = self.lookups.instance_type(type_name)
+        except LookupFailed as exc:
+            if not self.deleting and type_name not in self._type_errors:
+                self._type_errors.add(type_name)
+                errs.append(
+                    errors.internal(
+                        self.role_path(i).child("instanceType"),
+                        f"cannot read InstanceType {type_name!r} to tell vllm from vllm-ascend: "
+                        f"{exc.reason}; retry",
+                        origin=origin,
+                    )
+                )
+            engine = None
+        else:
+            manufacturer = (
+                itype.status.detail.manufacturer if itype and itype.status.detail else None
+            )
+            engine = engine_of(self.md.spec.engine.name, manufacturer)
+        self._engines[type_name] = engine
+        return engine
+
+    # --- render.md §2 decisions ---------------------------------------------------------------
+
+    def direct_leg(self, i: int, errs: ErrorList, *, origin: str, store_client: bool) -> str | None:
+        """The role's direct prefill/decode leg protocol (artifact spelling), or ``None``.
+
+        ``store_client`` says whether the role would get a store client (SGLang renders a leg
+        with a store client even without a router). An unknown engine (deleting, failed read)
+        reads as no leg.
+        """
+        role = self.md.spec.roles[i]
+        if not role.managed or not self.pair or effective_kind(role) not in (PREFILL, DECODE):
+            return None
+        if self.base_engine == SGLANG:
+            if self.router is None and not store_client:
+                return None
+            return self._leg_protocol()
+        if self.router is None:
+            return None
+        engine = self.inject_engine(i, errs, origin=origin)
+        if engine is None:
+            return None
+        if engine == VLLM_ASCEND:
+            return None if self.router != LLM_D_ROUTER else "ascend"
+        return self._leg_protocol()
+
+    def _leg_protocol(self) -> str:
+        transfer = self.md.spec.kv_transfer
+        return artifact_transport(transfer.protocol if transfer else None) or "tcp"
+
+    def is_direct_decoder(self, i: int, errs: ErrorList, *, origin: str) -> bool | None:
+        """Managed native-vLLM decode role behind llm-d-router; ``None`` when unknown."""
+        role = self.md.spec.roles[i]
+        if not role.managed or self.router != LLM_D_ROUTER or effective_kind(role) != DECODE:
+            return False
+        if self.base_engine != VLLM:
+            return False
+        engine = self.inject_engine(i, errs, origin=origin)
+        return None if engine is None else engine == VLLM
+
+    def reserved_ports(self, i: int, errs: ErrorList, *, origin: str) -> dict[int, str]:
+        """The role's reserved listener ports (admission.md §15), port → what listens there."""
+        role = self.md.spec.roles[i]
+        out: dict[int, str] = {}
+        if not role.managed:
+            return out
+        kind = effective_kind(role)
+        if is_vllm_family(self.base_engine) and self.router == LLM_D_ROUTER and kind != DECODE:
+            engine = self.inject_engine(i, errs, origin=origin)
+            if engine == VLLM:
+                out[KV_EVENTS_PORT] = "the vllm KV-event publisher (llm-d-router)"
+                out[KV_REPLAY_PORT] = "the vllm KV-event replay endpoint (llm-d-router)"
+        if kind == PREFILL and self.pair and (self.router is not None or self.has_cache):
+            out[BOOTSTRAP_PORT] = "the prefill bootstrap listener of the prefill/decode pair"
+        return out
+
+    def engine_label(self, i: int, errs: ErrorList, *, origin: str) -> str:
+        """The engine's internal name for messages (the plain engine when unknown)."""
+        return self.inject_engine(i, errs, origin=origin) or self.base_engine
+
+    def router_label(self) -> str:
+        return f" and router {self.router}" if self.router else ""

@@ -1,0 +1,510 @@
+"""Object-only rules (``reference/admission.md`` §5, §12, §7): answered from the submitted
+object alone, in the order of §4 step 1 — the release-scope refusals, then per role R1–R8, then
+R9–R16 and the router rules.
+
+Rule ids (``origin``) follow the reference: ``12``, ``R1``…``R16b``, ``7.x``. Two additions
+from D22 and api.md carry their own ids: ``R5b`` (a card count that is not a non-negative whole
+number), ``R7d`` (more than one volume source) and ``R7e`` (a mount at a path the operator
+mounts).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from gpustack_render import errors
+from gpustack_render.admission.arguments import (
+    role_parallelism,
+    validate_degrees,
+    validate_owned_args,
+    validate_owned_env,
+)
+from gpustack_render.admission.context import ENCODE, SERVER, Context, quantity_value
+from gpustack_render.admission.ports import validate_declared_ports
+from gpustack_render.admission.router import validate_router
+from gpustack_render.api.modeldeployment import MAX_ROLES, RoleSpec
+from gpustack_render.errors import ErrorList
+from gpustack_render.naming import (
+    MAX_LABEL_LENGTH,
+    deployment_service_name,
+    instance_name,
+    is_dns1035_label,
+    is_dns1123_label,
+    member_name,
+    role_service_name,
+    router_service_name,
+)
+from gpustack_render.owned import (
+    ASCEND_DRIVER_PATH,
+    CLIENT_CONFIG_MOUNT_PATH,
+    VLLM_ASCEND,
+    is_vllm_family,
+)
+from gpustack_render.paths import KV_CACHE, MODEL, ROLES, FieldPath
+
+#: The implicit lowest topology level; naming it explicitly is refused (R16b).
+HOSTNAME_LEVEL: Final = "kubernetes.io/hostname"
+
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_DNS1035_MESSAGE: Final = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character"
+)
+_DNS1123_MESSAGE: Final = (
+    "a DNS-1123 label must consist of lower case alphanumeric characters or '-', and must start "
+    "and end with an alphanumeric character"
+)
+
+
+def validate_release_scope(ctx: Context) -> ErrorList:
+    """§12 (D8, D14): ``spec.model.artifactRef`` and ``roles[].elasticEp`` are not delivered."""
+    out = ErrorList()
+    if ctx.md.spec.model.artifact_ref is not None:
+        out.append(
+            errors.forbidden(
+                MODEL.child("artifactRef"),
+                "this release does not deliver ModelArtifact weights; remove the field and let "
+                "the engine fetch the model, or mount the weights with additionalVolumes",
+                origin="12",
+            )
+        )
+    for i, role in enumerate(ctx.md.spec.roles):
+        if role.elastic_ep is not None:
+            out.append(
+                errors.forbidden(
+                    ROLES.index(i).child("elasticEp"),
+                    "this release does not deliver the Elastic EP profile; remove the field",
+                    origin="12",
+                )
+            )
+    return out
+
+
+def validate_resources(role: RoleSpec, path: FieldPath) -> ErrorList:
+    """R5 (interface count), R5b (card count) and R6 (partition together with a slice)."""
+    out = ErrorList()
+    res = role.resources
+    if res is None:
+        return out
+    rpath = path.child("resources")
+    for field_name, value, origin in (
+        ("accelerator", res.accelerator, "R5b"),
+        ("interface", res.interface, "R5"),
+    ):
+        if value is None:
+            continue
+        number = quantity_value(value)
+        if number is None or number.denominator != 1 or number < 0:
+            out.append(
+                errors.invalid(
+                    rpath.child(field_name),
+                    value,
+                    f"{rpath.child(field_name)} must be a non-negative whole number",
+                    origin=origin,
+                )
+            )
+    slices = (res.accelerator_sliced_memory_percentage, res.accelerator_sliced_cores_percentage)
+    if res.accelerator_partitioned_profile and any(slices):
+        out.append(
+            errors.invalid(
+                rpath.child("acceleratorPartitionedProfile"),
+                res.accelerator_partitioned_profile,
+                "a partition profile cannot be combined with acceleratorSlicedMemoryPercentage "
+                "or acceleratorSlicedCoresPercentage: one accelerator cannot be partitioned and "
+                "sliced at once. Set the profile or the slice percentages, not both",
+                origin="R6",
+            )
+        )
+    return out
+
+
+def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList) -> dict[str, str]:
+    """Paths the renderer mounts on this role's ``main`` container (render.md §14), with why."""
+    out: dict[str, str] = {}
+    if not role.managed:
+        return out
+    if is_vllm_family(ctx.base_engine) and ctx.has_cache:
+        out[CLIENT_CONFIG_MOUNT_PATH] = "the KV-cache client configuration"
+    if (
+        is_vllm_family(ctx.base_engine)
+        and ctx.direct_leg(i, errs, origin="R7e", store_client=False) is not None
+        and ctx.inject_engine(i, errs, origin="R7e") == VLLM_ASCEND
+    ):
+        out[ASCEND_DRIVER_PATH] = "the Ascend driver of the direct transfer leg"
+    return out
+
+
+def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> ErrorList:
+    """R7a–R7e: one source per entry, unique mount paths, no ``..`` in ``subPath``, no mount
+    at a path the operator mounts (D22; ``/dev/shm`` and the compile cache take precedence)."""
+    out = ErrorList()
+    volumes = role.additional_volumes or []
+    if not volumes:
+        return out
+    operator_paths = _operator_mount_paths(ctx, i, role, out)
+    seen: dict[str, int] = {}
+    for j, vol in enumerate(volumes):
+        vpath = path.child("additionalVolumes").index(j)
+        sources = [
+            name
+            for name, present in (
+                ("configMap", vol.config_map is not None),
+                ("secret", vol.secret is not None),
+                ("hostPath", vol.host_path is not None),
+            )
+            if present
+        ]
+        if not sources:
+            out.append(
+                errors.required(
+                    vpath,
+                    f"the volume mounted at {vol.mount_path} names no source: set exactly one "
+                    f"of configMap, secret or hostPath",
+                    origin="R7a",
+                )
+            )
+        elif len(sources) > 1:
+            out.append(
+                errors.forbidden(
+                    vpath,
+                    f"the volume mounted at {vol.mount_path} names {len(sources)} sources "
+                    f"({', '.join(sources)}); set exactly one of configMap, secret or hostPath",
+                    origin="R7d",
+                )
+            )
+        if vol.mount_path in seen:
+            k = seen[vol.mount_path]
+            out.append(
+                errors.duplicate(
+                    vpath.child("mountPath"),
+                    vol.mount_path,
+                    f"already mounted by {path.child('additionalVolumes').index(k)}",
+                    origin="R7b",
+                )
+            )
+        else:
+            seen[vol.mount_path] = j
+        if vol.sub_path is not None and ".." in vol.sub_path.split("/"):
+            out.append(
+                errors.invalid(
+                    vpath.child("subPath"),
+                    vol.sub_path,
+                    "must not contain '..' as a path element",
+                    origin="R7c",
+                )
+            )
+        if vol.mount_path in operator_paths:
+            out.append(
+                errors.invalid(
+                    vpath.child("mountPath"),
+                    vol.mount_path,
+                    f"the operator mounts {operator_paths[vol.mount_path]} at "
+                    f"{vol.mount_path} on this role; the Pod would carry two mounts at one "
+                    f"path. Mount the volume elsewhere",
+                    origin="R7e",
+                )
+            )
+    return out
+
+
+def validate_role(ctx: Context, i: int, role: RoleSpec) -> ErrorList:
+    """R1–R8 for one role, in order."""
+    path = ROLES.index(i)
+    out = ErrorList()
+    out.extend(validate_owned_args(ctx, role, path))
+    out.extend(validate_degrees(ctx, role, path, role_parallelism(ctx, role)))
+    out.extend(validate_owned_env(ctx, role, path))
+    out.extend(validate_resources(role, path))
+    out.extend(validate_volumes(ctx, i, role, path))
+    out.extend(validate_declared_ports(ctx, i, role, path))
+    return out
+
+
+def validate_pool_ref(ctx: Context) -> ErrorList:
+    """R9: ``spec.kvCache`` with an empty ``poolRef.name``."""
+    out = ErrorList()
+    cache = ctx.md.spec.kv_cache
+    if cache is not None and not cache.pool_ref.name:
+        out.append(
+            errors.required(
+                KV_CACHE.child("poolRef", "name"),
+                "name the KVCachePoolBinding in this namespace that grants the pool: the "
+                "Binding is the authorization point, and an empty reference names none",
+                origin="R9",
+            )
+        )
+    return out
+
+
+def validate_role_count(ctx: Context) -> ErrorList:
+    """R10: at most 10 roles."""
+    out = ErrorList()
+    count = len(ctx.md.spec.roles)
+    if count > MAX_ROLES:
+        out.append(
+            errors.invalid(
+                ROLES,
+                count,
+                f"at most {MAX_ROLES} roles: this operator's own role-count limit, not an "
+                f"upstream number, because every role renders its own replicas, Services and "
+                f"queue references",
+                origin="R10",
+            )
+        )
+    return out
+
+
+def validate_unique_names(ctx: Context) -> ErrorList:
+    """R11: a later duplicate role name (the schema refuses it first; this is the backstop)."""
+    out = ErrorList()
+    first: dict[str, int] = {}
+    for i, role in enumerate(ctx.md.spec.roles):
+        if role.name in first:
+            out.append(
+                errors.duplicate(
+                    ROLES.index(i).child("name"),
+                    role.name,
+                    f"already the name of {ROLES.index(first[role.name])}; replicas of two "
+                    f"roles of one name would join the same Kueue pod groups",
+                    origin="R11",
+                )
+            )
+        else:
+            first[role.name] = i
+    return out
+
+
+def validate_service_names(ctx: Context, *, existing: frozenset[str]) -> ErrorList:
+    """R12: ``<md>-<role>`` must be a DNS-1035 label (roles of the stored object exempt)."""
+    out = ErrorList()
+    for i, role in enumerate(ctx.md.spec.roles):
+        if role.name in existing:
+            continue
+        service = role_service_name(ctx.name, role.name)
+        if is_dns1035_label(service):
+            continue
+        problems = []
+        if len(service) > MAX_LABEL_LENGTH:
+            problems.append(f"must be no more than {MAX_LABEL_LENGTH} characters")
+        if not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", service):
+            problems.append(_DNS1035_MESSAGE)
+        out.append(
+            errors.invalid(
+                ROLES.index(i).child("name"),
+                role.name,
+                f"the role's Service would be named {service!r} ({len(service)} characters), "
+                f"which is not a valid Service name: {'; '.join(problems)}. Shorten or rename "
+                f"the role or the deployment",
+                origin="R12",
+            )
+        )
+    return out
+
+
+def validate_service_collisions(ctx: Context) -> ErrorList:
+    """R13: a Service name claimed twice; the later claimant (a role) is refused."""
+    out = ErrorList()
+    claims: dict[str, str] = {deployment_service_name(ctx.name): "the deployment's Service"}
+    if ctx.router is not None:
+        claims.setdefault(router_service_name(ctx.name), "the router's Service")
+    for i, role in enumerate(ctx.md.spec.roles):
+        mine = [(role_service_name(ctx.name, role.name), f"role {role.name!r}'s Service")]
+        if role.size > 1:
+            mine.extend(
+                (
+                    instance_name(ctx.name, role.name, o),
+                    f"role {role.name!r}'s instance {o} Service",
+                )
+                for o in range(role.replicas)
+            )
+        reported = False
+        for service, claimant in mine:
+            other = claims.get(service)
+            if other is None:
+                claims[service] = claimant
+                continue
+            if not reported:
+                reported = True
+                out.append(
+                    errors.invalid(
+                        ROLES.index(i).child("name"),
+                        role.name,
+                        f"the Service name {service!r} is claimed by {other} and by "
+                        f"{claimant}; rename this role",
+                        origin="R13",
+                    )
+                )
+    return out
+
+
+def validate_member_names(ctx: Context) -> ErrorList:
+    """R14: above size 1 the longest member name must be a DNS-1123 label (a hostname)."""
+    out = ErrorList()
+    for i, role in enumerate(ctx.md.spec.roles):
+        if role.size <= 1:
+            continue
+        longest = member_name(ctx.name, role.name, max(role.replicas - 1, 0), role.size - 1)
+        if is_dns1123_label(longest):
+            continue
+        why = (
+            f"longer than {MAX_LABEL_LENGTH} characters"
+            if len(longest) > MAX_LABEL_LENGTH
+            else _DNS1123_MESSAGE
+        )
+        out.append(
+            errors.invalid(
+                ROLES.index(i),
+                longest,
+                f"the longest member name {longest!r} ({len(longest)} characters) is not a "
+                f"hostname: {why}. Shorten the role, shorten the deployment, or declare fewer "
+                f"replicas",
+                origin="R14",
+            )
+        )
+    return out
+
+
+def validate_kinds(ctx: Context) -> ErrorList:
+    """R15a–R15c: kind combinations and kinds no engine renders."""
+    out = ErrorList()
+    kinds = ctx.kinds()
+    if SERVER in kinds and any(k != SERVER for k in kinds):
+        for i in range(len(kinds)):
+            out.append(
+                errors.invalid(
+                    ROLES.index(i).child("kind"),
+                    ctx.md.spec.roles[i].kind,
+                    f"kinds {', '.join(sorted(set(kinds)))} in one deployment: a server serves "
+                    f"whole requests by itself, so a server beside another kind describes no "
+                    f"arrangement",
+                    origin="R15a",
+                )
+            )
+    first: dict[str, int] = {}
+    for i, kind in enumerate(kinds):
+        if kind == SERVER:
+            continue
+        if kind in first:
+            out.append(
+                errors.invalid(
+                    ROLES.index(i).child("kind"),
+                    ctx.md.spec.roles[i].kind,
+                    f"kind {kind} is already declared by role "
+                    f"{ctx.md.spec.roles[first[kind]].name!r}; only server may repeat",
+                    origin="R15b",
+                )
+            )
+        else:
+            first[kind] = i
+    for i, kind in enumerate(kinds):
+        if kind == ENCODE:
+            out.append(
+                errors.invalid(
+                    ROLES.index(i).child("kind"),
+                    ctx.md.spec.roles[i].kind,
+                    f"engine {ctx.base_engine} has no rendering for kind {kind} (on neither "
+                    f"accelerator backend)",
+                    origin="R15c",
+                )
+            )
+    return out
+
+
+def qualified_name_problems(value: str) -> list[str]:
+    """Why ``value`` is not a qualified label key (Kubernetes ``IsQualifiedName``)."""
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+        problems = []
+        if len(prefix) > 253:
+            problems.append("prefix part must be no more than 253 characters")
+        if not _DNS1123_SUBDOMAIN.match(prefix):
+            problems.append(
+                "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
+                "alphanumeric characters, '-' or '.', and must start and end with an "
+                "alphanumeric character"
+            )
+        if problems:
+            return problems + _name_problems(name)
+    else:
+        return [
+            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and "
+            "must start and end with an alphanumeric character, with an optional DNS subdomain "
+            "prefix and '/'"
+        ]
+    return _name_problems(name)
+
+
+def _name_problems(name: str) -> list[str]:
+    if not name:
+        return ["name part must be non-empty"]
+    problems = []
+    if len(name) > MAX_LABEL_LENGTH:
+        problems.append(f"name part must be no more than {MAX_LABEL_LENGTH} characters")
+    if not _QUALIFIED_NAME.match(name):
+        problems.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+            "and end with an alphanumeric character"
+        )
+    return problems
+
+
+def validate_topology(ctx: Context) -> ErrorList:
+    """R16a (not a qualified label key) and R16b (the implicit hostname level)."""
+    out = ErrorList()
+    for i, role in enumerate(ctx.md.spec.roles):
+        level = role.topology.required_level if role.topology else None
+        if not level:
+            continue
+        path = ROLES.index(i).child("topology", "requiredLevel")
+        if level == HOSTNAME_LEVEL:
+            out.append(
+                errors.forbidden(
+                    path,
+                    f"{HOSTNAME_LEVEL} is the implicit lowest level; omit the field to leave "
+                    f"placement unconstrained",
+                    origin="R16b",
+                )
+            )
+            continue
+        problems = qualified_name_problems(level)
+        if problems:
+            out.append(
+                errors.invalid(
+                    path,
+                    level,
+                    f"{path} must be a label key naming a topology level: {'; '.join(problems)}",
+                    origin="R16a",
+                )
+            )
+    return out
+
+
+def validate_object(ctx: Context, *, existing: frozenset[str]) -> ErrorList:
+    """§4 step 1: every object-only rule, in the reference's order.
+
+    ``existing`` is the set of role names of the stored object (empty on CREATE), exempt from
+    R12.
+    """
+    out = ErrorList()
+    out.extend(validate_release_scope(ctx))
+    for i, role in enumerate(ctx.md.spec.roles):
+        out.extend(validate_role(ctx, i, role))
+    out.extend(validate_pool_ref(ctx))
+    out.extend(validate_role_count(ctx))
+    out.extend(validate_unique_names(ctx))
+    out.extend(validate_service_names(ctx, existing=existing))
+    out.extend(validate_service_collisions(ctx))
+    out.extend(validate_member_names(ctx))
+    out.extend(validate_kinds(ctx))
+    out.extend(validate_topology(ctx))
+    out.extend(validate_router(ctx))
+    return out

@@ -1,0 +1,216 @@
+"""The ModelDeployment admission as the API server runs it: schema, mutating half, validating
+half (``reference/admission.md`` §1–§4, §16).
+
+- :func:`review_deployment` answers the whole question "would the API server accept this?":
+  schema decoding (a schema error is a 422 refusal with field causes), the mutating default,
+  then the validating rules on the mutated object; an admitted request carries the JSON Patch
+  of the mutation (``jsonpatch.make_patch``, D18).
+- :func:`mutate_deployment` and :func:`validate_deployment` are the two webhooks, for a server
+  that receives objects the API server has already decoded and defaulted.
+- :func:`validate_model_deployment` is the validating half on decoded objects, as an
+  :class:`ErrorList`.
+
+DELETE (and CONNECT) are always allowed. Lookups are memoised per object within one request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonpatch
+
+from gpustack_render import errors
+from gpustack_render.admission.arguments import validate_kv_cache_dtype, validate_served_name
+from gpustack_render.admission.cache import validate_interfaces, validate_pool_transport
+from gpustack_render.admission.context import GROUP_KIND, Context, memoised
+from gpustack_render.admission.hostaccess import validate_host_access
+from gpustack_render.admission.identity import validate_identity
+from gpustack_render.admission.instancetypes import validate_instance_types
+from gpustack_render.admission.objectrules import validate_object
+from gpustack_render.admission.ports import validate_port_flag, validate_reserved_port_flag
+from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.decoding import decode_deployment
+from gpustack_render.defaulting import default_accelerators
+from gpustack_render.errors import ErrorList, Verdict
+from gpustack_render.lookups import Lookups
+from gpustack_render.paths import ROLES
+from gpustack_render.review import AdmissionRequest
+from gpustack_render.settings import Settings
+
+#: Operations the webhooks judge; every other one is allowed untouched.
+JUDGED = ("CREATE", "UPDATE")
+#: Stands in for the suffix the API server appends to ``generateName`` (5 characters).
+_GENERATED_SUFFIX = "xxxxx"
+
+
+def _rule_name(md: ModelDeployment, fallback: str) -> str:
+    """The name Service and Pod names are built from.
+
+    Without ``metadata.name`` (a ``generateName`` create reaching the mutating webhook), the
+    prefix plus a 5-character placeholder for the suffix the API server appends.
+    """
+    meta = md.metadata
+    if meta.name or fallback:
+        return meta.name or fallback
+    return meta.generate_name + _GENERATED_SUFFIX if meta.generate_name else ""
+
+
+def _context(
+    md: ModelDeployment, *, lookups: Lookups, settings: Settings, name: str, namespace: str
+) -> Context:
+    return Context(
+        md=md,
+        lookups=memoised(lookups),
+        settings=settings,
+        name=_rule_name(md, name),
+        namespace=md.metadata.namespace or namespace or "default",
+        deleting=md.metadata.deletion_timestamp is not None,
+    )
+
+
+def validate_model_deployment(
+    md: ModelDeployment,
+    *,
+    old: ModelDeployment | None,
+    lookups: Lookups,
+    settings: Settings,
+    name: str = "",
+    namespace: str = "",
+) -> ErrorList:
+    """Every validating rule, in the order of admission.md §4, on the (mutated) ``md``.
+
+    ``old`` is the stored object on UPDATE (``None`` on CREATE); ``name`` and ``namespace``
+    stand in when the object's metadata lacks them. Never raises.
+    """
+    memo = memoised(lookups)
+    ctx = _context(md, lookups=memo, settings=settings, name=name, namespace=namespace)
+    old_ctx = (
+        _context(old, lookups=memo, settings=settings, name=name, namespace=namespace)
+        if old is not None
+        else None
+    )
+    old_roles = {r.name: r for r in old.spec.roles} if old is not None else {}
+    out = ErrorList()
+    out.extend(validate_object(ctx, existing=frozenset(old_roles)))
+    out.extend(validate_host_access(ctx, old_roles=old_roles))
+    roles = list(enumerate(md.spec.roles))
+    for i, role in roles:
+        out.extend(validate_port_flag(ctx, i, role, ROLES.index(i), old=old_roles.get(role.name)))
+    for i, role in roles:
+        out.extend(validate_reserved_port_flag(ctx, i, role, ROLES.index(i), old_ctx=old_ctx))
+    for i, role in roles:
+        out.extend(
+            validate_served_name(
+                ctx, role, ROLES.index(i), old=old_roles.get(role.name), old_ctx=old_ctx
+            )
+        )
+    for i, role in roles:
+        out.extend(validate_kv_cache_dtype(ctx, role, ROLES.index(i)))
+    if old is not None:
+        out.extend(validate_identity(md, old))
+    out.extend(validate_instance_types(ctx))
+    if not out:
+        out.extend(validate_interfaces(ctx, old_ctx=old_ctx))
+    if not out:
+        out.extend(validate_pool_transport(ctx, old_ctx=old_ctx))
+    return out
+
+
+def _name_of(obj: Any, request: AdmissionRequest) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) and name else request.name
+
+
+def _refuse(errs: ErrorList, name: str) -> Verdict:
+    return Verdict.from_errors(errs, group_kind=GROUP_KIND, name=name)
+
+
+def _decode_old(request: AdmissionRequest) -> ModelDeployment | None:
+    """The stored object on UPDATE; one that no longer decodes is treated as absent (its
+    grandfathering and identity comparisons are then skipped rather than blocking an edit)."""
+    if request.operation != "UPDATE" or request.old_object is None:
+        return None
+    old, _ = decode_deployment(request.old_object)
+    return old
+
+
+def _no_object(name: str) -> Verdict:
+    errs = ErrorList([errors.required("", "the request carries no object", origin="schema")])
+    return _refuse(errs, name)
+
+
+def review_deployment(
+    request: AdmissionRequest, *, lookups: Lookups, settings: Settings
+) -> Verdict:
+    """Schema decoding, the mutating default, then the validating rules on the mutated object.
+
+    Allowed requests carry the patch from the schema-defaulted object to the mutated one.
+    """
+    if request.operation not in JUDGED:
+        return Verdict.allow()
+    obj = request.object
+    name = _name_of(obj, request)
+    if obj is None:
+        return _no_object(name)
+    md, errs = decode_deployment(obj)
+    if md is None:
+        return _refuse(errs, name)
+    memo = memoised(lookups)
+    original = md.to_dict()
+    mutated, errs = default_accelerators(original, lookups=memo)
+    if errs:
+        return _refuse(errs, name)
+    if mutated != original:
+        md = ModelDeployment.model_validate(mutated)
+    errs = validate_model_deployment(
+        md,
+        old=_decode_old(request),
+        lookups=memo,
+        settings=settings,
+        name=request.name,
+        namespace=request.namespace,
+    )
+    patch = jsonpatch.make_patch(original, mutated).patch
+    return Verdict.from_errors(errs, group_kind=GROUP_KIND, name=name, patch=patch)
+
+
+def mutate_deployment(
+    request: AdmissionRequest, *, lookups: Lookups, settings: Settings
+) -> Verdict:
+    """The mutating webhook: the accelerator default as a JSON Patch of ``request.object``.
+
+    ``settings`` is accepted for symmetry with the validating webhook; no Setting applies.
+    """
+    del settings
+    if request.operation not in JUDGED or request.object is None:
+        return Verdict.allow()
+    obj = request.object
+    mutated, errs = default_accelerators(obj, lookups=memoised(lookups))
+    if errs:
+        return _refuse(errs, _name_of(obj, request))
+    return Verdict.allow(patch=jsonpatch.make_patch(obj, mutated).patch)
+
+
+def validate_deployment(
+    request: AdmissionRequest, *, lookups: Lookups, settings: Settings
+) -> Verdict:
+    """The validating webhook on an object the API server has decoded, defaulted and mutated."""
+    if request.operation not in JUDGED:
+        return Verdict.allow()
+    obj = request.object
+    name = _name_of(obj, request)
+    if obj is None:
+        return _no_object(name)
+    md, errs = decode_deployment(obj)
+    if md is None:
+        return _refuse(errs, name)
+    errs = validate_model_deployment(
+        md,
+        old=_decode_old(request),
+        lookups=lookups,
+        settings=settings,
+        name=request.name,
+        namespace=request.namespace,
+    )
+    return _refuse(errs, name)

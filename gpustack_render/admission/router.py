@@ -1,0 +1,144 @@
+"""Router rules (``reference/admission.md`` §7), only with ``spec.router``.
+
+The router's own objects are not rendered in this release (D8), but its effects on the engine
+roles are, so a router that cannot front the roles as declared is refused here.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from gpustack_render import errors
+from gpustack_render.admission.context import Context, serving_port, serving_protocol
+from gpustack_render.admission.ports import own_port
+from gpustack_render.errors import ErrorList
+from gpustack_render.flags import find_flag
+from gpustack_render.owned import (
+    DEFAULT_SERVING_PORT,
+    LLM_D_ROUTER,
+    ROUTER_OWNED_ARGS,
+    SGLANG,
+    SGLANG_GATEWAY,
+    SSL_CERTFILE_FLAG,
+    SSL_KEYFILE_FLAG,
+    VLLM,
+    VLLM_ROUTER,
+)
+from gpustack_render.parallelism import parse_int
+from gpustack_render.paths import ENGINE, ROUTER
+
+#: Engines each router fronts (rule 3), by base engine.
+FRONTED_ENGINES: Final[dict[str, tuple[str, ...]]] = {
+    LLM_D_ROUTER: (VLLM, SGLANG),
+    VLLM_ROUTER: (VLLM,),
+    SGLANG_GATEWAY: (SGLANG,),
+}
+
+#: Engines exposing every metric llm-d-router requires (rule 4); both do today [inferred].
+LLM_D_ROUTER_METRIC_ENGINES: Final[dict[str, str]] = {VLLM: "", SGLANG: ""}
+#: The metric llm-d-router scores endpoints by, as named in a refusal.
+LLM_D_ROUTER_METRIC: Final = "the queue, running-request and KV-cache utilisation gauges"
+
+
+def validate_router(ctx: Context) -> ErrorList:
+    """Rules 1–6 of §7, in order; every refusal is ``Invalid``."""
+    out = ErrorList()
+    router = ctx.md.spec.router
+    if router is None:
+        return out
+    name = router.name
+    engine = ctx.base_engine
+    owned = ROUTER_OWNED_ARGS.get(name, ())
+    for j, token in enumerate(router.extra_args or ()):
+        flag = token.split("=", 1)[0]
+        if flag in owned:
+            out.append(
+                errors.invalid(
+                    ROUTER.child("extraArgs").index(j),
+                    token,
+                    f"{flag} is set by the operator on router {name}; two values for it cannot "
+                    f"be told apart. Remove it",
+                    origin="7.1",
+                )
+            )
+    if router.disaggregation_threshold_tokens is not None and name != LLM_D_ROUTER:
+        out.append(
+            errors.invalid(
+                ROUTER.child("disaggregationThresholdTokens"),
+                router.disaggregation_threshold_tokens,
+                f"the field is meaningful only under router {LLM_D_ROUTER}, not {name}; remove it",
+                origin="7.2",
+            )
+        )
+    fronted = FRONTED_ENGINES.get(name, ())
+    if engine not in fronted:
+        out.append(
+            errors.invalid(
+                ROUTER.child("name"),
+                name,
+                f"router {name} does not front engine {engine}; it fronts {', '.join(fronted)}",
+                origin="7.3",
+            )
+        )
+    if name == LLM_D_ROUTER and engine not in LLM_D_ROUTER_METRIC_ENGINES:
+        out.append(
+            errors.invalid(
+                ENGINE,
+                engine,
+                f"router {name} requires {LLM_D_ROUTER_METRIC}, which engine {engine} lacks",
+                origin="7.4",
+            )
+        )
+    ports: set[int] = set()
+    for i, role in enumerate(ctx.md.spec.roles):
+        protocol = serving_protocol(role)
+        if protocol != "TCP":
+            out.append(
+                errors.invalid(
+                    ROUTER,
+                    name,
+                    f"role {role.name!r} serves over {protocol} (its first declared port); "
+                    f"router {name} reaches roles over TCP only",
+                    origin="7.5a",
+                )
+            )
+        argv = list(role.command or role.extra_args or ())
+        tls = [f for f in (SSL_CERTFILE_FLAG, SSL_KEYFILE_FLAG) if find_flag(argv, f, engine)]
+        if tls:
+            out.append(
+                errors.invalid(
+                    ROUTER,
+                    name,
+                    f"role {role.name!r} passes {' and '.join(tls)}; router {name} supports "
+                    f"plaintext endpoints only",
+                    origin="7.5b",
+                )
+            )
+        port = serving_port(role)
+        ports.add(port)
+        value, _ = own_port(ctx, role)
+        own = parse_int(value) if value is not None else None
+        if own == port and ctx.is_direct_decoder(i, out, origin="7.5c"):
+            out.append(
+                errors.invalid(
+                    ROUTER,
+                    name,
+                    f"role {role.name!r} passes --port {port}, its serving port; on this "
+                    f"decoder the routing proxy takes port {port} and the engine moves "
+                    f"behind it. Drop --port",
+                    origin="7.5c",
+                )
+            )
+    if len(ports) > 1:
+        listed = sorted(ports)
+        out.append(
+            errors.invalid(
+                ROUTER,
+                name,
+                f"router {name} needs every role on one serving port (the first declared port, "
+                f"else {DEFAULT_SERVING_PORT}); the roles serve on "
+                f"{', '.join(str(p) for p in listed)}",
+                origin="7.6",
+            )
+        )
+    return out
