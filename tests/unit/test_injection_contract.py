@@ -1,0 +1,101 @@
+"""The Pod contract (kv-injection.md §1, steps 1–6 of §2): label, annotation vocabulary, values."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpustack_render.injection.contract import Contract, opted_in, read_contract
+from gpustack_render.injection.refusal import Refusal
+
+P = "kvcache.gpustack.ai/"
+BASE = {P + "binding": "chat", P + "engine": "vLLM"}
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        pytest.param({P + "inject": "true"}, True, id="true"),
+        pytest.param({P + "inject": "True"}, False, id="case-sensitive"),
+        pytest.param({P + "inject": "false"}, False, id="false"),
+        pytest.param({P + "inject": True}, False, id="not-a-string"),
+        pytest.param({}, False, id="absent"),
+    ],
+)
+def test_label_gate(labels: dict[str, object], expected: bool) -> None:
+    assert opted_in(labels) is expected
+
+
+REFUSED = [
+    pytest.param({P + "client-config": "{}"}, "K1", id="K1-client-config"),
+    pytest.param({P + "injected": "{}"}, "K1", id="K1-injected"),
+    pytest.param({P + "bindings": "x"}, "K2", id="K2-typo"),
+    pytest.param({P + "inject": "true"}, "K2", id="K2-label-key-as-annotation"),
+    pytest.param({P + "zzz": "x", P + "injected": "{}"}, "K1", id="sorted-first-written"),
+    pytest.param({P + "aaa": "x", P + "injected": "{}"}, "K2", id="sorted-first-unknown"),
+    pytest.param({P + "domain": ""}, "K3", id="K3-empty-value"),
+    pytest.param({P + "domain": "x", P + "engine": None}, "K3", id="K3-before-engine"),
+    pytest.param({P + "engine": None}, "E1", id="E1-missing"),
+    pytest.param({P + "engine": "vllm"}, "E1", id="E1-lowercase"),
+    pytest.param({P + "engine": "SGlang"}, "E1", id="E1-case"),
+    pytest.param({P + "engine": " vLLM"}, "E1", id="E1-not-trimmed"),
+    pytest.param({P + "engine": "vllm-ascend"}, "E2", id="E2-ascend-spelling"),
+    pytest.param({P + "engine": "SGLang", P + "manufacturer": "ascend"}, "E3", id="E3-sglang"),
+    pytest.param({P + "manufacturer": "Ascend"}, "E4", id="E4-case"),
+    pytest.param({P + "manufacturer": "nvidia"}, "E4", id="E4-nvidia"),
+    pytest.param({P + "manufacturer": ""}, "E4", id="E4-empty"),
+    pytest.param({P + "role": "Server"}, "E5", id="E5-server"),
+    pytest.param({P + "role": "prefill"}, "E5", id="E5-lowercase"),
+    pytest.param({P + "role": "Server", P + "engine": "SGLang"}, "E5", id="E5-sglang-too"),
+]
+
+
+@pytest.mark.parametrize(("changes", "rule"), REFUSED)
+def test_refused(changes: dict[str, object], rule: str) -> None:
+    notes = {**BASE, **changes}
+    notes = {k: v for k, v in notes.items() if v is not None}
+    out = read_contract(notes)
+    assert isinstance(out, Refusal), out
+    assert out.rule == rule, out.message
+
+
+def test_messages_name_key_and_values() -> None:
+    k2 = read_contract({**BASE, P + "bindng": "x"})
+    assert isinstance(k2, Refusal)
+    assert P + "bindng" in k2.message and P + "launch-args-forwarded" in k2.message
+    e1 = read_contract({**BASE, P + "engine": "vllm"})
+    assert isinstance(e1, Refusal) and "'vllm'" in e1.message and "[vLLM SGLang]" in e1.message
+    e2 = read_contract({**BASE, P + "engine": "vllm-ascend"})
+    assert isinstance(e2, Refusal) and P + "manufacturer" in e2.message
+
+
+ACCEPTED = [
+    pytest.param({}, Contract("vllm", "", "chat", "", None), id="vllm"),
+    pytest.param(
+        {P + "manufacturer": "ascend"}, Contract("vllm-ascend", "", "chat", "", None), id="ascend"
+    ),
+    pytest.param({P + "engine": "SGLang"}, Contract("sglang", "", "chat", "", None), id="sglang"),
+    pytest.param(
+        {P + "role": "Prefill"}, Contract("vllm", "prefill", "chat", "", None), id="prefill"
+    ),
+    pytest.param({P + "role": "Decode"}, Contract("vllm", "decode", "chat", "", None), id="decode"),
+    pytest.param({P + "role": ""}, Contract("vllm", "", "chat", "", None), id="role-empty"),
+    pytest.param(
+        {P + "container": "server", P + "launch-args-forwarded": "yes"},
+        Contract("vllm", "", "chat", "server", "yes"),
+        id="container-and-forwarding-kept-raw",
+    ),
+    pytest.param(
+        {P + "binding": None}, Contract("vllm", "", "", "", None), id="binding-absent-later"
+    ),
+    pytest.param(
+        {"other.io/x": "y", "kvcache.gpustack.ai": "z"},
+        Contract("vllm", "", "chat", "", None),
+        id="other-keys-ignored",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "contract"), ACCEPTED)
+def test_accepted(changes: dict[str, object], contract: Contract) -> None:
+    notes = {k: v for k, v in {**BASE, **changes}.items() if v is not None}
+    assert read_contract(notes) == contract

@@ -1,0 +1,163 @@
+"""The UPDATE freeze (kv-injection.md §10) and the injection record (§9)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gpustack_render.errors import ErrorType
+from gpustack_render.injection import InjectionRecord, freeze_pod, parse_record
+
+P = "kvcache.gpustack.ai/"
+LABEL = P + "inject"
+RECORD = '{"binding":"chat","engine":"vllm","vehicle":"file","tenantInjected":true}'
+CONFIG = '{"metadata_server":"P2PHANDSHAKE"}'
+
+
+def pod(
+    *, label: str | None = "true", notes: dict[str, str] | None = None, **meta: Any
+) -> dict[str, Any]:
+    labels = {"app": "chat"}
+    if label is not None:
+        labels[LABEL] = label
+    annotations = {P + "binding": "chat", P + "injected": RECORD, P + "client-config": CONFIG}
+    for key, value in (notes or {}).items():
+        if value is None:
+            annotations.pop(key, None)
+        else:
+            annotations[key] = value
+    metadata = {"name": "chat-0", "labels": labels, "annotations": annotations, **meta}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {}}
+
+
+INJECTED = pod()
+TERMINATING = pod(deletionTimestamp="2025-01-01T00:00:00Z", finalizers=["x/y"])
+PLAIN = pod(label=None, notes={P + "injected": None, P + "client-config": None})
+
+CASES = [
+    pytest.param(INJECTED, pod(), [], id="unchanged"),
+    pytest.param(INJECTED, pod(finalizers=["a/b"]), [], id="finalizer-added"),
+    pytest.param(
+        TERMINATING,
+        pod(deletionTimestamp="2025-01-01T00:00:00Z"),
+        [],
+        id="finalizer-removed-while-terminating",
+    ),
+    pytest.param(
+        INJECTED, pod(notes={"other/x": "y", P + "binding": "other"}), [], id="other-annotations"
+    ),
+    pytest.param(
+        PLAIN,
+        pod(label=None, notes={P + "injected": None, P + "client-config": None, "a": "b"}),
+        [],
+        id="never-opted-in",
+    ),
+    pytest.param(
+        PLAIN,
+        pod(label=None, notes={P + "client-config": None}),
+        [],
+        id="record-on-a-pod-without-label",
+    ),
+    pytest.param(
+        PLAIN,
+        pod(notes={P + "injected": None, P + "client-config": None}),
+        [("metadata.labels[kvcache.gpustack.ai/inject]", "U1")],
+        id="label-added",
+    ),
+    pytest.param(
+        INJECTED,
+        pod(label=None),
+        [("metadata.labels[kvcache.gpustack.ai/inject]", "U2")],
+        id="label-removed",
+    ),
+    pytest.param(
+        INJECTED,
+        pod(label="false"),
+        [("metadata.labels[kvcache.gpustack.ai/inject]", "U2")],
+        id="label-changed",
+    ),
+    pytest.param(
+        INJECTED,
+        pod(notes={P + "injected": RECORD.replace("true", "false")}),
+        [("metadata.annotations[kvcache.gpustack.ai/injected]", "U3")],
+        id="record-edited",
+    ),
+    pytest.param(
+        INJECTED,
+        pod(notes={P + "client-config": None}),
+        [("metadata.annotations[kvcache.gpustack.ai/client-config]", "U3")],
+        id="client-config-removed",
+    ),
+    pytest.param(
+        pod(notes={P + "client-config": None}),
+        pod(),
+        [("metadata.annotations[kvcache.gpustack.ai/client-config]", "U3")],
+        id="client-config-added",
+    ),
+    pytest.param(
+        TERMINATING,
+        pod(
+            deletionTimestamp="2025-01-01T00:00:00Z",
+            finalizers=[],
+            notes={P + "client-config": "{}"},
+        ),
+        [("metadata.annotations[kvcache.gpustack.ai/client-config]", "U3")],
+        id="terminating-still-frozen",
+    ),
+    pytest.param(
+        INJECTED,
+        pod(label="no", notes={P + "injected": None, P + "client-config": "{}"}),
+        [
+            ("metadata.labels[kvcache.gpustack.ai/inject]", "U2"),
+            ("metadata.annotations[kvcache.gpustack.ai/client-config]", "U3"),
+            ("metadata.annotations[kvcache.gpustack.ai/injected]", "U3"),
+        ],
+        id="all-violations-together",
+    ),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), CASES)
+def test_freeze(old: dict[str, Any], new: dict[str, Any], expected: list[tuple[str, str]]) -> None:
+    before = copy.deepcopy((old, new))
+    errs = freeze_pod(old, new)
+    assert [(e.field, e.origin) for e in errs] == expected
+    assert all(e.type is ErrorType.FORBIDDEN for e in errs)
+    assert (old, new) == before
+
+
+def test_freeze_messages() -> None:
+    errs = freeze_pod(INJECTED, pod(notes={P + "client-config": "{}"}))
+    assert "/etc/gpustack/kvcache/mooncake.json" in errs[0].detail
+    added = freeze_pod(PLAIN, pod(notes={P + "injected": None, P + "client-config": None}))
+    assert "CREATE" in added[0].detail
+
+
+@pytest.mark.parametrize("junk", [None, {}, {"metadata": "x"}, {"metadata": {"labels": ["a"]}}])
+def test_freeze_tolerates_malformed_objects(junk: Any) -> None:
+    assert [e.origin for e in freeze_pod(INJECTED, junk)] == ["U2", "U3", "U3"]
+    assert freeze_pod(junk, junk) == []
+
+
+def test_record_round_trip_and_order() -> None:
+    record = InjectionRecord("chat", "sglang", "environment", "", False, "", True)
+    assert record.to_json() == (
+        '{"binding":"chat","engine":"sglang","vehicle":"environment","tenantInjected":false,'
+        '"launchProgram":"","launchArgsForwarded":true}'
+    )
+    assert parse_record(record.to_json()) == record
+
+
+def test_record_escapes_and_ignores_legacy_keys() -> None:
+    record = InjectionRecord("a&b", "vllm", "file", "d", True, "<x>", False)
+    assert '"binding":"a\\u0026b"' in record.to_json() and "\\u003cx\\u003e" in record.to_json()
+    legacy = (
+        '{"binding":"c","engine":"vllm","engineVersion":"v0.9","vehicle":"file",'
+        '"tenantInjected":true}'
+    )
+    parsed = parse_record(legacy)
+    assert parsed is not None and parsed.binding == "c" and parsed.tenant_injected
+    assert parse_record("not json") is None
+    assert parse_record("[1]") is None

@@ -1,0 +1,818 @@
+"""CREATE injection end to end: resolution refusals, container choice, owned keys, mutation."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.errors import VerdictKind
+from gpustack_render.injection import InjectionResult, inject_pod, parse_record, review_pod
+from gpustack_render.lookups import StaticLookups
+from gpustack_render.review import AdmissionRequest
+from gpustack_render.settings import Settings
+
+P = "kvcache.gpustack.ai/"
+NS = "team-a"
+ENDPOINT = "dram-pool-master.gpustack-system.svc:50051"
+
+
+def make_pod(
+    *,
+    engine: str = "vLLM",
+    annotations: dict[str, Any] | None = None,
+    container: dict[str, Any] | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    notes: dict[str, Any] = {P + "binding": "chat", P + "engine": engine}
+    for key, value in (annotations or {}).items():
+        if value is None:
+            notes.pop(key, None)
+        else:
+            notes[key] = value
+    command = ["vllm"] if engine == "vLLM" else ["python3", "-m", "sglang.launch_server"]
+    main = {"name": "server", "image": "engine:1", "command": command, "args": ["--model", "m"]}
+    main.update(container or {})
+    main = {k: v for k, v in main.items() if v is not None}
+    pod_spec: dict[str, Any] = {"containers": containers if containers is not None else [main]}
+    pod_spec.update(spec or {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "chat-0",
+            "namespace": NS,
+            "labels": {P + "inject": "true", "app": "chat"},
+            "annotations": notes,
+        },
+        "spec": pod_spec,
+    }
+
+
+LEDGER_TRUE = {"type": "QuotaLedgerAvailable", "status": "True"}
+
+
+def make_lookups(
+    *,
+    binding: dict[str, Any] | None = None,
+    pool_status: dict[str, Any] | None = None,
+    backend_spec: dict[str, Any] | None = None,
+    drop: tuple[str, ...] = (),
+    failing: tuple[tuple[str, str, str], ...] = (),
+) -> StaticLookups:
+    b = {
+        "metadata": {"name": "chat", "namespace": NS},
+        "spec": {
+            "poolRef": {"name": "dram-pool"},
+            "domain": {"name": "team-a-chat", "blockSize": 16, "dtype": "bfloat16"},
+        },
+    }
+    if binding:
+        b = {**b, **binding}
+    status = {"clientEndpoint": ENDPOINT, "conditions": [LEDGER_TRUE]}
+    status.update(pool_status or {})
+    objects: list[Any] = []
+    if "binding" not in drop:
+        objects.append(KVCachePoolBinding.model_validate(b))
+    if "pool" not in drop:
+        objects.append(
+            KVCachePool.model_validate(
+                {
+                    "metadata": {"name": "dram-pool"},
+                    "spec": {"backends": ["dram-backend"]},
+                    "status": status,
+                }
+            )
+        )
+    if "backend" not in drop:
+        objects.append(
+            KVCacheBackend.model_validate(
+                {
+                    "metadata": {"name": "dram-backend"},
+                    "spec": backend_spec or {"transport": {"protocol": "Auto"}},
+                }
+            )
+        )
+    out = StaticLookups.of(objects)
+    out.failing = set(failing)
+    return out
+
+
+def run(
+    pod: dict[str, Any], lookups: StaticLookups | None = None, settings: Settings | None = None
+) -> InjectionResult:
+    return inject_pod(
+        pod, namespace=NS, lookups=lookups or make_lookups(), settings=settings or Settings()
+    )
+
+
+def rule(result: InjectionResult) -> str:
+    assert result.refusal is not None, "expected a refusal"
+    return result.refusal.rule
+
+
+def target(result: InjectionResult, index: int = 0) -> dict[str, Any]:
+    assert result.injected, result.refusal
+    container: dict[str, Any] = result.pod["spec"]["containers"][index]
+    return container
+
+
+# --- resolution (steps 7–12) -------------------------------------------------------------------
+
+RESOLUTION = [
+    pytest.param({P + "binding": None}, {}, "B1", id="B1-absent"),
+    pytest.param({P + "binding": ""}, {}, "B1", id="B1-empty"),
+    pytest.param({P + "binding": "team-b/chat"}, {}, "B2", id="B2-slash"),
+    pytest.param({}, {"drop": ("binding",)}, "B3", id="B3-not-found"),
+    pytest.param(
+        {},
+        {"binding": {"metadata": {"name": "chat", "namespace": "team-b"}}},
+        "B3",
+        id="B3-other-namespace",
+    ),
+    pytest.param({}, {"failing": (("KVCachePoolBinding", NS, "chat"),)}, "B4", id="B4-read-error"),
+    pytest.param(
+        {},
+        {
+            "binding": {
+                "metadata": {
+                    "name": "chat",
+                    "namespace": NS,
+                    "deletionTimestamp": "2025-01-01T00:00:00Z",
+                }
+            }
+        },
+        "B5",
+        id="B5-terminating",
+    ),
+    pytest.param({}, {"drop": ("pool",)}, "P1", id="P1-pool-missing"),
+    pytest.param({}, {"failing": (("KVCachePool", "", "dram-pool"),)}, "P2", id="P2-read-error"),
+    pytest.param({}, {"pool_status": {"conditions": []}}, "P3", id="P3-absent"),
+    pytest.param(
+        {},
+        {"pool_status": {"conditions": [{"type": "QuotaLedgerAvailable", "status": "Unknown"}]}},
+        "P4",
+        id="P4",
+    ),
+    pytest.param(
+        {},
+        {
+            "pool_status": {
+                "conditions": [
+                    {
+                        "type": "QuotaLedgerAvailable",
+                        "status": "False",
+                        "reason": "LedgerUnreachable",
+                        "message": "dial tcp: refused",
+                    }
+                ]
+            }
+        },
+        "P5",
+        id="P5-unreachable",
+    ),
+    pytest.param({}, {"drop": ("backend",)}, "P7", id="P7-backend-missing"),
+    pytest.param(
+        {}, {"failing": (("KVCacheBackend", "", "dram-backend"),)}, "P8", id="P8-read-error"
+    ),
+    pytest.param({}, {"pool_status": {"clientEndpoint": ""}}, "P9", id="P9-no-endpoint"),
+    pytest.param(
+        {},
+        {
+            "backend_spec": {
+                "transport": {"protocol": "RDMA"},
+                "connection": {"managed": {"members": [{}, {"transport": {"protocol": "TCP"}}]}},
+            }
+        },
+        "T1",
+        id="T1-mixed",
+    ),
+    pytest.param({P + "manufacturer": "ascend"}, {}, "T2", id="T2-ascend-on-tcp"),
+]
+
+
+@pytest.mark.parametrize(("notes", "lookup", "expected"), RESOLUTION)
+def test_resolution_refusals(notes: dict[str, Any], lookup: dict[str, Any], expected: str) -> None:
+    pod = make_pod(annotations=notes)
+    before = copy.deepcopy(pod)
+    result = run(pod, make_lookups(**lookup))
+    assert rule(result) == expected, result.refusal
+    assert result.pod == before
+
+
+def test_p6_pool_without_backend() -> None:
+    # The schema refuses an empty spec.backends, so only a hand-built pool reaches P6.
+    lookups = make_lookups()
+    pool = lookups.pools["dram-pool"]
+    lookups.pools["dram-pool"] = pool.model_copy(
+        update={"spec": pool.spec.model_copy(update={"backends": []})}
+    )
+    assert rule(run(make_pod(), lookups)) == "P6"
+
+
+@pytest.mark.parametrize(
+    ("lookup", "facts"),
+    [
+        pytest.param({"drop": ("binding",)}, ["'chat'", "'team-a'"], id="B3"),
+        pytest.param({"drop": ("pool",)}, ["'chat'", "'team-a'", "'dram-pool'"], id="P1"),
+        pytest.param(
+            {"failing": (("KVCachePool", "", "dram-pool"),)},
+            ["'dram-pool'", "injected failure"],
+            id="P2",
+        ),
+        pytest.param(
+            {
+                "pool_status": {
+                    "conditions": [
+                        {
+                            "type": "QuotaLedgerAvailable",
+                            "status": "False",
+                            "reason": "LedgerUnreachable",
+                            "message": "dial tcp: refused",
+                        }
+                    ]
+                }
+            },
+            ["'dram-pool'", "LedgerUnreachable", "dial tcp: refused"],
+            id="P5",
+        ),
+        pytest.param({"drop": ("backend",)}, ["'dram-pool'", "'dram-backend'"], id="P7"),
+        pytest.param(
+            {
+                "backend_spec": {
+                    "transport": {"protocol": "EFA"},
+                    "connection": {
+                        "managed": {"members": [{}, {"transport": {"protocol": "RDMA"}}]}
+                    },
+                }
+            },
+            ['"efa"', '"rdma"', "NotSupportedTransport", "vllm"],
+            id="T1",
+        ),
+    ],
+)
+def test_resolution_messages_name_the_facts(lookup: dict[str, Any], facts: list[str]) -> None:
+    result = run(make_pod(), make_lookups(**lookup))
+    assert result.refusal is not None
+    for fact in facts:
+        assert fact in result.refusal.message
+
+
+def test_t2_names_both_spellings() -> None:
+    result = run(make_pod(annotations={P + "manufacturer": "ascend"}))
+    assert result.refusal is not None
+    message = result.refusal.message
+    assert all(
+        s in message for s in ("TransportUnsupported", "vllm-ascend", "'ascend'", '"tcp"', "CANN")
+    )
+
+
+def test_t2_unconstrained_engine_with_empty_offers() -> None:
+    lookups = make_lookups()
+    backend = lookups.backends["dram-backend"]
+    transport = backend.spec.transport.model_copy(update={"protocol": "NVLINK"})
+    lookups.backends["dram-backend"] = backend.model_copy(
+        update={"spec": backend.spec.model_copy(update={"transport": transport})}
+    )
+    result = run(make_pod(), lookups)
+    assert rule(result) == "T2"
+    assert result.refusal is not None and '[""]' in result.refusal.message
+
+
+def test_mixed_pool_is_fine_for_vllm_ascend() -> None:
+    spec = {
+        "transport": {"protocol": "Auto"},
+        "connection": {"managed": {"members": [{}, {"transport": {"protocol": "CANN"}}]}},
+    }
+    result = run(
+        make_pod(annotations={P + "manufacturer": "ascend"}), make_lookups(backend_spec=spec)
+    )
+    config = json.loads(result.pod["metadata"]["annotations"][P + "client-config"])
+    assert config["protocol"] == "ascend"
+    assert '"kv_connector":"AscendStoreConnector"' in target(result)["args"][-3]
+
+
+# --- the target container (step 16) --------------------------------------------------------------
+
+SIDE = {"name": "proxy", "image": "envoy", "command": ["envoy"]}
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        pytest.param(make_pod(containers=[]), "C1", id="C1-none"),
+        pytest.param(make_pod(spec={"containers": None}), "C1", id="C1-null"),
+        pytest.param(
+            make_pod(containers=[SIDE, {**SIDE, "name": "server"}]), "C2", id="C2-two-unnamed"
+        ),
+        pytest.param(
+            make_pod(annotations={P + "container": ""}, containers=[SIDE, {**SIDE, "name": "b"}]),
+            "C2",
+            id="C2-empty-name",
+        ),
+        pytest.param(
+            make_pod(
+                annotations={P + "container": "setup"}, spec={"initContainers": [{"name": "setup"}]}
+            ),
+            "C3",
+            id="C3",
+        ),
+        pytest.param(
+            make_pod(annotations={P + "container": "main"}), "C4", id="C4-single-misnamed"
+        ),
+    ],
+)
+def test_container_refusals(pod: dict[str, Any], expected: str) -> None:
+    assert rule(run(pod)) == expected
+
+
+def test_named_container_among_several() -> None:
+    main = {"name": "server", "command": ["vllm"], "args": ["serve"]}
+    pod = make_pod(annotations={P + "container": "server"}, containers=[SIDE, main])
+    result = run(pod)
+    assert target(result, 1)["args"][:2] == ["serve", "--kv-transfer-config"]
+    assert result.pod["spec"]["containers"][0] == SIDE
+
+
+def test_c2_names_count_and_containers() -> None:
+    result = run(make_pod(containers=[SIDE, {**SIDE, "name": "server"}]))
+    assert result.refusal is not None
+    assert "2 containers" in result.refusal.message and "proxy, server" in result.refusal.message
+
+
+# --- owned keys and configuration sources (steps 17–18) -----------------------------------------
+
+OWNED = [
+    pytest.param(
+        "vLLM", {"env": [{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}]}, None, "O1", id="O1-vllm"
+    ),
+    pytest.param(
+        "vLLM", {"args": ["serve", "--kv-transfer-config", "{}"]}, None, "O2", id="O2-exact"
+    ),
+    pytest.param(
+        "vLLM",
+        {"args": ["--kv_transfer_config.kv_role=kv_both"]},
+        None,
+        "O2",
+        id="O2-underscore-dotted",
+    ),
+    pytest.param("vLLM", {"args": ["--kv-transfer-conf={}"]}, None, "O2", id="O2-prefix"),
+    pytest.param(
+        "vLLM",
+        {"command": ["vllm", "serve", "--kv-transfer-config={}"], "args": None},
+        None,
+        "O2",
+        id="O2-in-command",
+    ),
+    pytest.param(
+        "SGLang", {"args": ["--hicache-storage-backend=mooncake"]}, None, "O2", id="O2-sglang"
+    ),
+    pytest.param(
+        "SGLang", {"args": ["--hicache-storage-b", "file"]}, None, "O2", id="O2-sglang-prefix"
+    ),
+    pytest.param("vLLM", {"args": ["--kv-cache-dtype", "fp8"]}, None, "O3", id="O3-exact"),
+    pytest.param("vLLM", {"args": ["--kv_cache_dtype=fp8"]}, None, "O3", id="O3-underscore"),
+    pytest.param("vLLM", {"args": ["--kv-cache", "fp8"]}, None, "O3", id="O3-prefix"),
+    pytest.param("SGLang", {"args": ["--kv-cache-dtype=fp8_e5m2"]}, None, "O3", id="O3-sglang"),
+    pytest.param(
+        "vLLM",
+        {},
+        {"volumes": [{"name": "gpustack-kvcache-config", "emptyDir": {}}]},
+        "O4",
+        id="O4",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "gpustack-kvcache-config", "mountPath": "/x"}]},
+        None,
+        "O5",
+        id="O5",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "cfg", "mountPath": "/etc/gpustack/kvcache"}]},
+        None,
+        "O6",
+        id="O6",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "cfg", "mountPath": "/etc/gpustack/kvcache/"}]},
+        None,
+        "O6",
+        id="O6-trailing-slash",
+    ),
+    pytest.param(
+        "SGLang",
+        {"env": [{"name": "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", "value": "/c"}]},
+        None,
+        "F1",
+        id="F1",
+    ),
+    pytest.param(
+        "SGLang", {"args": ["--hicache-storage-backend-extra-config", "{}"]}, None, "F2", id="F2"
+    ),
+    pytest.param(
+        "SGLang", {"args": ["--hicache-storage-backend-e={}"]}, None, "F2", id="F2-prefix"
+    ),
+    pytest.param(
+        "vLLM",
+        {
+            "env": [{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}],
+            "args": ["--kv-transfer-config", "{}"],
+        },
+        None,
+        "O1",
+        id="order-env-before-flags",
+    ),
+    pytest.param(
+        "vLLM",
+        {"args": ["--kv-cache-dtype", "fp8", "--kv-transfer-config", "{}"]},
+        None,
+        "O2",
+        id="order-owned-flag-before-dtype",
+    ),
+    pytest.param(
+        "SGLang",
+        {
+            "env": [{"name": "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", "value": "/c"}],
+            "args": ["--kv-cache-dtype", "x"],
+        },
+        None,
+        "O3",
+        id="order-owned-before-source",
+    ),
+    pytest.param(
+        "vLLM",
+        {"command": ["bash", "-c", "vllm"], "args": ["--kv-cache-dtype", "x"]},
+        None,
+        "O3",
+        id="order-owned-before-launch",
+    ),
+]
+
+
+@pytest.mark.parametrize(("engine", "container", "spec", "expected"), OWNED)
+def test_owned_key_refusals(
+    engine: str, container: dict[str, Any], spec: dict[str, Any] | None, expected: str
+) -> None:
+    assert rule(run(make_pod(engine=engine, container=container, spec=spec))) == expected
+
+
+def test_spelled_flag_in_message() -> None:
+    result = run(make_pod(container={"args": ["--kv_transfer_config.kv_role=x"]}))
+    assert result.refusal is not None
+    assert "--kv_transfer_config.kv_role (read as --kv-transfer-config)" in result.refusal.message
+    exact = run(make_pod(container={"args": ["--kv-cache-dtype", "fp8"]}))
+    assert exact.refusal is not None and "passes --kv-cache-dtype:" in exact.refusal.message
+
+
+NOT_REFUSED = [
+    pytest.param(
+        "SGLang",
+        {"env": [{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}]},
+        None,
+        id="config-path-on-sglang",
+    ),
+    pytest.param(
+        "vLLM", {"args": ["--hicache-storage-backend", "file"]}, None, id="sglang-flag-on-vllm"
+    ),
+    pytest.param(
+        "vLLM",
+        {"env": [{"name": "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", "value": "/c"}]},
+        None,
+        id="sglang-env-on-vllm",
+    ),
+    pytest.param(
+        "vLLM", {"args": ["--kv-cache-dtype-skip-layers", "0"]}, None, id="longer-dtype-sibling"
+    ),
+    pytest.param(
+        "SGLang", {"args": ["--kv_cache_dtype", "x"]}, None, id="sglang-reads-no-underscores"
+    ),
+    pytest.param(
+        "vLLM", {"args": ["-kv-transfer-config", "x"]}, None, id="single-dash-never-matches"
+    ),
+    pytest.param(
+        "SGLang",
+        {},
+        {"volumes": [{"name": "gpustack-kvcache-config", "emptyDir": {}}]},
+        id="volume-name-on-sglang",
+    ),
+    pytest.param(
+        "SGLang",
+        {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack/kvcache"}]},
+        {"volumes": [{"name": "c", "emptyDir": {}}]},
+        id="mount-path-on-sglang",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack"}]},
+        None,
+        id="parent-path",
+    ),
+]
+
+
+@pytest.mark.parametrize(("engine", "container", "spec"), NOT_REFUSED)
+def test_keys_other_engines_own_are_not_refused(
+    engine: str, container: dict[str, Any], spec: dict[str, Any] | None
+) -> None:
+    result = run(make_pod(engine=engine, container=container, spec=spec))
+    assert result.injected, result.refusal
+
+
+def test_dtype_setting_off_admits_the_flag_and_renders_none() -> None:
+    pod = make_pod(container={"args": ["serve", "--kv-cache-dtype", "fp8"]})
+    off = Settings(kv_cache_dtype_owned=False)
+    result = run(pod, settings=off)
+    args = target(result)["args"]
+    assert args == [
+        "serve",
+        "--kv-cache-dtype",
+        "fp8",
+        "--kv-transfer-config",
+        '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}',
+    ]
+    assert rule(run(pod)) == "O3"
+
+
+def test_empty_binding_dtype_renders_no_flag_and_admits_users() -> None:
+    lookups = make_lookups()
+    b = lookups.bindings[(NS, "chat")]
+    domain = b.spec.domain.model_copy(update={"dtype": ""})
+    lookups.bindings[(NS, "chat")] = b.model_copy(
+        update={"spec": b.spec.model_copy(update={"domain": domain})}
+    )
+    result = run(make_pod(container={"args": ["--kv-cache-dtype", "auto"]}), lookups)
+    assert target(result)["args"][-2:] == [
+        "--kv-transfer-config",
+        '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}',
+    ]
+
+
+# --- mutation (step 20) ---------------------------------------------------------------------
+
+
+def test_vllm_file_vehicle() -> None:
+    pod = make_pod(
+        container={
+            "env": [{"name": "A", "value": "1"}],
+            "volumeMounts": [{"name": "w", "mountPath": "/w"}],
+        },
+        spec={"volumes": [{"name": "w", "emptyDir": {}}]},
+    )
+    result = run(pod)
+    main = target(result)
+    assert main["command"] == ["vllm"]
+    assert main["args"] == [
+        "--model",
+        "m",
+        "--kv-transfer-config",
+        '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}',
+        "--kv-cache-dtype",
+        "bfloat16",
+    ]
+    assert main["env"] == [
+        {"name": "A", "value": "1"},
+        {"name": "MOONCAKE_CONFIG_PATH", "value": "/etc/gpustack/kvcache/mooncake.json"},
+        {"name": "MC_TE_METRIC", "value": "1"},
+        {"name": "MC_STORE_CLIENT_METRIC_BANDWIDTH", "value": "1"},
+    ]
+    assert main["volumeMounts"][-1] == {
+        "name": "gpustack-kvcache-config",
+        "mountPath": "/etc/gpustack/kvcache",
+        "readOnly": True,
+    }
+    assert [v["name"] for v in result.pod["spec"]["volumes"]] == ["w", "gpustack-kvcache-config"]
+    notes = result.pod["metadata"]["annotations"]
+    assert list(notes)[-2:] == [P + "client-config", P + "injected"]
+    assert json.loads(notes[P + "client-config"]) == {
+        "metadata_server": "P2PHANDSHAKE",
+        "master_server_address": ENDPOINT,
+        "protocol": "tcp",
+        "device_name": "",
+        "mode": "standalone-store",
+        "global_segment_size": 0,
+        "local_buffer_size": 134217728,
+        "tenant_id": "team-a-chat",
+    }
+    assert notes[P + "injected"] == (
+        '{"binding":"chat","engine":"vllm","vehicle":"file","domain":"team-a-chat",'
+        '"tenantInjected":true,"launchProgram":"vllm","launchArgsForwarded":false}'
+    )
+    assert result.pod["metadata"]["labels"] == pod["metadata"]["labels"]
+
+
+@pytest.mark.parametrize(
+    ("role", "kv_role"),
+    [
+        pytest.param("Prefill", "kv_producer", id="prefill"),
+        pytest.param("Decode", "kv_consumer", id="decode"),
+        pytest.param(None, "kv_both", id="none"),
+    ],
+)
+def test_vllm_role(role: str | None, kv_role: str) -> None:
+    result = run(make_pod(annotations={P + "role": role}))
+    assert json.loads(target(result)["args"][3]) == {
+        "kv_connector": "MooncakeStoreConnector",
+        "kv_role": kv_role,
+    }
+
+
+def test_sglang_environment_vehicle() -> None:
+    pod = make_pod(engine="SGLang", container={"args": ["--model-path", "m"]})
+    result = run(pod)
+    main = target(result)
+    assert main["args"] == [
+        "--model-path",
+        "m",
+        "--hicache-storage-backend",
+        "mooncake",
+        "--kv-cache-dtype",
+        "bfloat16",
+        "--enable-hierarchical-cache",
+    ]
+    assert [e["name"] for e in main["env"]] == [
+        "MOONCAKE_TENANT_ID",
+        "MOONCAKE_MASTER",
+        "MOONCAKE_TE_META_DATA_SERVER",
+        "MOONCAKE_PROTOCOL",
+        "MOONCAKE_DEVICE",
+        "MOONCAKE_GLOBAL_SEGMENT_SIZE",
+        "MOONCAKE_LOCAL_HOSTNAME",
+        "MC_TE_METRIC",
+        "MC_STORE_CLIENT_METRIC_BANDWIDTH",
+    ]
+    assert main["env"][4] == {"name": "MOONCAKE_DEVICE", "value": ""}
+    assert main["env"][6] == {
+        "name": "MOONCAKE_LOCAL_HOSTNAME",
+        "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+    }
+    assert "volumeMounts" not in main and "volumes" not in result.pod["spec"]
+    notes = result.pod["metadata"]["annotations"]
+    assert P + "client-config" not in notes
+    assert parse_record(notes[P + "injected"]) is not None
+    assert json.loads(notes[P + "injected"])["vehicle"] == "environment"
+
+
+def test_sglang_ignores_the_role() -> None:
+    plain = run(make_pod(engine="SGLang"))
+    with_role = run(make_pod(engine="SGLang", annotations={P + "role": "Decode"}))
+    assert target(plain) == target(with_role)
+    assert not any(a.startswith("--disaggregation") for a in target(with_role)["args"])
+
+
+def test_injected_env_overwrites_in_place() -> None:
+    env = [
+        {"name": "MOONCAKE_MASTER", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
+        {"name": "KEEP", "value": "x"},
+        {"name": "MOONCAKE_TENANT_ID", "value": "other-tenant"},
+        {"name": "MOONCAKE_TENANT_ID", "value": "again"},
+        {"name": "MC_TE_METRIC", "value": "0"},
+    ]
+    result = run(make_pod(engine="SGLang", container={"env": env}))
+    out = target(result)["env"]
+    assert out[0] == {"name": "MOONCAKE_MASTER", "value": ENDPOINT}
+    assert out[1] == {"name": "KEEP", "value": "x"}
+    assert out[2] == out[3] == {"name": "MOONCAKE_TENANT_ID", "value": "team-a-chat"}
+    assert out[4] == {"name": "MC_TE_METRIC", "value": "0"}
+    names = [e["name"] for e in out]
+    assert names.count("MOONCAKE_MASTER") == 1 and names.count("MC_TE_METRIC") == 1
+    assert names[-1] == "MC_STORE_CLIENT_METRIC_BANDWIDTH"
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        pytest.param({"args": ["--enable-hierarchical-cache"]}, id="exact"),
+        pytest.param({"args": ["--enable-hierarchical"]}, id="prefix"),
+        pytest.param(
+            {
+                "command": ["python3", "-m", "sglang.launch_server", "--enable-hierarchical-cache"],
+                "args": None,
+            },
+            id="in-command",
+        ),
+    ],
+)
+def test_sglang_default_dropped_when_named(container: dict[str, Any]) -> None:
+    args = target(run(make_pod(engine="SGLang", container=container)))["args"]
+    own = container.get("args") or []
+    assert args.count("--enable-hierarchical-cache") == own.count("--enable-hierarchical-cache")
+    assert args[-2:] == ["--kv-cache-dtype", "bfloat16"]
+
+
+def test_command_only_container_gets_args() -> None:
+    result = run(make_pod(container={"command": ["vllm", "serve", "m"], "args": None}))
+    assert target(result)["command"] == ["vllm", "serve", "m"]
+    assert target(result)["args"][0] == "--kv-transfer-config"
+
+
+@pytest.mark.parametrize(
+    ("conditions", "tenant", "injected"),
+    [
+        pytest.param([LEDGER_TRUE], "team-a-chat", True, id="ledger-true"),
+        pytest.param(
+            [{"type": "QuotaLedgerAvailable", "status": "False", "reason": "MultiTenancyDisabled"}],
+            None,
+            False,
+            id="multi-tenancy-disabled",
+        ),
+    ],
+)
+def test_tenant_by_ledger(
+    conditions: list[dict[str, Any]], tenant: str | None, injected: bool
+) -> None:
+    for engine in ("vLLM", "SGLang"):
+        result = run(make_pod(engine=engine), make_lookups(pool_status={"conditions": conditions}))
+        record = json.loads(result.pod["metadata"]["annotations"][P + "injected"])
+        assert record["tenantInjected"] is injected
+        assert record["domain"] == "team-a-chat"
+        if engine == "vLLM":
+            config = json.loads(result.pod["metadata"]["annotations"][P + "client-config"])
+            assert config.get("tenant_id") == tenant
+        else:
+            env = {e["name"]: e.get("value") for e in target(result)["env"]}
+            assert env.get("MOONCAKE_TENANT_ID") == tenant
+
+
+def test_forwarded_launch_is_recorded() -> None:
+    pod = make_pod(
+        annotations={P + "launch-args-forwarded": "true"},
+        container={"command": ["/entrypoint"], "args": ["serve"]},
+    )
+    record = json.loads(run(pod).pod["metadata"]["annotations"][P + "injected"])
+    assert (record["launchProgram"], record["launchArgsForwarded"]) == ("entrypoint", True)
+
+
+def test_input_is_never_mutated() -> None:
+    pod = make_pod(engine="SGLang", container={"env": [{"name": "MOONCAKE_MASTER", "value": "x"}]})
+    before = copy.deepcopy(pod)
+    result = run(pod)
+    assert result.injected
+    assert pod == before
+
+
+# --- review_pod ---------------------------------------------------------------------------------
+
+
+def review(
+    pod: dict[str, Any] | None, *, operation: str = "CREATE", old: dict[str, Any] | None = None
+) -> Any:
+    request = AdmissionRequest(
+        operation=operation, object=pod, old_object=old, namespace=NS, name="chat-0"
+    )  # type: ignore[arg-type]
+    return review_pod(request, lookups=make_lookups(), settings=Settings())
+
+
+def test_review_injects_with_a_patch() -> None:
+    pod = make_pod()
+    verdict = review(pod)
+    assert verdict.allowed
+    assert jsonpatch.apply_patch(pod, verdict.patch) == run(pod).pod
+
+
+def test_review_refusal_is_forbidden_without_causes() -> None:
+    verdict = review(make_pod(annotations={P + "domain": "x"}))
+    assert verdict.kind is VerdictKind.FORBIDDEN
+    assert (verdict.status_code(), verdict.status_reason(), verdict.origin) == (
+        403,
+        "Forbidden",
+        "K3",
+    )
+    assert not verdict.errors
+    assert "domain" in verdict.to_response()["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(
+            {**make_pod(), "metadata": {"labels": {P + "inject": "false"}}}, id="label-false"
+        ),
+        pytest.param({"apiVersion": "v1", "kind": "Pod", "metadata": {}}, id="no-label"),
+        pytest.param(None, id="no-object"),
+    ],
+)
+def test_review_leaves_other_pods_alone(pod: dict[str, Any] | None) -> None:
+    verdict = review(pod)
+    assert verdict.allowed and not verdict.patch
+
+
+def test_review_update_runs_the_freeze() -> None:
+    old = run(make_pod()).pod
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"][P + "inject"] = "false"
+    verdict = review(new, operation="UPDATE", old=dict(old))
+    assert verdict.kind is VerdictKind.INVALID
+    assert [e.origin for e in verdict.errors] == ["U2"]
+    assert verdict.to_response()["status"]["details"]["kind"] == "Pod"
+
+
+def test_review_delete_is_allowed() -> None:
+    assert review(None, operation="DELETE", old=make_pod()).allowed

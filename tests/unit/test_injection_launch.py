@@ -1,0 +1,331 @@
+"""Launch recognition (kv-injection.md §7): transparent launchers, shells, scripts, programs."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpustack_render.injection.launch import Launch, check_launch, python_module, strip_launchers
+from gpustack_render.injection.refusal import Refusal
+
+SG = ["python3", "-m", "sglang.launch_server"]
+
+
+def launch(
+    command: list[str],
+    args: list[str] | None = None,
+    *,
+    engine: str = "vllm",
+    fwd: str | None = None,
+) -> Launch | Refusal:
+    return check_launch("server", command, args or [], engine=engine, forwarded=fwd)
+
+
+ADMITTED = [
+    pytest.param(["vllm"], ["serve", "m"], "vllm", None, "vllm", False, id="vllm-direct"),
+    pytest.param(["/usr/local/bin/vllm"], ["serve"], "vllm", None, "vllm", False, id="vllm-path"),
+    pytest.param(["vllm", "serve"], [], "vllm-ascend", None, "vllm", False, id="vllm-ascend"),
+    pytest.param(SG, ["--model-path", "m"], "sglang", None, "python3", False, id="sglang-module"),
+    pytest.param(
+        ["/usr/bin/python3", "-u", "-m", "sglang.launch_server"],
+        [],
+        "sglang",
+        None,
+        "python3",
+        False,
+        id="sglang-interpreter-flag",
+    ),
+    pytest.param(
+        ["python3", "-msglang.launch_server"],
+        [],
+        "sglang",
+        None,
+        "python3",
+        False,
+        id="sglang-attached-module",
+    ),
+    pytest.param(
+        ["python3", "-um", "sglang.launch_server"],
+        [],
+        "sglang",
+        None,
+        "python3",
+        False,
+        id="sglang-bundled-m",
+    ),
+    pytest.param(
+        ["python3", "-W", "ignore", "-m", "sglang.launch_server"],
+        [],
+        "sglang",
+        None,
+        "python3",
+        False,
+        id="sglang-W-value",
+    ),
+    pytest.param(["env", "FOO=1", "vllm"], [], "vllm", None, "vllm", False, id="env-assignment"),
+    pytest.param(["env", "-u", "FOO", "vllm"], [], "vllm", None, "vllm", False, id="env-u-split"),
+    pytest.param(["env", "-uFOO", "vllm"], [], "vllm", None, "vllm", False, id="env-u-attached"),
+    pytest.param(["env", "-iu", "FOO", "vllm"], [], "vllm", None, "vllm", False, id="env-bundle-u"),
+    pytest.param(
+        ["env", "--unset=FOO", "vllm"], [], "vllm", None, "vllm", False, id="env-unset-eq"
+    ),
+    pytest.param(
+        ["env", "--unset", "FOO", "vllm"], [], "vllm", None, "vllm", False, id="env-unset-split"
+    ),
+    pytest.param(
+        ["env", "--chdir", "/w", "-a", "x", "vllm"],
+        [],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="env-chdir-argv0",
+    ),
+    pytest.param(["env", "-i", "vllm"], [], "vllm", None, "vllm", False, id="env-flag"),
+    pytest.param(["env", "-", "vllm"], [], "vllm", None, "vllm", False, id="env-lone-dash"),
+    pytest.param(["env", "--", "vllm"], [], "vllm", None, "vllm", False, id="env-double-dash"),
+    pytest.param(["env", "-S", "", "vllm"], [], "vllm", None, "vllm", False, id="env-S-empty-next"),
+    pytest.param(
+        ["env", "-iS", "", "vllm"], [], "vllm", None, "vllm", False, id="env-bundle-S-empty-next"
+    ),
+    pytest.param(
+        ["env", "--split-string=", "vllm"],
+        [],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="env-split-string-empty-inline",
+    ),
+    pytest.param(
+        ["env", "--split-string", "", "vllm"],
+        [],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="env-split-string-empty-next",
+    ),
+    pytest.param(["tini", "--", "vllm"], [], "vllm", None, "vllm", False, id="tini"),
+    pytest.param(
+        ["/sbin/tini", "-s", "-p", "SIGTERM", "--", "vllm"],
+        [],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="tini-options",
+    ),
+    pytest.param(["tini", "-e", "143", "vllm"], [], "vllm", None, "vllm", False, id="tini-e"),
+    pytest.param(
+        ["dumb-init", "--rewrite", "15:2", "vllm"],
+        [],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="dumb-init-rewrite",
+    ),
+    pytest.param(
+        ["dumb-init", "-r", "15:2", "--single-child", "vllm"],
+        [],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="dumb-init-r",
+    ),
+    pytest.param(["busybox", "env", "vllm"], [], "vllm", None, "vllm", False, id="busybox-applet"),
+    pytest.param(
+        ["toybox", "timeout", "10", "vllm"], [], "vllm", None, "vllm", False, id="toybox-timeout"
+    ),
+    pytest.param(["timeout", "10", "vllm"], [], "vllm", None, "vllm", False, id="timeout"),
+    pytest.param(
+        ["timeout", "-s", "KILL", "1h", "vllm"],
+        [],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="timeout-signal",
+    ),
+    pytest.param(
+        ["timeout", "-k5", "10", "vllm"], [], "vllm", None, "vllm", False, id="timeout-k-attached"
+    ),
+    pytest.param(
+        ["timeout", "--kill-after=5", "10", "vllm"],
+        [],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="timeout-kill-after-eq",
+    ),
+    pytest.param(
+        ["timeout", "--kill", "5", "10", "vllm"],
+        [],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="timeout-long-abbreviation",
+    ),
+    pytest.param(
+        ["tini", "--", "env", "-u", "X", "timeout", "30m"],
+        ["vllm", "serve"],
+        "vllm",
+        None,
+        "vllm",
+        False,
+        id="nested-launchers-into-args",
+    ),
+    pytest.param(["vllm"], [], "vllm", "true", "vllm", False, id="recognised-declared"),
+    pytest.param(["entrypoint"], [], "vllm", "true", "entrypoint", True, id="declared-wrapper"),
+    pytest.param([], ["serve"], "vllm", "true", "", True, id="declared-args-only"),
+    pytest.param(["env", "-S", "vllm serve"], [], "vllm", "true", "", True, id="declared-hidden"),
+    pytest.param(["./run.sh"], [], "vllm", "true", "run.sh", True, id="declared-script"),
+    pytest.param(
+        ["bash", "/app/run.sh"], [], "vllm", "true", "bash", True, id="declared-shell-script"
+    ),
+    pytest.param(
+        ["sh", "/app/start"], [], "sglang", "true", "sh", True, id="declared-shell-command-file"
+    ),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "engine", "fwd", "program", "forwarded"), ADMITTED)
+def test_admitted(
+    command: list[str],
+    args: list[str],
+    engine: str,
+    fwd: str | None,
+    program: str,
+    forwarded: bool,
+) -> None:
+    assert launch(command, args, engine=engine, fwd=fwd) == Launch(program, forwarded)
+
+
+REFUSED = [
+    pytest.param([], [], "vllm", None, "A1", id="A1-nothing"),
+    pytest.param([], [], "vllm", "true", "A1", id="A1-declared"),
+    pytest.param(["vllm"], [], "vllm", "yes", "A2", id="A2-yes"),
+    pytest.param(["vllm"], [], "vllm", "True", "A2", id="A2-case"),
+    pytest.param(["vllm"], [], "vllm", "", "A2", id="A2-empty"),
+    pytest.param([], ["vllm", "serve"], "vllm", None, "A3", id="A3-args-only"),
+    pytest.param(["env", "-S", "vllm serve"], [], "vllm", None, "A4", id="A4-S-split"),
+    pytest.param(["env", "-Svllm serve"], [], "vllm", None, "A4", id="A4-S-attached"),
+    pytest.param(["env", "-iS", "vllm serve"], [], "vllm", None, "A4", id="A4-bundle"),
+    pytest.param(["env", "--split-string=vllm serve"], [], "vllm", None, "A4", id="A4-long-eq"),
+    pytest.param(
+        ["env", "--split-string", "vllm serve"], [], "vllm", None, "A4", id="A4-long-split"
+    ),
+    pytest.param(["env", "--split", "vllm serve"], [], "vllm", None, "A4", id="A4-abbreviated"),
+    pytest.param(
+        ["busybox", "env", "-S", "vllm serve"], [], "vllm", None, "A4", id="A4-through-busybox"
+    ),
+    pytest.param(["sh", "-c", "vllm serve"], [], "vllm", None, "A5", id="A5-sh-c"),
+    pytest.param(["/bin/bash", "-lc", "vllm serve"], [], "vllm", None, "A5", id="A5-bash-lc"),
+    pytest.param(["bash", "-euc", "vllm serve"], [], "vllm", None, "A5", id="A5-bundle"),
+    pytest.param(["bash", "-o", "pipefail", "-c", "x"], [], "vllm", None, "A5", id="A5-after-o"),
+    pytest.param(["sh", "-c", "x"], [], "vllm", "true", "A5", id="A5-declared"),
+    pytest.param(["tini", "--", "bash", "-c", "x"], [], "vllm", None, "A5", id="A5-after-tini"),
+    pytest.param(["./run.sh"], [], "vllm", None, "A6", id="A6-program"),
+    pytest.param(["/app/start.sh", "serve"], [], "sglang", None, "A6", id="A6-program-path"),
+    pytest.param(["sh", "/app/run.sh"], [], "vllm", None, "A6", id="A6-shell-file"),
+    pytest.param(["bash", "--", "run.sh"], [], "vllm", None, "A6", id="A6-after-double-dash"),
+    pytest.param(
+        ["bash", "-x", "-o", "errexit", "run.sh"], [], "vllm", None, "A6", id="A6-after-options"
+    ),
+    pytest.param(["tini", "--"], [], "vllm", None, "A7", id="A7-tini-dashdash"),
+    pytest.param(["tini", "--"], [], "vllm", "true", "A7", id="A7-declared"),
+    pytest.param(["tini"], [], "vllm", None, "A7", id="A7-tini"),
+    pytest.param(["env", "FOO=1"], [], "vllm", None, "A7", id="A7-env-assignment"),
+    pytest.param(["timeout", "10"], [], "vllm", None, "A7", id="A7-timeout-duration"),
+    pytest.param(["timeout"], [], "vllm", None, "A7", id="A7-timeout-no-operand"),
+    pytest.param(["env", "-u"], [], "vllm", None, "A7", id="A7-missing-option-value"),
+    pytest.param(["env", "-S"], [], "vllm", None, "A7", id="A7-opaque-nothing-after"),
+    pytest.param(["busybox"], [], "vllm", None, "A7", id="A7-busybox"),
+    pytest.param(["vllm"], [], "sglang", None, "A8", id="A8-vllm-for-sglang"),
+    pytest.param(SG, [], "vllm", None, "A8", id="A8-sglang-for-vllm"),
+    pytest.param(SG, [], "vllm-ascend", "true", "A8", id="A8-declared"),
+    pytest.param(
+        ["python", "-m", "sglang.launch_server"], [], "sglang", None, "A9", id="A9-python"
+    ),
+    pytest.param(
+        ["python3.11", "-m", "sglang.launch_server"], [], "sglang", None, "A9", id="A9-python3x"
+    ),
+    pytest.param(
+        ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        [],
+        "vllm",
+        None,
+        "A9",
+        id="A9-vllm-module",
+    ),
+    pytest.param(["python3", "-c", "import sglang"], [], "sglang", None, "A9", id="A9-python-c"),
+    pytest.param(["sglang"], [], "sglang", None, "A9", id="A9-sglang-binary"),
+    pytest.param(["entrypoint"], [], "vllm", None, "A9", id="A9-entrypoint"),
+    pytest.param(["run"], [], "vllm", None, "A9", id="A9-run"),
+    pytest.param(["gosu", "app", "vllm"], [], "vllm", None, "A9", id="A9-gosu"),
+    pytest.param(["chroot", "/", "vllm"], [], "vllm", None, "A9", id="A9-chroot"),
+    pytest.param(["setsid", "vllm"], [], "vllm", None, "A9", id="A9-setsid"),
+    pytest.param(
+        ["timeout", "10", "-x", "vllm"], [], "vllm", None, "A9", id="A9-options-end-at-operand"
+    ),
+    pytest.param(
+        ["bash", "start", "-c", "x"], [], "vllm", None, "A9", id="A9-c-after-command-file"
+    ),
+    pytest.param(
+        ["bash", "--rcfile", "x.sh", "start"], [], "vllm", None, "A9", id="A9-rcfile-value-skipped"
+    ),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "engine", "fwd", "rule"), REFUSED)
+def test_refused(
+    command: list[str], args: list[str], engine: str, fwd: str | None, rule: str
+) -> None:
+    out = launch(command, args, engine=engine, fwd=fwd)
+    assert isinstance(out, Refusal), out
+    assert out.rule == rule, out.message
+    if rule != "A2":  # A2 names the annotation, every other refusal the container
+        assert "server" in out.message
+
+
+@pytest.mark.parametrize(
+    ("command", "names"),
+    [
+        pytest.param(["tini", "--", "env"], ["env"], id="A7-names-last-launcher"),
+        pytest.param(["bash", "-lc", "x"], ["bash", "-lc"], id="A5-names-shell-and-option"),
+        pytest.param(["sh", "/app/run.sh"], ["run.sh"], id="A6-names-script-basename"),
+        pytest.param(["gosu", "u", "vllm"], ["gosu"], id="A9-names-program"),
+        pytest.param(SG, ["python3", "sglang", "vllm"], id="A8-names-engines"),
+    ],
+)
+def test_messages_name_the_facts(command: list[str], names: list[str]) -> None:
+    out = launch(command)
+    assert isinstance(out, Refusal)
+    for name in names:
+        assert name in out.message
+
+
+def test_strip_reports_outcomes() -> None:
+    assert strip_launchers(["env", "X=1", "vllm", "serve"]) == ("ok", ["vllm", "serve"], "env")
+    assert strip_launchers(["env", "-S", "a b"]) == ("hidden", [], "env")
+    assert strip_launchers(["tini", "--"]) == ("nothing", [], "tini")
+    assert strip_launchers(["vllm"]) == ("ok", ["vllm"], "")
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["python3", "-m", "a.b"], "a.b"),
+        (["python3", "-m"], None),
+        (["python3", "script.py", "-m", "a"], None),
+        (["python3", "-", "-m", "a"], None),
+        (["python3", "--", "-m", "a"], None),
+        (["python3", "-X", "dev", "-m", "a"], "a"),
+        (["python3", "-Xdev", "-m", "a"], "a"),
+    ],
+)
+def test_python_module(argv: list[str], module: str | None) -> None:
+    assert python_module(argv) == module
