@@ -17,7 +17,7 @@ CONFIG = '{"metadata_server":"P2PHANDSHAKE"}'
 
 
 def pod(
-    *, label: str | None = "true", notes: dict[str, str] | None = None, **meta: Any
+    *, label: str | None = "true", notes: dict[str, str | None] | None = None, **meta: Any
 ) -> dict[str, Any]:
     labels = {"app": "chat"}
     if label is not None:

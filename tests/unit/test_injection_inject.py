@@ -10,10 +10,10 @@ import jsonpatch
 import pytest
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
-from gpustack_render.errors import VerdictKind
+from gpustack_render.errors import Verdict, VerdictKind
 from gpustack_render.injection import InjectionResult, inject_pod, parse_record, review_pod
 from gpustack_render.lookups import StaticLookups
-from gpustack_render.review import AdmissionRequest
+from gpustack_render.review import AdmissionRequest, Operation
 from gpustack_render.settings import Settings
 
 P = "kvcache.gpustack.ai/"
@@ -762,11 +762,14 @@ def test_input_is_never_mutated() -> None:
 
 
 def review(
-    pod: dict[str, Any] | None, *, operation: str = "CREATE", old: dict[str, Any] | None = None
-) -> Any:
+    pod: dict[str, Any] | None,
+    *,
+    operation: Operation = "CREATE",
+    old: dict[str, Any] | None = None,
+) -> Verdict:
     request = AdmissionRequest(
         operation=operation, object=pod, old_object=old, namespace=NS, name="chat-0"
-    )  # type: ignore[arg-type]
+    )
     return review_pod(request, lookups=make_lookups(), settings=Settings())
 
 
@@ -806,7 +809,7 @@ def test_review_leaves_other_pods_alone(pod: dict[str, Any] | None) -> None:
 
 def test_review_update_runs_the_freeze() -> None:
     old = run(make_pod()).pod
-    new = copy.deepcopy(old)
+    new = copy.deepcopy(dict(old))
     new["metadata"]["labels"][P + "inject"] = "false"
     verdict = review(new, operation="UPDATE", old=dict(old))
     assert verdict.kind is VerdictKind.INVALID
