@@ -30,8 +30,10 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from gpustack_render.admission import mutate_deployment, validate_deployment
 from gpustack_render.api.common import GROUP
 from gpustack_render.errors import Verdict
+from gpustack_render.injection import review_pod
 from gpustack_render.lookups import LookupFailed, Lookups
 from gpustack_render.review import AdmissionRequest
 from gpustack_render.settings import Settings
@@ -81,14 +83,6 @@ class Webhook:
 
 def default_webhooks() -> tuple[Webhook, ...]:
     """The four webhooks wired to the library's admission and injection entry points."""
-    from gpustack_render.admission import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
-        mutate_deployment,
-        validate_deployment,
-    )
-    from gpustack_render.injection import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
-        review_pod,
-    )
-
     return (
         Webhook(
             "modeldeployment-mutate",

@@ -1,0 +1,259 @@
+"""The webhook server as a process beside the envtest control plane (tests and the benchmark).
+
+:class:`WebhookProcess` runs ``python -m gpustack_webhook`` exactly as the Deployment does (TLS
+from certificate files issued by the test CA, live reads through a kubeconfig, SIGTERM to stop),
+on a free loopback port. :func:`scoped_configurations` turns ``deploy/webhook/webhooks.yaml`` into
+configurations that only reach namespaces carrying a label (so the registrations a test installs
+can never touch another test's objects) and :class:`InstalledWebhooks` creates them pointing at
+the process by URL and removes them again.
+
+Standard library only (plus the control-plane helpers), so a plain script can use it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .controlplane import (
+    APIError,
+    CertificateAuthority,
+    ControlPlane,
+    free_port,
+    load_yaml_documents,
+    point_webhooks_at,
+    webhook_configuration_path,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WEBHOOK_MANIFESTS = REPO_ROOT / "deploy" / "webhook" / "webhooks.yaml"
+
+#: Namespace label that scopes the test registrations (value: the scope id).
+SCOPE_LABEL = "webhook-test.gpustack.ai/scope"
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+class WebhookProcess:
+    """``python -m gpustack_webhook`` on 127.0.0.1 with a serving certificate from ``ca``."""
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: Path,
+        ca: CertificateAuthority,
+        namespace: str,
+        workdir: Path | None = None,
+        extra_args: Sequence[str] = (),
+        port: int | None = None,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.ca = ca
+        self.namespace = namespace
+        self.extra_args = list(extra_args)
+        self.port = port or free_port()
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gpustack-webhook-"))
+        self.log_path = self.workdir / "webhook.log"
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._client_ssl = ssl.create_default_context(cadata=ca.cert_pem.decode())
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the process and wait (bounded) until ``/readyz`` answers over TLS."""
+        tls = self.workdir / "tls"
+        cert, key = self.ca.issue_serving(("127.0.0.1", "localhost")).write(tls, "tls")
+        argv = [
+            sys.executable,
+            "-m",
+            "gpustack_webhook",
+            f"--cert-file={cert}",
+            f"--key-file={key}",
+            "--host=127.0.0.1",
+            f"--port={self.port}",
+            f"--namespace={self.namespace}",
+            f"--kubeconfig={self.kubeconfig}",
+            "--shutdown-delay=0",
+            "--shutdown-timeout=5",
+            *self.extra_args,
+        ]
+        log = self.log_path.open("ab")
+        try:
+            self._popen = subprocess.Popen(
+                argv,
+                cwd=REPO_ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                preexec_fn=_die_with_parent,
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if self._popen.poll() is not None:
+                raise RuntimeError(
+                    f"webhook server exited with {self._popen.returncode}:\n{self.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"webhook server not ready after {timeout:g}s")
+            time.sleep(0.05)
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"{self.url}/readyz", context=self._client_ssl, timeout=2
+            ) as resp:
+                return int(resp.status) == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def get(self, path: str) -> str:
+        """A GET on the server (for ``/metrics``)."""
+        with urllib.request.urlopen(
+            f"{self.url}{path}", context=self._client_ssl, timeout=5
+        ) as resp:
+            return str(resp.read().decode())
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, wait (bounded), SIGKILL as a last resort; returns the exit code."""
+        popen = self._popen
+        code: int | None = None
+        if popen is not None:
+            if popen.poll() is None:
+                popen.send_signal(signal.SIGTERM)
+                try:
+                    popen.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    popen.kill()
+                    popen.wait(timeout)
+            code = popen.returncode
+            self._popen = None
+        return code
+
+    def close(self) -> None:
+        """Stop the process and remove the working directory this object created."""
+        self.stop()
+        if self._own_workdir:
+            import shutil
+
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log_lines(self) -> list[str]:
+        try:
+            return self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+
+    def __enter__(self) -> WebhookProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def shipped_configurations() -> list[dict[str, Any]]:
+    """The Mutating/ValidatingWebhookConfigurations of deploy/webhook, as shipped."""
+    return [
+        doc
+        for doc in load_yaml_documents(WEBHOOK_MANIFESTS)
+        if doc.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    ]
+
+
+def scoped_configurations(scope: str) -> list[dict[str, Any]]:
+    """The shipped configurations, renamed ``<name>-<scope>`` and limited to namespaces labelled
+    ``SCOPE_LABEL=<scope>``; rules, selectors and policies stay as shipped."""
+    out = []
+    for configuration in shipped_configurations():
+        doc = copy.deepcopy(configuration)
+        doc["metadata"]["name"] = f"{doc['metadata']['name']}-{scope}"
+        doc["metadata"].pop("annotations", None)
+        for hook in doc["webhooks"]:
+            hook["namespaceSelector"] = {"matchLabels": {SCOPE_LABEL: scope}}
+        out.append(doc)
+    return out
+
+
+class InstalledWebhooks:
+    """Webhook configurations created on the control plane, calling ``port`` by URL."""
+
+    def __init__(
+        self, control_plane: ControlPlane, configurations: Sequence[Mapping[str, Any]], port: int
+    ) -> None:
+        self.control_plane = control_plane
+        self.paths: list[str] = []
+        self.stored: list[dict[str, Any]] = []
+        for configuration in configurations:
+            body = point_webhooks_at(configuration, port, control_plane.ca.ca_bundle)
+            path = webhook_configuration_path(body)
+            control_plane.request(
+                "PATCH",
+                path,
+                body,
+                query={"fieldManager": "gpustack-webhook-test", "force": "true"},
+                content_type="application/apply-patch+yaml",
+            )
+            self.paths.append(path)
+            _, stored = control_plane.request("GET", path)
+            self.stored.append(dict(stored))
+
+    def remove(self) -> None:
+        for path in reversed(self.paths):
+            try:
+                self.control_plane.request("DELETE", path)
+            except APIError as exc:
+                if exc.status != 404:
+                    raise
+        self.paths.clear()
+
+    def __enter__(self) -> InstalledWebhooks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def create_namespace(control_plane: ControlPlane, name: str, labels: Mapping[str, str]) -> None:
+    """Create (or keep) a namespace with ``labels``."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": dict(labels)},
+    }
+    try:
+        control_plane.request("POST", "/api/v1/namespaces", body)
+    except APIError as exc:
+        if exc.status != 409:
+            raise
