@@ -66,7 +66,8 @@ build() { # <module dir> <output name> [extra ldflags]
     local tmp="${bin_dir}/.${out}.tmp.$$"
     # -mod=readonly: the committed go.mod/go.sum are authoritative.
     GOFLAGS="${GOFLAGS:-} -mod=readonly" CGO_ENABLED=0 \
-        "${go_cmd}" -C "${dir}" build -trimpath -ldflags "-s -w ${extra}" -o "${tmp}" .
+        "${go_cmd}" -C "${dir}" build -trimpath -buildvcs=false -ldflags "-s -w ${extra}" \
+        -o "${tmp}" .
     mv -f "${tmp}" "${bin_dir}/${out}"
     echo "build.sh: built ${out} in $((SECONDS - start))s" >&2
 }

@@ -602,8 +602,23 @@ class ControlPlane:
 
     # ---- client configuration --------------------------------------------------------------
 
-    def kubeconfig_dict(self, user: str = "envtest-admin") -> dict[str, Any]:
-        """A kubeconfig (admin client certificate, CA-verified server) as a dict."""
+    def user_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """Write a kubeconfig for a client-certificate identity ``user`` in ``groups``.
+
+        The identity has no permissions beyond what RBAC objects grant it (unless a group is
+        ``system:masters``). Returns the kubeconfig path inside the control plane's temp dir.
+        """
+        pair = self.ca.issue(user, organizations=groups, client=True)
+        path = self.root / "users" / f"{user.replace(':', '_')}.kubeconfig"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.kubeconfig_dict(user, pair), indent=2))
+        return path
+
+    def kubeconfig_dict(
+        self, user: str = "envtest-admin", credentials: CertKeyPair | None = None
+    ) -> dict[str, Any]:
+        """A kubeconfig (client certificate, CA-verified server) as a dict; admin by default."""
+        pair = credentials or self.admin
         return {
             "apiVersion": "v1",
             "kind": "Config",
@@ -620,8 +635,8 @@ class ControlPlane:
                 {
                     "name": user,
                     "user": {
-                        "client-certificate-data": base64.b64encode(self.admin.cert_pem).decode(),
-                        "client-key-data": base64.b64encode(self.admin.key_pem).decode(),
+                        "client-certificate-data": base64.b64encode(pair.cert_pem).decode(),
+                        "client-key-data": base64.b64encode(pair.key_pem).decode(),
                     },
                 }
             ],
@@ -702,7 +717,7 @@ class ControlPlane:
 
     def _crd_established(self, path: str) -> bool:
         _, crd = self.request("GET", path)
-        conditions = crd.get("status", {}).get("conditions", [])
+        conditions = (crd.get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
     def install_crd_files(self, paths: Iterable[Path]) -> list[str]:
