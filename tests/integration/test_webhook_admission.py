@@ -9,38 +9,41 @@ pool, backend, the Settings ConfigMap) is a real object the server GETs live.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .controlplane import APIError, ControlPlane
+from .controlplane import ControlPlane
 from .webhook_fixtures import (
+    GROUP,
+    INJECT_LABEL,
     SCOPE_LABEL,
+    VERSION,
     InstalledWebhooks,
     WebhookProcess,
+    create_cluster_object,
+    create_inputs,
     create_namespace,
+    delete_inputs,
+    deployment,
+    labelled_pod,
     scoped_configurations,
+    wait_until_called,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 T = TypeVar("T")
 
-GROUP = "worker.gpustack.ai"
-VERSION = "v1"
-INJECT_LABEL = "kvcache.gpustack.ai/inject"
 INJECTED = "kvcache.gpustack.ai/injected"
 CLIENT_CONFIG = "kvcache.gpustack.ai/client-config"
-#: How long the API server may take to pick up a new registration or RBAC change.
-SETTLE_SECONDS = 20.0
 
 
 def _unique(prefix: str) -> str:
@@ -60,171 +63,6 @@ class Env:
     pool: str
 
 
-# ---- objects -------------------------------------------------------------------------------
-
-
-def deployment(name: str, namespace: str, instance_type: str, **role: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "model": {"name": "Qwen/Qwen3-8B"},
-            "engine": {"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
-            "roles": [{"name": "server", "instanceType": instance_type, **role}],
-        },
-    }
-
-
-def labelled_pod(name: str, binding: str | None, **annotations: str) -> dict[str, Any]:
-    annotations = {"kvcache.gpustack.ai/engine": "vLLM", **annotations}
-    if binding is not None:
-        annotations["kvcache.gpustack.ai/binding"] = binding
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {INJECT_LABEL: "true"}, "annotations": annotations},
-        "spec": {
-            "containers": [
-                {
-                    "name": "server",
-                    "image": "vllm/vllm-openai:v0.29.0",
-                    "command": ["vllm"],
-                    "args": ["serve", "--model", "Qwen/Qwen3-8B"],
-                    "env": [{"name": "HF_TOKEN", "value": "hf-secret-never-logged"}],
-                }
-            ]
-        },
-    }
-
-
-def _create_cluster_object(cp: ControlPlane, plural: str, body: dict[str, Any]) -> None:
-    status = body.pop("status", None)
-    name = body["metadata"]["name"]
-    cp.request("POST", f"/apis/{GROUP}/{VERSION}/{plural}", body)
-    if status is not None:
-        cp.request(
-            "PATCH",
-            f"/apis/{GROUP}/{VERSION}/{plural}/{name}/status",
-            {"status": status},
-            content_type="application/merge-patch+json",
-        )
-
-
-def _setup_objects(cp: ControlPlane, scope: str, namespace: str) -> tuple[str, str, str]:
-    instance_type = f"it-{scope}"
-    _create_cluster_object(
-        cp,
-        "instancetypes",
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "InstanceType",
-            "metadata": {"name": instance_type},
-            "spec": {"acceleratable": True, "unitResources": {"cpu": "8", "ram": "32Gi"}},
-            "status": {
-                "entrance": instance_type,
-                "detail": {"manufacturer": "nvidia", "memory": "24Gi"},
-                "accelerator": {"capacity": 16},
-            },
-        },
-    )
-    backend, pool, binding = f"be-{scope}", f"pool-{scope}", "chat"
-    _create_cluster_object(
-        cp,
-        "kvcachebackends",
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "KVCacheBackend",
-            "metadata": {"name": backend},
-            "spec": {
-                "transport": {"protocol": "TCP"},
-                "connection": {"managed": {"leader": {"multiTenancy": True}}},
-            },
-        },
-    )
-    _create_cluster_object(
-        cp,
-        "kvcachepools",
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "KVCachePool",
-            "metadata": {"name": pool},
-            "spec": {"backends": [backend]},
-            "status": {
-                "clientEndpoint": f"{pool}-master.gpustack-system.svc:50051",
-                "conditions": [
-                    {
-                        "type": "QuotaLedgerAvailable",
-                        "status": "True",
-                        "reason": "Available",
-                        "message": "",
-                        "lastTransitionTime": "2026-01-01T00:00:00Z",
-                    }
-                ],
-            },
-        },
-    )
-    cp.request(
-        "POST",
-        f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/kvcachepoolbindings",
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "KVCachePoolBinding",
-            "metadata": {"name": binding, "namespace": namespace},
-            "spec": {
-                "poolRef": {"name": pool},
-                "domain": {"name": "team-a-chat", "blockSize": 16, "dtype": "bfloat16"},
-            },
-        },
-    )
-    return instance_type, binding, pool
-
-
-def _teardown_cluster_objects(cp: ControlPlane, scope: str) -> None:
-    for plural, name in (
-        ("instancetypes", f"it-{scope}"),
-        ("kvcachepools", f"pool-{scope}"),
-        ("kvcachebackends", f"be-{scope}"),
-    ):
-        try:
-            cp.request("DELETE", f"/apis/{GROUP}/{VERSION}/{plural}/{name}")
-        except APIError as exc:
-            if exc.status != 404:
-                raise
-
-
-def wait_until_called(cp: ControlPlane, namespace: str, instance_type: str) -> None:
-    """Poll (bounded) with dry-run creates until both registrations reach the server: one
-    refused by the mutating half (a missing InstanceType), one by the validating half (an
-    owned env name)."""
-    probes = [
-        deployment("probe-mutate", namespace, f"missing-{uuid.uuid4().hex[:6]}"),
-        deployment(
-            "probe-validate",
-            namespace,
-            instance_type,
-            env=[{"name": "GPUSTACK_REPLICA_SIZE", "value": "1"}],
-        ),
-    ]
-    deadline = time.monotonic() + SETTLE_SECONDS
-    for probe in probes:
-        while True:
-            try:
-                cp.request(
-                    "POST",
-                    f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/modeldeployments",
-                    probe,
-                    query={"dryRun": "All"},
-                )
-            except APIError as exc:
-                if "admission webhook" in exc.body:
-                    break
-                raise
-            if time.monotonic() > deadline:
-                raise AssertionError("the webhook registrations never took effect")
-            time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     scope = uuid.uuid4().hex[:8]
@@ -241,7 +79,7 @@ def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
             "data": {"instance-privileged-allowed": "false"},
         },
     )
-    instance_type, binding, pool = _setup_objects(control_plane, scope, namespace)
+    instance_type, binding, pool = create_inputs(control_plane, scope, namespace)
     server = WebhookProcess(
         kubeconfig=control_plane.kubeconfig,
         ca=control_plane.ca,
@@ -263,7 +101,7 @@ def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
             )
     finally:
         server.close()
-        _teardown_cluster_objects(control_plane, scope)
+        delete_inputs(control_plane, scope)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -272,7 +110,7 @@ async def api(k8s_client: k8s.ApiClient) -> AsyncIterator[k8s.CustomObjectsApi]:
 
 
 def _status(exc: ApiException) -> dict[str, Any]:
-    body = json.loads(exc.body)
+    body = json.loads(exc.body or b"{}")
     assert isinstance(body, dict)
     return body
 
@@ -287,6 +125,11 @@ async def refused(call: Awaitable[T]) -> ApiException:
     with pytest.raises(ApiException) as info:
         await call
     return info.value
+
+
+def create_pod(core: k8s.CoreV1Api, namespace: str, body: dict[str, Any]) -> Awaitable[Any]:
+    """POST a Pod given as a plain dict (the client serialises dicts as they are)."""
+    return core.create_namespaced_pod(namespace, cast(k8s.V1Pod, body))
 
 
 async def create_md(api: k8s.CustomObjectsApi, body: dict[str, Any]) -> dict[str, Any]:
@@ -395,7 +238,7 @@ async def test_update_while_deleting_is_not_blocked_by_a_deleted_instance_type(
 ) -> None:
     cp = env.control_plane
     instance_type = _unique("it-gone")
-    _create_cluster_object(
+    create_cluster_object(
         cp,
         "instancetypes",
         {
@@ -446,7 +289,7 @@ async def test_update_while_deleting_is_not_blocked_by_a_deleted_instance_type(
 async def test_labelled_pod_gets_the_injection(env: Env, k8s_client: k8s.ApiClient) -> None:
     core = k8s.CoreV1Api(k8s_client)
     name = _unique("pod")
-    await core.create_namespaced_pod(env.namespace, labelled_pod(name, env.binding))
+    await create_pod(core, env.namespace, labelled_pod(name, env.binding))
     pod = await core.read_namespaced_pod(name, env.namespace)
     annotations = pod.metadata.annotations
     record = json.loads(annotations[INJECTED])
@@ -468,7 +311,7 @@ async def test_unlabelled_pod_is_not_touched(env: Env, k8s_client: k8s.ApiClient
     core = k8s.CoreV1Api(k8s_client)
     body = labelled_pod(_unique("pod"), None)
     del body["metadata"]["labels"]
-    created = await core.create_namespaced_pod(env.namespace, body)
+    created = await create_pod(core, env.namespace, body)
     assert INJECTED not in (created.metadata.annotations or {})
     await core.delete_namespaced_pod(created.metadata.name, env.namespace, grace_period_seconds=0)
 
@@ -492,9 +335,7 @@ async def test_refused_pod_is_refused_with_the_reason(
 ) -> None:
     core = k8s.CoreV1Api(k8s_client)
     exc = await refused(
-        core.create_namespaced_pod(
-            env.namespace, labelled_pod(_unique("pod"), binding, **annotations)
-        )
+        create_pod(core, env.namespace, labelled_pod(_unique("pod"), binding, **annotations))
     )
     assert exc.status == 403
     status = _status(exc)
@@ -508,7 +349,7 @@ async def test_frozen_label_and_annotations_are_refused(
 ) -> None:
     core = k8s.CoreV1Api(k8s_client)
     name = _unique("pod")
-    await core.create_namespaced_pod(env.namespace, labelled_pod(name, env.binding))
+    await create_pod(core, env.namespace, labelled_pod(name, env.binding))
 
     def patch(obj: dict[str, Any]) -> Awaitable[Any]:
         return core.patch_namespaced_pod(name, env.namespace, obj)
@@ -533,7 +374,7 @@ async def test_metrics_and_logs_of_the_running_server(
 ) -> None:
     await create_md(api, deployment(_unique("md"), env.namespace, env.instance_type))
     core = k8s.CoreV1Api(k8s_client)
-    pod = await core.create_namespaced_pod(env.namespace, labelled_pod(_unique("pod"), "chat"))
+    pod = await create_pod(core, env.namespace, labelled_pod(_unique("pod"), "chat"))
     await core.delete_namespaced_pod(pod.metadata.name, env.namespace, grace_period_seconds=0)
     metrics = env.server.get("/metrics")
     for webhook in ("modeldeployment-mutate", "modeldeployment-validate", "pod-inject"):
@@ -557,7 +398,7 @@ async def test_with_the_server_stopped_freeze_fails_open_and_injection_fails_clo
     scope = uuid.uuid4().hex[:8]
     namespace = f"wh-{scope}"
     create_namespace(control_plane, namespace, {SCOPE_LABEL: scope})
-    instance_type, binding, _ = _setup_objects(control_plane, scope, namespace)
+    instance_type, binding, _ = create_inputs(control_plane, scope, namespace)
     core = k8s.CoreV1Api(k8s_client)
     server = WebhookProcess(
         kubeconfig=control_plane.kubeconfig,
@@ -570,7 +411,7 @@ async def test_with_the_server_stopped_freeze_fails_open_and_injection_fails_clo
         with InstalledWebhooks(control_plane, scoped_configurations(scope), server.port):
             wait_until_called(control_plane, namespace, instance_type)
             name = _unique("pod")
-            await core.create_namespaced_pod(namespace, labelled_pod(name, binding))
+            await create_pod(core, namespace, labelled_pod(name, binding))
             exc = await refused(
                 core.patch_namespaced_pod(
                     name, namespace, {"metadata": {"labels": {INJECT_LABEL: "false"}}}
@@ -587,9 +428,7 @@ async def test_with_the_server_stopped_freeze_fails_open_and_injection_fails_clo
             )
             assert patched.metadata.labels[INJECT_LABEL] == "false"
             # Injection (Fail): a labelled Pod cannot be created without the webhook.
-            exc = await refused(
-                core.create_namespaced_pod(namespace, labelled_pod(_unique("pod"), binding))
-            )
+            exc = await refused(create_pod(core, namespace, labelled_pod(_unique("pod"), binding)))
             assert exc.status == 500
             assert "failed calling webhook" in _status(exc)["message"]
             assert "mutate.gpustack-worker-kvcache.core.v1.pod" in _status(exc)["message"]
@@ -607,4 +446,4 @@ async def test_with_the_server_stopped_freeze_fails_open_and_injection_fails_clo
             await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
     finally:
         server.close()
-        _teardown_cluster_objects(control_plane, scope)
+        delete_inputs(control_plane, scope)

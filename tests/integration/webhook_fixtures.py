@@ -23,6 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,13 @@ WEBHOOK_MANIFESTS = REPO_ROOT / "deploy" / "webhook" / "webhooks.yaml"
 
 #: Namespace label that scopes the test registrations (value: the scope id).
 SCOPE_LABEL = "webhook-test.gpustack.ai/scope"
+
+GROUP = "worker.gpustack.ai"
+VERSION = "v1"
+#: The Pod opt-in label (kv-injection.md §1).
+INJECT_LABEL = "kvcache.gpustack.ai/inject"
+#: How long the API server may take to pick up a new registration or RBAC change.
+SETTLE_SECONDS = 20.0
 
 
 def _die_with_parent() -> None:
@@ -257,3 +265,173 @@ def create_namespace(control_plane: ControlPlane, name: str, labels: Mapping[str
     except APIError as exc:
         if exc.status != 409:
             raise
+
+
+# ---- objects -------------------------------------------------------------------------------
+
+
+def deployment(name: str, namespace: str, instance_type: str, **role: Any) -> dict[str, Any]:
+    """A one-role vLLM ModelDeployment; ``role`` adds fields to the role."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "model": {"name": "Qwen/Qwen3-8B"},
+            "engine": {"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
+            "roles": [{"name": "server", "instanceType": instance_type, **role}],
+        },
+    }
+
+
+def labelled_pod(name: str, binding: str | None, **annotations: str) -> dict[str, Any]:
+    """An opted-in vLLM Pod naming ``binding`` (none when None)."""
+    annotations = {"kvcache.gpustack.ai/engine": "vLLM", **annotations}
+    if binding is not None:
+        annotations["kvcache.gpustack.ai/binding"] = binding
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {INJECT_LABEL: "true"}, "annotations": annotations},
+        "spec": {
+            "containers": [
+                {
+                    "name": "server",
+                    "image": "vllm/vllm-openai:v0.29.0",
+                    "command": ["vllm"],
+                    "args": ["serve", "--model", "Qwen/Qwen3-8B"],
+                    "env": [{"name": "HF_TOKEN", "value": "hf-secret-never-logged"}],
+                }
+            ]
+        },
+    }
+
+
+def create_cluster_object(cp: ControlPlane, plural: str, body: dict[str, Any]) -> None:
+    status = body.pop("status", None)
+    name = body["metadata"]["name"]
+    cp.request("POST", f"/apis/{GROUP}/{VERSION}/{plural}", body)
+    if status is not None:
+        cp.request(
+            "PATCH",
+            f"/apis/{GROUP}/{VERSION}/{plural}/{name}/status",
+            {"status": status},
+            content_type="application/merge-patch+json",
+        )
+
+
+def create_inputs(cp: ControlPlane, scope: str, namespace: str) -> tuple[str, str, str]:
+    """An acceleratable InstanceType (capacity 16) and a ready Binding ``chat`` in ``namespace``
+    → pool → TCP backend; returns (instance type, binding, pool) names. Cluster-scoped names
+    carry ``scope``; :func:`delete_inputs` removes them."""
+    instance_type = f"it-{scope}"
+    create_cluster_object(
+        cp,
+        "instancetypes",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "InstanceType",
+            "metadata": {"name": instance_type},
+            "spec": {"acceleratable": True, "unitResources": {"cpu": "8", "ram": "32Gi"}},
+            "status": {
+                "entrance": instance_type,
+                "detail": {"manufacturer": "nvidia", "memory": "24Gi"},
+                "accelerator": {"capacity": 16},
+            },
+        },
+    )
+    backend, pool, binding = f"be-{scope}", f"pool-{scope}", "chat"
+    create_cluster_object(
+        cp,
+        "kvcachebackends",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "KVCacheBackend",
+            "metadata": {"name": backend},
+            "spec": {
+                "transport": {"protocol": "TCP"},
+                "connection": {"managed": {"leader": {"multiTenancy": True}}},
+            },
+        },
+    )
+    create_cluster_object(
+        cp,
+        "kvcachepools",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "KVCachePool",
+            "metadata": {"name": pool},
+            "spec": {"backends": [backend]},
+            "status": {
+                "clientEndpoint": f"{pool}-master.gpustack-system.svc:50051",
+                "conditions": [
+                    {
+                        "type": "QuotaLedgerAvailable",
+                        "status": "True",
+                        "reason": "Available",
+                        "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ],
+            },
+        },
+    )
+    cp.request(
+        "POST",
+        f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/kvcachepoolbindings",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "KVCachePoolBinding",
+            "metadata": {"name": binding, "namespace": namespace},
+            "spec": {
+                "poolRef": {"name": pool},
+                "domain": {"name": "team-a-chat", "blockSize": 16, "dtype": "bfloat16"},
+            },
+        },
+    )
+    return instance_type, binding, pool
+
+
+def delete_inputs(cp: ControlPlane, scope: str) -> None:
+    for plural, name in (
+        ("instancetypes", f"it-{scope}"),
+        ("kvcachepools", f"pool-{scope}"),
+        ("kvcachebackends", f"be-{scope}"),
+    ):
+        try:
+            cp.request("DELETE", f"/apis/{GROUP}/{VERSION}/{plural}/{name}")
+        except APIError as exc:
+            if exc.status != 404:
+                raise
+
+
+def wait_until_called(cp: ControlPlane, namespace: str, instance_type: str) -> None:
+    """Poll (bounded) with dry-run creates until both registrations reach the server: one
+    refused by the mutating half (a missing InstanceType), one by the validating half (an
+    owned env name)."""
+    probes = [
+        deployment("probe-mutate", namespace, f"missing-{uuid.uuid4().hex[:6]}"),
+        deployment(
+            "probe-validate",
+            namespace,
+            instance_type,
+            env=[{"name": "GPUSTACK_REPLICA_SIZE", "value": "1"}],
+        ),
+    ]
+    deadline = time.monotonic() + SETTLE_SECONDS
+    for probe in probes:
+        while True:
+            try:
+                cp.request(
+                    "POST",
+                    f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/modeldeployments",
+                    probe,
+                    query={"dryRun": "All"},
+                )
+            except APIError as exc:
+                if "admission webhook" in exc.body:
+                    break
+                raise
+            if time.monotonic() > deadline:
+                raise AssertionError("the webhook registrations never took effect")
+            time.sleep(0.1)
