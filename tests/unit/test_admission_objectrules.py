@@ -1,0 +1,402 @@
+"""Object-only rules (admission.md §5, §12) on CREATE, one accepting and one refusing case each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from admission_support import (
+    CPU,
+    cache_chain,
+    causes,
+    default_objects,
+    deployment,
+    pd,
+    review,
+    role,
+)
+
+from gpustack_render.admission import validate_model_deployment
+from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.lookups import StaticLookups
+from gpustack_render.settings import Settings
+
+INV, REQ, FORB, DUP = (
+    "FieldValueInvalid",
+    "FieldValueRequired",
+    "FieldValueForbidden",
+    "FieldValueDuplicate",
+)
+CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
+LONG = "a" * 50
+
+
+def _with_cache(**spec: Any) -> dict[str, Any]:
+    return {**CACHE, **spec}
+
+
+CASES = [
+    # §12 release scope
+    pytest.param(
+        deployment(model={"name": "m", "artifactRef": {"name": "w"}}),
+        [("12", "spec.model.artifactRef", FORB)],
+        id="12-artifact-ref",
+    ),
+    pytest.param(
+        deployment(role(elasticEp={"width": 2})),
+        [("12", "spec.roles[0].elasticEp", FORB)],
+        id="12-elastic-ep",
+    ),
+    # R1 owned arguments
+    pytest.param(
+        deployment(role(extraArgs=["--kv-transfer-config", "{}"])),
+        [("R1", "spec.roles[0].extraArgs[0]", INV)],
+        id="R1-vllm-exact",
+    ),
+    pytest.param(
+        deployment(role(extraArgs=["--max-model-len", "4096", "--kv_events_config.topic=x"])),
+        [("R1", "spec.roles[0].extraArgs[2]", INV)],
+        id="R1-vllm-dotted-underscores",
+    ),
+    pytest.param(
+        deployment(role(extraArgs=["--disaggregation-mo", "prefill"]), engine="SGLang"),
+        [("R1", "spec.roles[0].extraArgs[0]", INV)],
+        id="R1-sglang-prefix",
+    ),
+    pytest.param(
+        deployment(role(extraArgs=["--kv-transfer-config", "{}"]), engine="SGLang"),
+        [],
+        id="R1-owned-per-engine",
+    ),
+    pytest.param(
+        deployment(role(command=["vllm", "serve", "m"], extraArgs=["--kv-transfer-config=x"])),
+        [],
+        id="R1-inert-beside-command",
+    ),
+    pytest.param(
+        deployment(role(command=["vllm", "serve", "m", "--kv-transfer-config", "{}"])),
+        [],
+        id="R1-take-over-owns-the-line",
+    ),
+    # R2 degrees unreadable
+    pytest.param(
+        deployment(role(extraArgs=["-tp", "two"])), [("R2", "spec.roles[0]", INV)], id="R2-value"
+    ),
+    pytest.param(
+        deployment(role(command=["vllm", "serve", "m", "-t=2"])),
+        [("R2", "spec.roles[0]", INV)],
+        id="R2-command-abbreviation",
+    ),
+    pytest.param(
+        deployment(role(env=[{"name": "VLLM_DP_SIZE", "value": "x"}])),
+        [("R2", "spec.roles[0]", INV)],
+        id="R2-env",
+    ),
+    pytest.param(
+        deployment(role(resources={"accelerator": 4}, extraArgs=["-tp", "4"])), [], id="R2-ok"
+    ),
+    # R3 width over cards
+    pytest.param(
+        deployment(role(extraArgs=["-tp", "2"])),
+        [("R3", "spec.roles[0].resources.accelerator", INV)],
+        id="R3-defaulted-one-card",
+    ),
+    pytest.param(
+        deployment(role(size=2, resources={"accelerator": 2}, extraArgs=["-tp", "2", "-pp", "2"])),
+        [("R3", "spec.roles[0].resources.accelerator", INV)],
+        id="R3-size-does-not-rescue",
+    ),
+    pytest.param(
+        deployment(role(resources={"accelerator": 2}, extraArgs=["-tp", "2", "--nnodes", "2"])),
+        [],
+        id="R3-wiring-skips",
+    ),
+    pytest.param(
+        deployment(role(instanceType=CPU, extraArgs=["-tp", "2"])), [], id="R3-no-cards-skips"
+    ),
+    # R4 owned environment
+    pytest.param(
+        deployment(role(env=[{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}])),
+        [("R4", "spec.roles[0].env[0]", INV)],
+        id="R4-vllm",
+    ),
+    pytest.param(
+        deployment(role(env=[{"name": "MOONCAKE_TENANT_ID", "value": "t"}]), engine="SGLang"),
+        [("R4", "spec.roles[0].env[0]", INV)],
+        id="R4-sglang-tenant",
+    ),
+    pytest.param(
+        deployment(role(command=["x"], env=[{"name": "GPUSTACK_MEMBER_INDEX", "value": "0"}])),
+        [("R4", "spec.roles[0].env[0]", INV)],
+        id="R4-take-over-included",
+    ),
+    pytest.param(
+        deployment(
+            role(
+                env=[
+                    {"name": "MOONCAKE_TENANT_ID", "value": "t"},
+                    {"name": "MC_TE_METRIC", "value": "0"},
+                    {"name": "VLLM_CACHE_ROOT", "value": "/c"},
+                ]
+            )
+        ),
+        [],
+        id="R4-other-engine-and-defaulted",
+    ),
+    # R5 / R5b / R6 resources
+    pytest.param(
+        deployment(role(resources={"interface": "1.5"})),
+        [("R5", "spec.roles[0].resources.interface", INV)],
+        id="R5-fractional",
+    ),
+    pytest.param(
+        deployment(role(resources={"interface": -1})),
+        [("R5", "spec.roles[0].resources.interface", INV)],
+        id="R5-negative",
+    ),
+    pytest.param(deployment(role(resources={"interface": 0})), [], id="R5-zero"),
+    pytest.param(
+        deployment(role(resources={"accelerator": "500m"})),
+        [("R5b", "spec.roles[0].resources.accelerator", INV)],
+        id="R5b-fractional-cards",
+    ),
+    pytest.param(
+        deployment(
+            role(
+                resources={
+                    "acceleratorPartitionedProfile": "3g.40gb",
+                    "acceleratorSlicedCoresPercentage": 50,
+                }
+            )
+        ),
+        [("R6", "spec.roles[0].resources.acceleratorPartitionedProfile", INV)],
+        id="R6-partition-and-slice",
+    ),
+    pytest.param(
+        deployment(
+            role(
+                resources={
+                    "acceleratorPartitionedProfile": "3g.40gb",
+                    "acceleratorSlicedMemoryPercentage": 0,
+                }
+            )
+        ),
+        [],
+        id="R6-zero-percentage",
+    ),
+    # R7 additional volumes
+    pytest.param(
+        deployment(role(additionalVolumes=[{"mountPath": "/data"}])),
+        [("R7a", "spec.roles[0].additionalVolumes[0]", REQ)],
+        id="R7a-no-source",
+    ),
+    pytest.param(
+        deployment(
+            role(
+                additionalVolumes=[
+                    {"mountPath": "/data", "configMap": {"name": "c"}, "secret": {"name": "s"}}
+                ]
+            )
+        ),
+        [("R7d", "spec.roles[0].additionalVolumes[0]", FORB)],
+        id="R7d-two-sources",
+    ),
+    pytest.param(
+        deployment(
+            role(
+                additionalVolumes=[
+                    {"mountPath": "/data", "configMap": {"name": "c"}},
+                    {"mountPath": "/data", "secret": {"name": "s"}},
+                ]
+            )
+        ),
+        [("R7b", "spec.roles[0].additionalVolumes[1].mountPath", DUP)],
+        id="R7b-duplicate-mount",
+    ),
+    pytest.param(
+        deployment(
+            role(
+                additionalVolumes=[
+                    {"mountPath": "/d", "subPath": "a/../b", "secret": {"name": "s"}}
+                ]
+            )
+        ),
+        [("R7c", "spec.roles[0].additionalVolumes[0].subPath", INV)],
+        id="R7c-dotdot",
+    ),
+    pytest.param(
+        deployment(
+            role(
+                additionalVolumes=[
+                    {"mountPath": "/d", "subPath": "a..b", "secret": {"name": "s"}},
+                    {"mountPath": "/dev/shm", "hostPath": {"path": "/dev/shm"}},
+                    {"mountPath": "/var/lib/gpustack/cache", "hostPath": {"path": "/c"}},
+                    {"mountPath": "/etc/gpustack/kvcache", "configMap": {"name": "c"}},
+                ]
+            )
+        ),
+        [],
+        id="R7-allowed-paths",
+    ),
+    pytest.param(
+        deployment(
+            role(
+                additionalVolumes=[{"mountPath": "/etc/gpustack/kvcache", "secret": {"name": "s"}}]
+            ),
+            **CACHE,
+        ),
+        [("R7e", "spec.roles[0].additionalVolumes[0].mountPath", INV)],
+        id="R7e-client-config-path",
+    ),
+    # R8 reserved ports declared
+    pytest.param(
+        pd(
+            router={"name": "llm-d-router"},
+            roles=[
+                role("prefill", kind="Prefill", ports=[{"port": 5557}]),
+                role("decode", kind="Decode", ports=[{"port": 5557}]),
+            ],
+        ),
+        [("R8", "spec.router", INV)],
+        id="R8-kv-events-port",
+    ),
+    pytest.param(
+        pd(
+            **CACHE,
+            roles=[
+                role("prefill", kind="Prefill", ports=[{"port": 8998}]),
+                role("decode", kind="Decode", ports=[{"port": 8998}]),
+            ],
+        ),
+        [("R8", "spec.roles[0].ports", INV)],
+        id="R8-bootstrap-port-with-cache",
+    ),
+    pytest.param(
+        pd(
+            roles=[
+                role("prefill", kind="Prefill", ports=[{"port": 8998}]),
+                role("decode", kind="Decode", ports=[{"port": 5557}]),
+            ]
+        ),
+        [],
+        id="R8-nothing-reserved-without-router-or-cache",
+    ),
+    # R9 pool reference
+    pytest.param(
+        deployment(kvCache={"poolRef": {"name": ""}}),
+        [("R9", "spec.kvCache.poolRef.name", REQ)],
+        id="R9-empty-pool-ref",
+    ),
+    # R10 role count
+    pytest.param(
+        deployment(*[role(f"s{i}") for i in range(11)]),
+        [("R10", "spec.roles", INV)],
+        id="R10-eleven-roles",
+    ),
+    pytest.param(deployment(*[role(f"s{i}") for i in range(10)]), [], id="R10-ten-roles"),
+    # R12–R14 names
+    pytest.param(
+        deployment(role("r" * 20), name=LONG),
+        [("R12", "spec.roles[0].name", INV)],
+        id="R12-service-name-too-long",
+    ),
+    pytest.param(
+        deployment(role("server"), name="qwen.chat"),
+        [("R12", "spec.roles[0].name", INV)],
+        id="R12-dotted-deployment-name",
+    ),
+    pytest.param(
+        deployment(role("router"), router={"name": "llm-d-router"}),
+        [("R13", "spec.roles[0].name", INV)],
+        id="R13-router-service",
+    ),
+    pytest.param(
+        deployment(role("x", size=2), role("x-r0")),
+        [("R13", "spec.roles[1].name", INV)],
+        id="R13-instance-service",
+    ),
+    pytest.param(
+        deployment(role("x-r0"), role("x", size=2)),
+        [("R13", "spec.roles[1].name", INV)],
+        id="R13-later-claimant",
+    ),
+    pytest.param(deployment(role("x", size=2), role("x-r1")), [], id="R13-no-overlap"),
+    pytest.param(
+        deployment(role("r" * 8, size=2, replicas=100), name="d" * 50),
+        [("R14", "spec.roles[0]", INV)],
+        id="R14-member-name",
+    ),
+    pytest.param(deployment(role("r" * 8, size=2, replicas=10), name="d" * 45), [], id="R14-fits"),
+    # R15 kinds
+    pytest.param(
+        deployment(role("a"), role("b", kind="Prefill")),
+        [("R15a", "spec.roles[0].kind", INV), ("R15a", "spec.roles[1].kind", INV)],
+        id="R15a-server-beside-prefill",
+    ),
+    pytest.param(
+        deployment(role("a", kind="Prefill"), role("b", kind="Prefill"), role("c", kind="Decode")),
+        [("R15b", "spec.roles[1].kind", INV)],
+        id="R15b-second-prefill",
+    ),
+    pytest.param(deployment(role("a"), role("b")), [], id="R15-servers-repeat"),
+    pytest.param(
+        deployment(role(kind="Encode"), engine="SGLang"),
+        [("R15c", "spec.roles[0].kind", INV)],
+        id="R15c-encode",
+    ),
+    # R16 topology
+    pytest.param(
+        deployment(role(topology={"requiredLevel": "bad level"})),
+        [("R16a", "spec.roles[0].topology.requiredLevel", INV)],
+        id="R16a-not-a-label-key",
+    ),
+    pytest.param(
+        deployment(role(topology={"requiredLevel": "kubernetes.io/hostname"})),
+        [("R16b", "spec.roles[0].topology.requiredLevel", FORB)],
+        id="R16b-hostname",
+    ),
+    pytest.param(
+        deployment(
+            role("a", topology={"requiredLevel": "topology.kubernetes.io/zone"}),
+            role("b", topology={"requiredLevel": "rack"}),
+            role("c", topology={"requiredLevel": ""}),
+        ),
+        [],
+        id="R16-levels",
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "expected"), CASES)
+def test_object_rules(obj: dict[str, Any], expected: list[tuple[str, str, str]]) -> None:
+    verdict = review(obj, [*default_objects(), *cache_chain()])
+    assert causes(verdict) == expected
+    assert verdict.allowed is (not expected)
+
+
+def test_r11_duplicate_role_backstop() -> None:
+    """The schema refuses a duplicate role name first; the webhook rule stays as a backstop."""
+    md = ModelDeployment.model_validate(deployment(role("a"), role("a")))
+    errs = validate_model_deployment(
+        md, old=None, lookups=StaticLookups.of(default_objects()), settings=Settings()
+    )
+    assert [(e.origin, e.field, e.type.value) for e in errs][:1] == [
+        ("R11", "spec.roles[1].name", DUP)
+    ]
+    assert causes(review(deployment(role("a"), role("a")))) == [("schema", "spec.roles[1]", DUP)]
+
+
+def test_every_rule_collects() -> None:
+    """Rules do not short-circuit each other: one object, many refusals."""
+    obj = deployment(
+        role(
+            "a",
+            kind="Encode",
+            extraArgs=["--kv-transfer-config", "-tp", "x"],
+            env=[{"name": "MOONCAKE_CONFIG_PATH"}],
+            topology={"requiredLevel": "kubernetes.io/hostname"},
+        ),
+        model={"name": "m", "artifactRef": {"name": "w"}},
+    )
+    origins = [c[0] for c in causes(review(obj))]
+    assert origins == ["12", "R1", "R2", "R4", "R15c", "R16b"]
