@@ -1,8 +1,9 @@
 """A role's Pod template: the ``main`` container, the routing proxy, volumes, Pod fields.
 
-One template is built per role and then stamped per seat (``render.py``); the template carries
-placeholder values where a seat differs (its name, hostname and subdomain, the group-name,
-ordinal and member-index labels, the pod-spec-hash, the leader address).
+One template is built per role and then stamped per seat (``render.py``, ``stamping.py``); the
+template carries a :class:`~gpustack_render.stamping.Slot` where a seat differs (its name,
+hostname and subdomain, the group-name, ordinal and member-index labels, the pod-spec-hash, the
+leader address).
 
 The ``main`` container (render.md §8–§16, D7, D17, D19, D21):
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from gpustack_render import compilecache, connectors, naming
@@ -29,6 +29,9 @@ from gpustack_render.errors import RenderError
 from gpustack_render.flags import flag_name, has_flag
 from gpustack_render.labels import (
     KV_CLIENT_CONFIG,
+    MEMBER_INDEX,
+    POD_GROUP_NAME,
+    POD_ORDINAL,
     POD_SPEC_HASH,
     RENDER_VERSION,
     SGLANG_BOOTSTRAP_PORT,
@@ -61,6 +64,7 @@ from gpustack_render.probes import MODELS_PATH, probes
 from gpustack_render.quantity import QuantityError, canonical
 from gpustack_render.resources import PodResources
 from gpustack_render.settings import Settings
+from gpustack_render.stamping import Slot
 from gpustack_render.transfer import (
     BOOTSTRAP_PORT,
     connector_ports,
@@ -113,9 +117,6 @@ PROXY_CPU: Final = "100m"
 PROXY_MEMORY: Final = "128Mi"
 PROXY_POD_IP_ENV: Final = "POD_IP"
 PROXY_KV_CONNECTOR: Final = "mooncake"
-
-#: Placeholder values of per-seat fields in a role template (overwritten for every seat).
-_SEAT_PLACEHOLDER: Final = ""
 
 
 def _fail(plan: RolePlan, message: str, *, origin: str, child: str = "") -> RenderError:
@@ -249,9 +250,9 @@ def _user_env_entry(name: str, value: str | None) -> dict[str, Any]:
 
 def main_env(
     md: ModelDeployment, plan: RolePlan, connection: Connection | None
-) -> tuple[list[dict[str, Any]], int | None]:
-    """``main``'s env (render.md §10, D19) and the index of the leader-address entry (a
-    per-seat value, above size 1), or None."""
+) -> list[dict[str, Any]]:
+    """``main``'s env (render.md §10, D19); above size 1 the leader address is a seat
+    :class:`Slot`."""
     role = plan.role
     env: list[dict[str, Any]] = []
     user = list(role.env or ())
@@ -270,13 +271,11 @@ def main_env(
         else:
             position[entry.name] = len(env)
             env.append(item)
-    leader: int | None = None
     if role.size > 1:
-        leader = len(env)
-        env.append(connectors.env_value(REPLICA_LEADER_ADDRESS_ENV, _SEAT_PLACEHOLDER))
+        env.append({"name": REPLICA_LEADER_ADDRESS_ENV, "value": Slot("leader")})
         env.append(connectors.env_value(REPLICA_SIZE_ENV, str(role.size)))
         env.append(connectors.env_field_ref(MEMBER_INDEX_ENV, member_index_field_path()))
-    return env, leader
+    return env
 
 
 # --- ports --------------------------------------------------------------------------------------
@@ -456,14 +455,14 @@ def main_container(
     connection: Connection | None,
     resources: PodResources,
     compile_cache_path: str | None,
-) -> tuple[dict[str, Any], list[dict[str, Any]], int | None]:
-    """``main``, the Pod volumes, and the index of the per-seat leader-address env entry."""
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``main`` and the Pod's volumes."""
     role = plan.role
     container: dict[str, Any] = {"name": MAIN_CONTAINER, "image": plan.image}
     if role.image_pull_policy is not None:
         container["imagePullPolicy"] = role.image_pull_policy
     container["command"] = main_command(md, plan, connection)
-    env, leader = main_env(md, plan, connection)
+    env = main_env(md, plan, connection)
     if env:
         container["env"] = env
     container["ports"] = main_ports(plan)
@@ -499,7 +498,7 @@ def main_container(
     context = security_context(plan)
     if context is not None:
         container["securityContext"] = context
-    return container, volumes, leader
+    return container, volumes
 
 
 def routing_proxy(plan: RolePlan, *, settings: Settings) -> dict[str, Any]:
@@ -540,17 +539,6 @@ def grace_seconds(plan: RolePlan) -> int | None:
 # --- the template -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PodTemplate:
-    """One role's Pod with placeholder seat values, and where those values go."""
-
-    pod: dict[str, Any]
-    #: Index of ``main`` in ``spec.containers``.
-    main_index: int
-    #: Index of the leader-address entry in ``main``'s env (above size 1), or None.
-    leader_env_index: int | None
-
-
 def pod_template(
     md: ModelDeployment,
     plan: RolePlan,
@@ -562,31 +550,29 @@ def pod_template(
     owner_references: list[dict[str, Any]],
     settings: Settings,
     render_version: int,
-) -> PodTemplate:
-    """The role's Pod template (render.md §3–§16); seat values are placeholders."""
+) -> dict[str, Any]:
+    """The role's Pod template (render.md §3–§16); seat values are :class:`Slot` s."""
     role = plan.role
     deployment = md.metadata.name
     metadata: dict[str, Any] = {}
     if role.size > 1:
-        metadata["name"] = _SEAT_PLACEHOLDER
+        metadata["name"] = Slot("name")
     else:
         metadata["generateName"] = naming.generate_name(deployment, role.name)
     metadata["namespace"] = namespace
-    metadata["labels"] = pod_labels(
-        deployment,
-        role.name,
-        kind=role.kind,
-        queue=plan.entrance,
-        group=_SEAT_PLACEHOLDER,
-        ordinal=0,
-        member=0,
+    labels: dict[str, Any] = pod_labels(
+        deployment, role.name, kind=role.kind, queue=plan.entrance, group="", ordinal=0, member=0
     )
-    annotations = group_annotations(
+    labels[POD_GROUP_NAME] = Slot("group")
+    labels[POD_ORDINAL] = Slot("ordinal")
+    labels[MEMBER_INDEX] = Slot("member")
+    metadata["labels"] = labels
+    annotations: dict[str, Any] = group_annotations(
         role.name,
         size=role.size,
         required_topology=role.topology.required_level if role.topology else None,
     )
-    main, volumes, leader = main_container(
+    main, volumes = main_container(
         md,
         plan,
         connection=connection,
@@ -602,7 +588,7 @@ def pod_template(
     if plan.managed:
         annotations.update(prometheus_annotations(port=plan.ports.engine, https=plan.https))
     annotations.update(resources.annotations)
-    annotations[POD_SPEC_HASH] = _SEAT_PLACEHOLDER
+    annotations[POD_SPEC_HASH] = Slot("digest")
     annotations[RENDER_VERSION] = str(render_version)
     metadata["annotations"] = annotations
     if owner_references:
@@ -610,8 +596,8 @@ def pod_template(
 
     spec: dict[str, Any] = {}
     if role.size > 1:
-        spec["hostname"] = _SEAT_PLACEHOLDER
-        spec["subdomain"] = _SEAT_PLACEHOLDER
+        spec["hostname"] = Slot("name")
+        spec["subdomain"] = Slot("subdomain")
     spec["restartPolicy"] = "Always"
     grace = grace_seconds(plan)
     if grace is not None:
@@ -621,16 +607,14 @@ def pod_template(
     if role.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": s.name} for s in role.image_pull_secrets]
     containers = [main]
-    main_index = 0
     if plan.direct_decoder:
         proxy = routing_proxy(plan, settings=settings)
         if settings.native_sidecars:
             spec["initContainers"] = [proxy]
         else:
             containers = [proxy, main]
-            main_index = 1
     spec["containers"] = containers
     if volumes:
         spec["volumes"] = volumes
     pod = {"apiVersion": POD_API_VERSION, "kind": POD_KIND, "metadata": metadata, "spec": spec}
-    return PodTemplate(pod=pod, main_index=main_index, leader_env_index=leader)
+    return pod
