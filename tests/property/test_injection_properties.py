@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
 from gpustack_render.injection import inject_pod, review_pod
 from gpustack_render.lookups import StaticLookups
-from gpustack_render.review import AdmissionRequest
+from gpustack_render.review import AdmissionRequest, Operation
 from gpustack_render.settings import Settings
 
 P = "kvcache.gpustack.ai/"
@@ -245,8 +245,9 @@ def test_never_raises_on_arbitrary_json(pod: Any, lookups: StaticLookups) -> Non
     before = copy.deepcopy(obj)
     result = inject_pod(obj, namespace=NS, lookups=lookups, settings=Settings())
     assert obj == before
-    for operation in ("CREATE", "UPDATE"):
-        request = AdmissionRequest(operation=operation, object=obj, old_object=obj, namespace=NS)  # type: ignore[arg-type]
+    operations: tuple[Operation, ...] = ("CREATE", "UPDATE")
+    for operation in operations:
+        request = AdmissionRequest(operation=operation, object=obj, old_object=obj, namespace=NS)
         review_pod(request, lookups=lookups, settings=Settings())
     if result.refusal is not None:
         assert result.pod == before
