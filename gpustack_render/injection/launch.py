@@ -371,9 +371,9 @@ def _shell_or_script(container: str, argv: Sequence[str], *, declared: bool) -> 
     if kind == "c":
         return Refusal(
             r.A5_SHELL_C,
-            f"container {container} runs shell {program} with option {value}: appended "
-            "arguments become the script's positional parameters and never reach the engine; "
-            "launch the engine directly or add the flag to the script",
+            f"container {container} runs shell {program} with option {value}: an appended flag "
+            "becomes the shell's $0 (the rest its positional parameters) and never reaches the "
+            "engine; launch the engine directly or add the flag to the script",
         )
     if kind == "file" and basename(value).endswith(SCRIPT_SUFFIX) and not declared:
         return _script_refusal(container, basename(value))
