@@ -78,6 +78,13 @@ def parser() -> argparse.ArgumentParser:
         help="time budget of one read from the API server in seconds (default 5)",
     )
     p.add_argument(
+        "--settings-max-age",
+        type=float,
+        default=2.0,
+        help="seconds a read of the gpustack-settings ConfigMap is reused by later reviews "
+        "(default 2; 0 reads it for every review). The objects rules read are always read live",
+    )
+    p.add_argument(
         "--cert-reload-interval",
         type=float,
         default=10.0,
@@ -128,6 +135,7 @@ async def serve(args: argparse.Namespace) -> int:
             namespace=namespace,
             observe=metrics.observe_lookup,
             request_timeout=args.request_timeout,
+            settings_max_age=args.settings_max_age,
         )
         server = WebhookServer(
             sources,

@@ -1,30 +1,36 @@
 """Where one review's inputs come from: Settings and the objects its rules read.
 
 The library is synchronous and pure; it asks a :class:`~gpustack_render.lookups.Lookups` for the
-objects a rule needs. The server runs the library in a worker thread and gives it a
-:class:`LiveLookups`: every read is a GET issued on the event loop (through an
-:class:`ObjectReader`, the client module) and awaited from the worker thread, memoised per name
-for the one review and never shared between reviews — a stale cache must not decide admission.
+objects a rule needs. The server answers with :class:`ReviewReads`, the reads of one review: an
+object already read is returned (memoised per name for that review only, never shared between
+reviews — a stale cache must not decide admission); an object not yet read stops the library
+with :class:`NeedRead`, the server GETs it live on the event loop (through :class:`Sources`) and
+runs the library again. Because the library is pure and deterministic, the rerun takes the same
+path up to the new object and goes on from there; a review that reads *n* objects runs the
+library *n + 1* times, each run stopping early, and never blocks a thread on the network.
 
 Not-found is ``None``; any other failure (an error answer, a timeout, the review's deadline, a
-stored object that does not decode) raises :class:`~gpustack_render.lookups.LookupFailed`, which
-the server answers as an internal error instead of a verdict on the object.
+stored object that does not decode) is a :class:`~gpustack_render.lookups.LookupFailed`, raised to
+the library where it asked, so it is reported as the library reports read failures, never as a
+verdict on a missing object.
+
+Settings come from the ConfigMap ``gpustack-settings`` in the server's namespace. They are
+operator configuration, not an object a rule reads, so :class:`LiveSources` may reuse a read for
+``settings_max_age`` seconds (one GET shared by every concurrent review; 0 reads it for every
+review) and never serves an expired copy when a read fails.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
-from pydantic import BaseModel
-
 from gpustack_render.api.inputs import (
+    InputObject,
     InstanceType,
     KVCacheBackend,
     KVCachePool,
@@ -32,15 +38,24 @@ from gpustack_render.api.inputs import (
     ModelArtifact,
 )
 from gpustack_render.decoding import decode_model
-from gpustack_render.lookups import LookupFailed, Lookups, StaticLookups
+from gpustack_render.lookups import LookupFailed, StaticLookups
 from gpustack_render.settings import CONFIGMAP_NAME, Settings, settings_from_data
 from gpustack_webhook.logs import LOGGER_NAME, fields
 
 log = logging.getLogger(f"{LOGGER_NAME}.lookups")
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=InputObject)
 
-#: Result labels of :attr:`LookupObserver`.
+#: The kinds a review may read, by kind name.
+MODELS: dict[str, type[InputObject]] = {
+    "InstanceType": InstanceType,
+    "KVCachePoolBinding": KVCachePoolBinding,
+    "KVCachePool": KVCachePool,
+    "KVCacheBackend": KVCacheBackend,
+    "ModelArtifact": ModelArtifact,
+}
+
+#: Result labels passed to a :data:`LookupObserver`.
 FOUND, NOT_FOUND, FAILED = "found", "not_found", "failed"
 
 #: Called once per live read with (kind, result).
@@ -49,6 +64,61 @@ LookupObserver = Callable[[str, str], None]
 
 class ReadError(Exception):
     """A read that failed for a reason other than "not found" (raised by an ObjectReader)."""
+
+
+@dataclass(frozen=True)
+class ReadKey:
+    """One object a review reads."""
+
+    kind: str
+    namespace: str
+    name: str
+
+
+class NeedRead(BaseException):
+    """The library asked for an object this review has not read yet.
+
+    A ``BaseException`` so that no ``except Exception`` in the library can swallow it.
+    """
+
+    def __init__(self, key: ReadKey) -> None:
+        super().__init__(f"{key.kind} {key.namespace}/{key.name}")
+        self.key = key
+
+
+class ReviewReads:
+    """The library's Lookups for one review: answers what was read, asks for the rest."""
+
+    def __init__(self) -> None:
+        self.answers: dict[ReadKey, InputObject | LookupFailed | None] = {}
+
+    def instance_type(self, name: str) -> InstanceType | None:
+        return self._answer(InstanceType, "", name)
+
+    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None:
+        return self._answer(KVCachePoolBinding, namespace, name)
+
+    def pool(self, name: str) -> KVCachePool | None:
+        return self._answer(KVCachePool, "", name)
+
+    def backend(self, name: str) -> KVCacheBackend | None:
+        return self._answer(KVCacheBackend, "", name)
+
+    def artifact(self, namespace: str, name: str) -> ModelArtifact | None:
+        return self._answer(ModelArtifact, namespace, name)
+
+    def _answer(self, model: type[M], namespace: str, name: str) -> M | None:
+        if not name:
+            return None  # no GET can name an empty object; rules treat it as absent
+        key = ReadKey(model.__name__, namespace, name)
+        if key not in self.answers:
+            raise NeedRead(key)
+        answer = self.answers[key]
+        if isinstance(answer, LookupFailed):
+            raise answer
+        if answer is None or isinstance(answer, model):
+            return answer
+        raise TypeError(f"read {key} answered a {type(answer).__name__}")
 
 
 class ObjectReader(Protocol):
@@ -64,15 +134,14 @@ class ObjectReader(Protocol):
 
 
 class Sources(Protocol):
-    """Settings and lookups for one review."""
+    """Settings and object reads for reviews."""
 
     async def settings(self) -> Settings:
-        """The Settings that apply to this review; raises ``LookupFailed`` when unreadable."""
+        """The Settings that apply to a review; raises ``LookupFailed`` when unreadable."""
         ...
 
-    def lookups(self, loop: asyncio.AbstractEventLoop, deadline: float) -> Lookups:
-        """Lookups for one review, usable from a worker thread until ``deadline``
-        (a :func:`time.monotonic` instant)."""
+    async def read(self, key: ReadKey) -> InputObject | None:
+        """The object ``key`` names, None when absent; raises ``LookupFailed`` otherwise."""
         ...
 
 
@@ -86,12 +155,19 @@ class StaticSources:
     async def settings(self) -> Settings:
         return self.fixed_settings
 
-    def lookups(self, loop: asyncio.AbstractEventLoop, deadline: float) -> Lookups:
-        return self.objects
+    async def read(self, key: ReadKey) -> InputObject | None:
+        readers: dict[str, Callable[[], InputObject | None]] = {
+            "InstanceType": lambda: self.objects.instance_type(key.name),
+            "KVCachePoolBinding": lambda: self.objects.binding(key.namespace, key.name),
+            "KVCachePool": lambda: self.objects.pool(key.name),
+            "KVCacheBackend": lambda: self.objects.backend(key.name),
+            "ModelArtifact": lambda: self.objects.artifact(key.namespace, key.name),
+        }
+        return readers[key.kind]()
 
 
 class LiveSources:
-    """Sources read live through an :class:`ObjectReader` for every review."""
+    """Sources read from the API server through an :class:`ObjectReader`."""
 
     def __init__(
         self,
@@ -100,19 +176,64 @@ class LiveSources:
         namespace: str,
         observe: LookupObserver | None = None,
         request_timeout: float = 5.0,
+        settings_max_age: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.reader = reader
         self.namespace = namespace
+        self.settings_max_age = settings_max_age
         self._observe = observe or (lambda kind, result: None)
         self._request_timeout = request_timeout
+        self._clock = clock
         self._reported: tuple[str, ...] = ()
+        self._settings: tuple[float, Settings] | None = None
+        self._settings_read: asyncio.Future[Settings] | None = None
+
+    async def read(self, key: ReadKey) -> InputObject | None:
+        """One live GET, decoded; ``LookupFailed`` for anything but found or not found."""
+
+        def failed(reason: str) -> LookupFailed:
+            self._observe(key.kind, FAILED)
+            return LookupFailed(key.kind, key.name, reason, namespace=key.namespace)
+
+        model = MODELS.get(key.kind)
+        if model is None:
+            raise failed("not a kind this server reads")
+        try:
+            data = await asyncio.wait_for(
+                self.reader.get_object(key.kind, key.namespace, key.name), self._request_timeout
+            )
+        except TimeoutError:
+            raise failed(f"no answer within {self._request_timeout:g}s") from None
+        except ReadError as exc:
+            raise failed(str(exc)) from None
+        if data is None:
+            self._observe(key.kind, NOT_FOUND)
+            return None
+        obj, errs = decode_model(model, data)
+        if obj is None:
+            first = errs[0].message() if errs else "does not decode"
+            raise failed(f"the stored object does not decode ({first})")
+        self._observe(key.kind, FOUND)
+        return obj
 
     async def settings(self) -> Settings:
-        """Settings from the ConfigMap ``gpustack-settings`` in the server's namespace.
+        """The Settings of ``gpustack-settings`` in the server's namespace.
 
         A missing ConfigMap means every default. A bad or unknown key keeps its default and is
-        logged (once per distinct set of problems, not on every review).
+        logged (once per distinct set of problems, not on every review). Concurrent reviews share
+        one read; a read younger than ``settings_max_age`` is reused.
         """
+        cached = self._settings
+        if cached is not None and self._clock() - cached[0] < self.settings_max_age:
+            return cached[1]
+        if self._settings_read is None or self._settings_read.done():
+            self._settings_read = asyncio.ensure_future(self._read_settings())
+        # Shield: one waiting review that is cancelled must not cancel the others' read.
+        return await asyncio.shield(self._settings_read)
+
+    async def _read_settings(self) -> Settings:
+        started = self._clock()
         try:
             data = await asyncio.wait_for(
                 self.reader.get_config_map_data(self.namespace, CONFIGMAP_NAME),
@@ -120,10 +241,10 @@ class LiveSources:
             )
         except (ReadError, TimeoutError) as exc:
             self._observe("ConfigMap", FAILED)
-            reason = str(exc) or f"timed out after {self._request_timeout:g}s"
+            reason = str(exc) or f"no answer within {self._request_timeout:g}s"
             raise LookupFailed(
                 "ConfigMap", CONFIGMAP_NAME, reason, namespace=self.namespace
-            ) from exc
+            ) from None
         self._observe("ConfigMap", NOT_FOUND if data is None else FOUND)
         settings, errs = settings_from_data(data or {})
         problems = tuple(e.message() for e in errs)
@@ -137,118 +258,6 @@ class LiveSources:
                         problems=[{"field": e.field, "reason": e.type.value} for e in errs],
                     ),
                 )
-        return replace(settings, system_namespace=self.namespace)
-
-    def lookups(self, loop: asyncio.AbstractEventLoop, deadline: float) -> Lookups:
-        return LiveLookups(
-            self.reader,
-            loop=loop,
-            deadline=deadline,
-            observe=self._observe,
-            request_timeout=self._request_timeout,
-        )
-
-
-class LiveLookups:
-    """The library's Lookups for one review: live GETs on the loop, memoised per name.
-
-    Call it from a worker thread only; a call on the loop's own thread would wait for itself.
-    """
-
-    def __init__(
-        self,
-        reader: ObjectReader,
-        *,
-        loop: asyncio.AbstractEventLoop,
-        deadline: float,
-        observe: LookupObserver | None = None,
-        request_timeout: float = 5.0,
-    ) -> None:
-        self._reader = reader
-        self._loop = loop
-        self._deadline = deadline
-        self._observe = observe or (lambda kind, result: None)
-        self._request_timeout = request_timeout
-        self._memo: dict[tuple[str, str, str], object] = {}
-        self._lock = threading.Lock()
-
-    def instance_type(self, name: str) -> InstanceType | None:
-        return self._read(InstanceType, "", name)
-
-    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None:
-        return self._read(KVCachePoolBinding, namespace, name)
-
-    def pool(self, name: str) -> KVCachePool | None:
-        return self._read(KVCachePool, "", name)
-
-    def backend(self, name: str) -> KVCacheBackend | None:
-        return self._read(KVCacheBackend, "", name)
-
-    def artifact(self, namespace: str, name: str) -> ModelArtifact | None:
-        return self._read(ModelArtifact, namespace, name)
-
-    @property
-    def reads(self) -> int:
-        """How many distinct objects this review has read so far."""
-        return len(self._memo)
-
-    def _read(self, model: type[M], namespace: str, name: str) -> M | None:
-        kind = model.__name__
-        key = (kind, namespace, name)
-        with self._lock:
-            if key in self._memo:
-                return self._replay(self._memo[key], model)
-        outcome = self._fetch(model, kind, namespace, name)
-        with self._lock:
-            self._memo.setdefault(key, outcome)
-            return self._replay(self._memo[key], model)
-
-    @staticmethod
-    def _replay(outcome: object, model: type[M]) -> M | None:
-        if isinstance(outcome, LookupFailed):
-            raise outcome
-        if outcome is None or isinstance(outcome, model):
-            return outcome
-        raise TypeError(f"memoised {type(outcome).__name__} is not a {model.__name__}")
-
-    def _fetch(
-        self, model: type[M], kind: str, namespace: str, name: str
-    ) -> M | LookupFailed | None:
-        def failed(reason: str) -> LookupFailed:
-            self._observe(kind, FAILED)
-            return LookupFailed(kind, name, reason, namespace=namespace)
-
-        if not name:
-            # No GET can name an empty object; rules treat it as absent.
-            return None
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop:
-            raise RuntimeError("LiveLookups must be used from a worker thread, not the event loop")
-        remaining = self._deadline - time.monotonic()
-        if remaining <= 0:
-            return failed("the review's deadline passed before the read")
-        timeout = min(remaining, self._request_timeout)
-        future = asyncio.run_coroutine_threadsafe(
-            self._reader.get_object(kind, namespace, name), self._loop
-        )
-        try:
-            data = future.result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            return failed(f"no answer within {timeout:.2f}s")
-        except ReadError as exc:
-            return failed(str(exc))
-        except Exception as exc:  # anything else the client raises is a failed read too
-            return failed(f"{type(exc).__name__}: {exc}")
-        if data is None:
-            self._observe(kind, NOT_FOUND)
-            return None
-        obj, errs = decode_model(model, data)
-        if obj is None:
-            first = errs[0].message() if errs else "does not decode"
-            return failed(f"the stored object does not decode ({first})")
-        self._observe(kind, FOUND)
-        return obj
+        settings = replace(settings, system_namespace=self.namespace)
+        self._settings = (started, settings)
+        return settings

@@ -19,7 +19,6 @@ object.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import json
 import logging
@@ -32,13 +31,14 @@ from aiohttp import web
 
 from gpustack_render.admission import mutate_deployment, validate_deployment
 from gpustack_render.api.common import GROUP
+from gpustack_render.api.inputs import InputObject
 from gpustack_render.errors import Verdict
 from gpustack_render.injection import review_pod
 from gpustack_render.lookups import LookupFailed, Lookups
 from gpustack_render.review import AdmissionRequest
 from gpustack_render.settings import Settings
 from gpustack_webhook.logs import LOGGER_NAME, fields
-from gpustack_webhook.lookups import Sources
+from gpustack_webhook.lookups import NeedRead, ReadKey, ReviewReads, Sources
 from gpustack_webhook.metrics import CONTENT_TYPE, MALFORMED, Metrics
 
 log = logging.getLogger(f"{LOGGER_NAME}.server")
@@ -207,7 +207,7 @@ class WebhookServer:
         metrics: Metrics | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         review_timeout: float = DEFAULT_REVIEW_TIMEOUT,
-        workers: int = 32,
+        max_reads: int = 64,
         shutdown_timeout: float = 15.0,
     ) -> None:
         self.sources = sources
@@ -219,9 +219,7 @@ class WebhookServer:
         self.ready = False
         self.port = 0
         self.probe_port = 0
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="review"
-        )
+        self.max_reads = max_reads
         self._runners: list[web.AppRunner] = []
 
     # ---- applications ----------------------------------------------------------------------
@@ -307,15 +305,24 @@ class WebhookServer:
         return web.Response(status=status, text=problem + "\n")
 
     async def review(self, hook: Webhook, request: AdmissionRequest) -> Verdict:
-        """Run ``hook``'s library call for ``request`` within the review's time budget."""
-        loop = asyncio.get_running_loop()
+        """Run ``hook``'s library call for ``request`` within the review's time budget.
+
+        The library runs on the loop; each object it asks for that this review has not read yet
+        stops it (:class:`NeedRead`), is read live, and the library runs again (see
+        :mod:`gpustack_webhook.lookups`).
+        """
         deadline = time.monotonic() + self.review_timeout
+        reads = ReviewReads()
         try:
             settings = await asyncio.wait_for(self.sources.settings(), self.review_timeout)
-            lookups = self.sources.lookups(loop, deadline)
-            call = functools.partial(hook.review, request, lookups=lookups, settings=settings)
-            remaining = max(deadline - time.monotonic(), 0.0)
-            return await asyncio.wait_for(loop.run_in_executor(self._executor, call), remaining)
+            for _ in range(self.max_reads + 1):
+                try:
+                    return hook.review(request, lookups=reads, settings=settings)
+                except NeedRead as need:
+                    reads.answers[need.key] = await self._read(need.key, deadline)
+            raise LookupFailed(
+                "review", request.uid, f"the review asked for more than {self.max_reads} objects"
+            )
         except LookupFailed as exc:
             log.warning(
                 "a read failed; answering an internal error",
@@ -345,6 +352,26 @@ class WebhookServer:
             return Verdict.internal_error(
                 f"the {hook.name} webhook failed while reviewing this request "
                 f"({type(exc).__name__}); the request was not judged"
+            )
+
+    async def _read(self, key: ReadKey, deadline: float) -> InputObject | LookupFailed | None:
+        """One live read within what is left of the review's budget; a failure is returned so
+        the library meets it where it asked."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return LookupFailed(
+                key.kind, key.name, "the review's time budget ran out", namespace=key.namespace
+            )
+        try:
+            return await asyncio.wait_for(self.sources.read(key), remaining)
+        except LookupFailed as exc:
+            return exc
+        except TimeoutError:
+            return LookupFailed(
+                key.kind,
+                key.name,
+                f"no answer within the review's remaining {remaining:.2f}s",
+                namespace=key.namespace,
             )
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -388,5 +415,4 @@ class WebhookServer:
         for runner in reversed(self._runners):
             await runner.cleanup()
         self._runners.clear()
-        self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("stopped")

@@ -1,4 +1,4 @@
-"""The bridge from the library's synchronous Lookups to live reads on the event loop.
+"""Reads for one review (ReviewReads), live reads and Settings (LiveSources).
 
 The reader here is an in-memory table with a call log: it stands for the transport only (what
 the API server answers is covered by tests/integration/test_webhook_admission.py).
@@ -10,19 +10,16 @@ import asyncio
 import io
 import json
 import logging
-import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from gpustack_render.api.inputs import InstanceType
+from gpustack_render.api.inputs import InstanceType, KVCachePoolBinding
 from gpustack_render.lookups import LookupFailed
 from gpustack_render.settings import Settings
 from gpustack_webhook import logs
-from gpustack_webhook.lookups import LiveLookups, LiveSources, ReadError
-
-T = TypeVar("T")
+from gpustack_webhook.lookups import LiveSources, NeedRead, ReadError, ReadKey, ReviewReads
 
 IT = {
     "apiVersion": "worker.gpustack.ai/v1",
@@ -37,6 +34,7 @@ BINDING = {
     "metadata": {"name": "chat", "namespace": "team-a"},
     "spec": {"poolRef": {"name": "pool"}, "domain": {"blockSize": 16, "dtype": "bfloat16"}},
 }
+SETTINGS_KEY = ("ConfigMap", "ops", "gpustack-settings")
 
 
 class TableReader:
@@ -59,6 +57,8 @@ class TableReader:
 
     async def get_config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
         self.calls.append(("ConfigMap", namespace, name))
+        if self.stall:
+            await asyncio.sleep(self.stall)
         if ("ConfigMap", namespace, name) in self.fail:
             raise ReadError("the API server answered 500 Internal Server Error")
         return self.config_maps.get((namespace, name))
@@ -75,98 +75,79 @@ def reader() -> TableReader:
     )
 
 
-def lookups_for(reader: TableReader, *, budget: float = 5.0) -> LiveLookups:
-    return LiveLookups(reader, loop=asyncio.get_running_loop(), deadline=time.monotonic() + budget)
+# ---- ReviewReads ---------------------------------------------------------------------------
 
 
-async def in_thread(fn: Callable[[], T]) -> T:
-    return await asyncio.to_thread(fn)
+def test_review_reads_ask_for_what_they_have_not_read() -> None:
+    reads = ReviewReads()
+    with pytest.raises(NeedRead) as need:
+        reads.binding("team-a", "chat")
+    assert need.value.key == ReadKey("KVCachePoolBinding", "team-a", "chat")
+    # NeedRead is no Exception: a library's ``except Exception`` cannot swallow it.
+    assert not isinstance(need.value, Exception)
+    binding = KVCachePoolBinding.model_validate(BINDING)
+    reads.answers[need.value.key] = binding
+    assert reads.binding("team-a", "chat") is binding
+    reads.answers[ReadKey("KVCachePool", "", "gone")] = None
+    assert reads.pool("gone") is None
+    failure = LookupFailed("KVCacheBackend", "be", "timed out")
+    reads.answers[ReadKey("KVCacheBackend", "", "be")] = failure
+    with pytest.raises(LookupFailed) as failed:
+        reads.backend("be")
+    assert failed.value is failure
+    # An empty name names no object: absent, no read.
+    assert reads.instance_type("") is None
 
 
-async def test_reads_decode_into_models_and_are_memoised_per_review(reader: TableReader) -> None:
-    lookups = lookups_for(reader)
-    first = await in_thread(lambda: lookups.instance_type("a10g"))
-    again = await in_thread(lambda: lookups.instance_type("a10g"))
-    assert isinstance(first, InstanceType)
-    assert first is again
-    assert first.spec.acceleratable is True
-    binding = await in_thread(lambda: lookups.binding("team-a", "chat"))
-    assert binding is not None and binding.domain_name == "default"
-    assert reader.calls == [
-        ("InstanceType", "", "a10g"),
-        ("KVCachePoolBinding", "team-a", "chat"),
-    ]
-    # A new review reads again: nothing is cached across reviews.
-    fresh = lookups_for(reader)
-    await in_thread(lambda: fresh.instance_type("a10g"))
-    assert len(reader.calls) == 3
+# ---- LiveSources.read ----------------------------------------------------------------------
 
 
-async def test_not_found_is_none_and_memoised(reader: TableReader) -> None:
-    lookups = lookups_for(reader)
-    assert await in_thread(lambda: lookups.pool("missing")) is None
-    assert await in_thread(lambda: lookups.pool("missing")) is None
-    assert await in_thread(lambda: lookups.backend("")) is None  # no GET for an empty name
-    assert reader.calls == [("KVCachePool", "", "missing")]
+async def test_live_reads_decode_into_models(reader: TableReader) -> None:
+    seen: list[tuple[str, str]] = []
+    sources = LiveSources(reader, namespace="ops", observe=lambda k, r: seen.append((k, r)))
+    obj = await sources.read(ReadKey("InstanceType", "", "a10g"))
+    assert isinstance(obj, InstanceType) and obj.spec.acceleratable is True
+    assert await sources.read(ReadKey("KVCachePool", "", "missing")) is None
+    assert seen == [("InstanceType", "found"), ("KVCachePool", "not_found")]
+    # Nothing is cached between reads: every call is a GET.
+    await sources.read(ReadKey("InstanceType", "", "a10g"))
+    assert reader.calls.count(("InstanceType", "", "a10g")) == 2
 
 
 @pytest.mark.parametrize(
-    ("setup", "kind", "call", "reason"),
+    ("key", "setup", "reason"),
     [
         pytest.param(
+            ReadKey("InstanceType", "", "a10g"),
             lambda r: r.fail.add(("InstanceType", "", "a10g")),
-            "InstanceType",
-            lambda lk: lk.instance_type("a10g"),
             "403 Forbidden",
             id="error-answer",
         ),
         pytest.param(
+            ReadKey("KVCachePool", "", "broken"),
             lambda r: None,
-            "KVCachePool",
-            lambda lk: lk.pool("broken"),
             "does not decode",
             id="undecodable",
         ),
         pytest.param(
+            ReadKey("KVCachePoolBinding", "team-a", "chat"),
             lambda r: setattr(r, "stall", 1.0),
-            "KVCachePoolBinding",
-            lambda lk: lk.binding("team-a", "chat"),
             "no answer within",
             id="timeout",
         ),
+        pytest.param(ReadKey("Secret", "team-a", "x"), lambda r: None, "not a kind", id="kind"),
     ],
 )
 async def test_failed_reads_raise_lookup_failed(
-    reader: TableReader,
-    setup: Callable[[TableReader], None],
-    kind: str,
-    call: Callable[[LiveLookups], Any],
-    reason: str,
+    reader: TableReader, key: ReadKey, setup: Any, reason: str
 ) -> None:
     setup(reader)
-    lookups = lookups_for(reader, budget=0.2)
+    sources = LiveSources(reader, namespace="ops", request_timeout=0.1)
     with pytest.raises(LookupFailed) as info:
-        await in_thread(lambda: call(lookups))
-    assert info.value.kind == kind
+        await sources.read(key)
+    assert info.value.kind == key.kind
+    assert info.value.name == key.name
     assert reason in info.value.reason
-    # The failure is memoised too: one review sees one answer per name.
-    calls = len(reader.calls)
-    with pytest.raises(LookupFailed):
-        await in_thread(lambda: call(lookups))
-    assert len(reader.calls) == calls
-
-
-async def test_reads_after_the_deadline_fail_without_a_request(reader: TableReader) -> None:
-    lookups = lookups_for(reader, budget=-1)
-    with pytest.raises(LookupFailed, match="deadline"):
-        await in_thread(lambda: lookups.instance_type("a10g"))
-    assert reader.calls == []
-
-
-async def test_use_on_the_event_loop_thread_is_refused(reader: TableReader) -> None:
-    lookups = lookups_for(reader)
-    with pytest.raises(RuntimeError, match="worker thread"):
-        lookups.instance_type("a10g")
 
 
 # ---- Settings --------------------------------------------------------------------------------
@@ -189,10 +170,10 @@ async def test_settings_default_without_the_config_map(reader: TableReader) -> N
     sources = LiveSources(reader, namespace="ops")
     settings = await sources.settings()
     assert settings == Settings(system_namespace="ops")
-    assert reader.calls == [("ConfigMap", "ops", "gpustack-settings")]
+    assert reader.calls == [SETTINGS_KEY]
 
 
-async def test_settings_are_read_live_and_bad_keys_logged_once(
+async def test_settings_are_read_for_every_review_by_default_and_bad_keys_logged_once(
     reader: TableReader, log_lines: io.StringIO
 ) -> None:
     seen: list[tuple[str, str]] = []
@@ -217,9 +198,29 @@ async def test_settings_are_read_live_and_bad_keys_logged_once(
     assert seen == [("ConfigMap", "found")] * 4
 
 
-async def test_unreadable_settings_fail_the_review(reader: TableReader) -> None:
-    reader.fail.add(("ConfigMap", "ops", "gpustack-settings"))
-    sources = LiveSources(reader, namespace="ops")
+async def test_settings_read_is_shared_and_reused_until_it_is_too_old(reader: TableReader) -> None:
+    now = [100.0]
+    sources = LiveSources(reader, namespace="ops", settings_max_age=2.0, clock=lambda: now[0])
+    reader.stall = 0.05
+    # Concurrent reviews share one read.
+    await asyncio.gather(*(sources.settings() for _ in range(5)))
+    assert reader.calls == [SETTINGS_KEY]
+    now[0] += 1.9
+    await sources.settings()
+    assert reader.calls == [SETTINGS_KEY]
+    now[0] += 0.2
+    await sources.settings()
+    assert reader.calls == [SETTINGS_KEY] * 2
+
+
+async def test_unreadable_settings_fail_the_review_and_no_old_copy_is_served(
+    reader: TableReader,
+) -> None:
+    now = [100.0]
+    sources = LiveSources(reader, namespace="ops", settings_max_age=2.0, clock=lambda: now[0])
+    await sources.settings()
+    reader.fail.add(SETTINGS_KEY)
+    now[0] += 5
     with pytest.raises(LookupFailed) as info:
         await sources.settings()
     assert info.value.kind == "ConfigMap"

@@ -2,11 +2,12 @@
 
 Reviews are decided by the library's own entry points with :class:`StaticLookups` injected (no
 API server at all); a few tests put a stand-in library call behind a webhook to reach paths the
-library cannot (a crash, a hang).
+library cannot (a crash, a read that never answers).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -14,19 +15,20 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
-from gpustack_render.api.inputs import InstanceType
+from gpustack_render.api.inputs import InputObject, InstanceType
 from gpustack_render.errors import Verdict
 from gpustack_render.lookups import Lookups, StaticLookups
 from gpustack_render.review import AdmissionRequest
 from gpustack_render.settings import Settings
 from gpustack_webhook import logs
-from gpustack_webhook.lookups import StaticSources
+from gpustack_webhook.lookups import ReadKey, StaticSources
 from gpustack_webhook.server import (
     PATH_MODELDEPLOYMENT_MUTATE,
     PATH_MODELDEPLOYMENT_VALIDATE,
@@ -104,15 +106,31 @@ def crash(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) ->
     raise KeyError(SECRET_VALUE)
 
 
-def hang(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:
-    time.sleep(0.5)
+def reads_instance_type(
+    request: AdmissionRequest, *, lookups: Lookups, settings: Settings
+) -> Verdict:
+    lookups.instance_type("a10g")
     return Verdict.allow()
+
+
+@dataclass
+class CountingSources(StaticSources):
+    """StaticSources that count reads and can take their time answering."""
+
+    stall: float = 0.0
+    reads: list[ReadKey] = field(default_factory=list)
+
+    async def read(self, key: ReadKey) -> InputObject | None:
+        self.reads.append(key)
+        if self.stall:
+            await asyncio.sleep(self.stall)
+        return await super().read(key)
 
 
 STANDIN_HOOKS = (
     Webhook("allow", "/allow", "worker.gpustack.ai", "v1", "ModelDeployment", allow_all),
     Webhook("crash", "/crash", "worker.gpustack.ai", "v1", "ModelDeployment", crash),
-    Webhook("hang", "/hang", "worker.gpustack.ai", "v1", "ModelDeployment", hang),
+    Webhook("hang", "/hang", "worker.gpustack.ai", "v1", "ModelDeployment", reads_instance_type),
 )
 
 
@@ -139,10 +157,13 @@ async def _client(server: WebhookServer) -> TestClient[Any, Any]:
     return client
 
 
-@pytest_asyncio.fixture(loop_scope="function")
+@pytest_asyncio.fixture(loop_scope="session")
 async def standin() -> AsyncIterator[tuple[WebhookServer, TestClient[Any, Any]]]:
     server = WebhookServer(
-        StaticSources(), webhooks=STANDIN_HOOKS, review_timeout=0.2, max_body_bytes=64 * 1024
+        CountingSources(stall=1.0),
+        webhooks=STANDIN_HOOKS,
+        review_timeout=0.2,
+        max_body_bytes=64 * 1024,
     )
     client = await _client(server)
     try:
@@ -273,7 +294,7 @@ async def test_library_exception_is_an_internal_error_and_logged_without_data(
     assert _sample(server, "gpustack_webhook_reviews_total", webhook="crash", verdict="internal")
 
 
-async def test_review_over_its_budget_is_an_internal_error(
+async def test_a_read_over_the_reviews_budget_is_an_internal_error(
     standin: tuple[WebhookServer, TestClient[Any, Any]],
 ) -> None:
     _, client = standin
@@ -283,7 +304,8 @@ async def test_review_over_its_budget_is_an_internal_error(
     assert time.monotonic() - started < 0.45
     assert answer["allowed"] is False
     assert answer["status"]["reason"] == "InternalError"
-    assert "did not finish" in answer["status"]["message"]
+    assert "reading InstanceType a10g failed" in answer["status"]["message"]
+    assert "no answer within" in answer["status"]["message"]
 
 
 # ---- probes, metrics, logs -----------------------------------------------------------------
@@ -341,10 +363,10 @@ async def test_review_log_line_is_json_and_carries_no_object_data(
 # ---- the library behind the server (StaticLookups) -----------------------------------------
 
 
-@pytest_asyncio.fixture(loop_scope="function")
+@pytest_asyncio.fixture(loop_scope="session")
 async def library() -> AsyncIterator[tuple[WebhookServer, TestClient[Any, Any], StaticLookups]]:
     objects = StaticLookups(instance_types={"a10g": instance_type()})
-    server = WebhookServer(StaticSources(objects=objects), webhooks=default_webhooks())
+    server = WebhookServer(CountingSources(objects=objects), webhooks=default_webhooks())
     client = await _client(server)
     try:
         yield server, client, objects
@@ -376,6 +398,22 @@ async def test_mutation_sets_the_accelerator_default(
     assert answer["patchType"] == "JSONPatch"
     patch = json.loads(base64.b64decode(answer["patch"]))
     assert {"op": "add", "path": "/spec/roles/0/resources", "value": {"accelerator": "1"}} in patch
+
+
+async def test_each_object_is_read_once_per_review_and_again_for_the_next(
+    library: tuple[WebhookServer, TestClient[Any, Any], StaticLookups],
+) -> None:
+    server, client, _ = library
+    sources = server.sources
+    assert isinstance(sources, CountingSources)
+    obj = deployment(resources={"accelerator": 1})
+    obj["spec"]["roles"].append(
+        {"name": "other", "instanceType": "a10g", "resources": {"accelerator": 2}}
+    )
+    for _ in range(2):
+        resp = await client.post(PATH_MODELDEPLOYMENT_VALIDATE, json=review(obj))
+        assert (await resp.json())["response"]["allowed"] is True
+    assert sources.reads == [ReadKey("InstanceType", "", "a10g")] * 2
 
 
 async def test_validation_refusal_carries_field_causes(

@@ -18,11 +18,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from gpustack_render.api.inputs import InputObject
 from gpustack_render.errors import Verdict
 from gpustack_render.lookups import Lookups
 from gpustack_render.review import AdmissionRequest
 from gpustack_render.settings import Settings
-from gpustack_webhook.lookups import StaticSources
+from gpustack_webhook.lookups import ReadKey, StaticSources
 from gpustack_webhook.metrics import Metrics
 from gpustack_webhook.server import Webhook, WebhookServer
 from gpustack_webhook.tls import CertificateFiles, ReloadingCertificate
@@ -166,8 +167,16 @@ async def test_watch_polls_the_files(tmp_path: Path) -> None:
             await task
 
 
+class SlowSources(StaticSources):
+    """Every read takes half a second (a review in flight while the server stops)."""
+
+    async def read(self, key: ReadKey) -> InputObject | None:
+        await asyncio.sleep(0.5)
+        return None
+
+
 def _slow(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:
-    time.sleep(0.5)
+    lookups.binding("team-a", "chat")
     return Verdict.allow()
 
 
@@ -189,7 +198,7 @@ async def test_server_lifecycle_tls_probes_and_graceful_stop(tmp_path: Path) -> 
     cert_path, key_path = write_pair(tmp_path, "webhook")
     cert = ReloadingCertificate(CertificateFiles(cert_path, key_path))
     server = WebhookServer(
-        StaticSources(), webhooks=[Webhook("slow", "/slow", "", "v1", "Pod", _slow)]
+        SlowSources(), webhooks=[Webhook("slow", "/slow", "", "v1", "Pod", _slow)]
     )
     assert not server.ready
     await server.start(host="127.0.0.1", port=0, ssl_context=cert.context, probe_port=0)
@@ -205,7 +214,7 @@ async def test_server_lifecycle_tls_probes_and_graceful_stop(tmp_path: Path) -> 
         # The plain listener serves no webhook.
         assert (await session.post(f"{plain}/slow", json=_review())).status == 404
         in_flight = asyncio.create_task(session.post(f"{https}/slow", json=_review(), ssl=insecure))
-        await asyncio.sleep(0.2)  # the review is now running in a worker thread
+        await asyncio.sleep(0.2)  # the review is now waiting for its read
         stopping = asyncio.create_task(server.stop(drain_delay=0.1))
         await asyncio.sleep(0.05)
         # Draining: not ready, still answering.

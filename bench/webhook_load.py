@@ -1,0 +1,272 @@
+"""Loopback load on the webhook server, with a real API server answering its reads.
+
+Starts an envtest control plane (etcd + kube-apiserver, the project's CRDs), creates the objects
+the reviews read (an InstanceType; a Binding → pool → backend), starts ``python -m
+gpustack_webhook`` exactly as the Deployment runs it (TLS, live reads through a kubeconfig), then
+drives it with 16 concurrent HTTPS clients posting AdmissionReviews, in two phases:
+
+* ``inject``: Pod CREATE on the injection path (reads Settings, the Binding, pool and backend);
+* ``validate``: ModelDeployment CREATE on the validation path (reads Settings, the InstanceType).
+
+Each phase is bounded twice: it stops after ``--count`` requests or ``--seconds`` of load,
+whichever comes first (after ``--warmup`` seconds that are not measured). An error is anything
+but HTTP 200 with the expected verdict. Prints p50/p95/p99/max latency and requests per second
+per phase; the last line is ``key=value`` pairs. Target: p99 ≤ 20 ms and no errors for 60 s.
+
+Run: ``python -m bench.webhook_load [--seconds 30] [--count 200000] [--clients 16]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+
+from integration.controlplane import started_control_plane  # noqa: E402
+from integration.webhook_fixtures import (  # noqa: E402
+    WebhookProcess,
+    create_inputs,
+    create_namespace,
+    delete_inputs,
+    deployment,
+    labelled_pod,
+)
+
+INJECT_PATH = "/mutate-gpustack-worker-kvcache-core-v1-pod"
+VALIDATE_PATH = "/validate-worker-gpustack-ai-v1-modeldeployment"
+
+
+@dataclass
+class Phase:
+    """One measured phase: latencies of good answers, and the errors seen."""
+
+    name: str
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    first_error: str = ""
+    seconds: float = 0.0
+
+    def percentile(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        index = min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))
+        return ordered[index] * 1000
+
+    @property
+    def count(self) -> int:
+        return len(self.latencies) + self.errors
+
+    @property
+    def rps(self) -> float:
+        return self.count / self.seconds if self.seconds else 0.0
+
+
+def review(kind: dict[str, str], obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": kind,
+            "resource": {"group": kind["group"], "version": "v1", "resource": "x"},
+            "operation": "CREATE",
+            "namespace": namespace,
+            "name": obj["metadata"].get("name", ""),
+            "userInfo": {"username": "bench"},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+        },
+    }
+
+
+def check_inject(answer: dict[str, Any]) -> str:
+    response = answer.get("response") or {}
+    if response.get("allowed") is not True or response.get("patchType") != "JSONPatch":
+        return f"not injected: {json.dumps(response.get('status'))[:300]}"
+    return ""
+
+
+def check_validate(answer: dict[str, Any]) -> str:
+    response = answer.get("response") or {}
+    if response.get("allowed") is not True:
+        return f"refused: {json.dumps(response.get('status'))[:300]}"
+    return ""
+
+
+async def run_phase(
+    phase: Phase,
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    check: Any,
+    *,
+    clients: int,
+    count: int,
+    seconds: float,
+    warmup: float,
+) -> None:
+    measuring = False
+    stop_at = 0.0
+    issued = 0
+
+    async def worker() -> None:
+        nonlocal issued
+        while True:
+            if measuring and (issued >= count or time.monotonic() >= stop_at):
+                return
+            if measuring:
+                issued += 1
+            counted = measuring
+            started = time.perf_counter()
+            problem = ""
+            try:
+                async with session.post(
+                    url, data=body, headers={"Content-Type": "application/json"}
+                ) as resp:
+                    payload = await resp.read()
+                    if resp.status != 200:
+                        problem = f"HTTP {resp.status}: {payload[:200]!r}"
+                    else:
+                        problem = check(json.loads(payload))
+            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            elapsed = time.perf_counter() - started
+            if not counted:
+                continue
+            if problem:
+                phase.errors += 1
+                phase.first_error = phase.first_error or problem
+            else:
+                phase.latencies.append(elapsed)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(clients)]
+    await asyncio.sleep(warmup)
+    measuring = True
+    began = time.monotonic()
+    stop_at = began + seconds
+    # Warm-up requests still in flight finish uncounted; the workers stop by themselves.
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=seconds + 60)
+    phase.seconds = time.monotonic() - began
+
+
+async def drive(
+    server: WebhookProcess,
+    namespace: str,
+    binding: str,
+    instance_type: str,
+    args: argparse.Namespace,
+) -> list[Phase]:
+    context = ssl.create_default_context(cadata=server.ca.cert_pem.decode())
+    connector = aiohttp.TCPConnector(limit=args.clients, ssl=context)
+    timeout = aiohttp.ClientTimeout(total=10)
+    pod = labelled_pod("bench", binding)
+    pod["metadata"]["namespace"] = namespace
+    md = deployment("bench", namespace, instance_type, resources={"accelerator": 1})
+    inject = review({"group": "", "version": "v1", "kind": "Pod"}, pod, namespace)
+    validate = review(
+        {"group": "worker.gpustack.ai", "version": "v1", "kind": "ModelDeployment"},
+        md,
+        namespace,
+    )
+    phases = [Phase("inject"), Phase("validate")]
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        for phase, path, body, check in (
+            (phases[0], INJECT_PATH, inject, check_inject),
+            (phases[1], VALIDATE_PATH, validate, check_validate),
+        ):
+            await run_phase(
+                phase,
+                session,
+                server.url + path,
+                json.dumps(body).encode(),
+                check,
+                clients=args.clients,
+                count=args.count,
+                seconds=args.seconds,
+                warmup=args.warmup,
+            )
+            report(phase)
+    return phases
+
+
+def report(phase: Phase) -> None:
+    lat = phase.latencies
+    mean = statistics.fmean(lat) * 1000 if lat else float("nan")
+    print(
+        f"{phase.name:<9} {phase.count:>7} requests in {phase.seconds:5.1f} s  "
+        f"{phase.rps:7.0f} req/s  p50 {phase.percentile(0.50):6.2f} ms  "
+        f"p95 {phase.percentile(0.95):6.2f} ms  p99 {phase.percentile(0.99):6.2f} ms  "
+        f"max {phase.percentile(1.0):7.2f} ms  mean {mean:6.2f} ms  errors {phase.errors}",
+        flush=True,
+    )
+    if phase.first_error:
+        print(f"{phase.name:<9} first error: {phase.first_error}", flush=True)
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.webhook_load", description=__doc__)
+    p.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
+    p.add_argument(
+        "--seconds", type=float, default=30.0, help="measured seconds per phase (default 30)"
+    )
+    p.add_argument(
+        "--count", type=int, default=200_000, help="most requests per phase (default 200000)"
+    )
+    p.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds per phase")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv if argv is not None else [])
+    scope = uuid.uuid4().hex[:8]
+    namespace = f"bench-{scope}"
+    with started_control_plane() as cp, tempfile.TemporaryDirectory(prefix="bench-wh-") as tmp:
+        create_namespace(cp, namespace, {})
+        instance_type, binding, _ = create_inputs(cp, scope, namespace)
+        server = WebhookProcess(
+            kubeconfig=cp.kubeconfig,
+            ca=cp.ca,
+            namespace=namespace,
+            workdir=Path(tmp),
+            extra_args=["--log-level=warning"],
+        )
+        try:
+            server.start()
+            print(
+                f"webhook server on {server.url}, API server on {cp.url}; "
+                f"{args.clients} clients, {args.seconds:g} s or {args.count} requests per phase",
+                flush=True,
+            )
+            inject, validate = asyncio.run(drive(server, namespace, binding, instance_type, args))
+        finally:
+            server.close()
+            delete_inputs(cp, scope)
+    errors = inject.errors + validate.errors
+    print(
+        f"inject_p99_ms={inject.percentile(0.99):.2f} inject_rps={inject.rps:.0f} "
+        f"validate_p99_ms={validate.percentile(0.99):.2f} validate_rps={validate.rps:.0f} "
+        f"errors={errors}",
+        flush=True,
+    )
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
