@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jsonpatch
-
 from gpustack_render import connectors
 from gpustack_render.errors import Verdict
 from gpustack_render.injection import podview
@@ -31,6 +29,7 @@ from gpustack_render.injection.contract import Contract, opted_in, read_contract
 from gpustack_render.injection.freeze import freeze_pod
 from gpustack_render.injection.launch import Launch, check_launch
 from gpustack_render.injection.mutate import apply_injection
+from gpustack_render.injection.patch import make_patch
 from gpustack_render.injection.record import InjectionRecord, parse_record
 from gpustack_render.injection.refusal import Refusal
 from gpustack_render.injection.resolve import Resolution, resolve
@@ -57,9 +56,10 @@ DEFAULT_NAMESPACE = "default"
 class InjectionResult:
     """The CREATE decision for one Pod.
 
-    ``pod`` is the Pod to admit: the mutated copy when injected, else the input itself
-    (unchanged). ``refusal`` is set when refused; ``record`` when injected; neither when the
-    Pod did not opt in.
+    ``pod`` is the Pod to admit: the mutated copy when injected (it shares the branches
+    injection leaves alone with the input; modify neither), else the input itself, unchanged.
+    ``refusal`` is set when refused; ``record`` when injected; neither when the Pod did not opt
+    in.
     """
 
     pod: Mapping[str, Any]
@@ -179,8 +179,7 @@ def review_pod(request: AdmissionRequest, *, lookups: Lookups, settings: Setting
             return Verdict.forbid(result.refusal.message, origin=result.refusal.rule)
         if not result.injected:
             return Verdict.allow()
-        patch = jsonpatch.make_patch(pod, dict(result.pod)).patch
-        return Verdict.allow(patch=patch)
+        return Verdict.allow(patch=make_patch(pod, result.pod))
     if request.operation == "UPDATE":
         errs = freeze_pod(request.old_object, request.object)
         return Verdict.from_errors(errs, group_kind="Pod", name=_name(request, pod))

@@ -1,13 +1,15 @@
 """Applying a rendered store client to a copy of the Pod (step 20, kv-injection.md §5).
 
 Nothing else changes: no label, resource, image, command, scheduling field, owner reference or
-other container. The input is never modified: the Pod is deep-copied first, and the caller
-derives the JSON Patch from (input, copy).
+other container. The input is never modified. The copy is made copy-on-write: every object on
+a path injection changes (the Pod, its metadata and annotations, the spec, the container list,
+the target container and its env, args and mounts lists, the volumes list) is a new object,
+every rendered value is fresh, and every other branch is shared with the input, which neither
+side modifies. :mod:`gpustack_render.injection.patch` diffs the two relying on that sharing.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,24 +20,41 @@ from gpustack_render.injection.contract import ANNOTATION_INJECTED
 from gpustack_render.injection.record import InjectionRecord
 
 
-def write_env(env: list[Any], entries: list[dict[str, Any]]) -> None:
+def json_copy(value: Any) -> Any:
+    """A deep copy of plain JSON data (objects and arrays are new, scalars shared)."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value
+
+
+def write_env(env: list[Any], entries: list[dict[str, Any]]) -> list[Any]:
     """Rendered env, in order, written in place: every entry of that name is replaced whole
-    (value and ``valueFrom``) where it stands; a name not present is appended."""
+    (value and ``valueFrom``) where it stands; a name not present is appended. Returns a new
+    list; ``env`` is not modified."""
+    out = list(env)
+    positions: dict[str, list[int]] = {}
+    for i, entry in enumerate(out):
+        positions.setdefault(podview.name_of(entry), []).append(i)
     for entry in entries:
-        name = entry["name"]
-        positions = [i for i, e in enumerate(env) if podview.name_of(e) == name]
-        for i in positions:
-            env[i] = copy.deepcopy(entry)
-        if not positions:
-            env.append(copy.deepcopy(entry))
+        found = positions.get(entry["name"])
+        if found:
+            for i in found:
+                out[i] = json_copy(entry)
+        else:
+            out.append(json_copy(entry))
+    return out
 
 
-def default_env(env: list[Any], entries: list[dict[str, Any]]) -> None:
+def default_env(env: list[Any], entries: list[dict[str, Any]]) -> list[Any]:
     """Defaulted env: each entry appended only when no entry of that name exists."""
     present = {podview.name_of(e) for e in env}
-    for entry in entries:
-        if entry["name"] not in present:
-            env.append(copy.deepcopy(entry))
+    return [*env, *(json_copy(e) for e in entries if e["name"] not in present)]
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def apply_injection(
@@ -50,38 +69,24 @@ def apply_injection(
 
     ``defaulted_args`` are the defaulted groups that survived (the user did not name them).
     """
-    out: dict[str, Any] = copy.deepcopy(dict(pod))
-    spec = out["spec"]
-    container = spec["containers"][index]
+    out: dict[str, Any] = dict(pod)
+    spec = out["spec"] = dict(out["spec"])
+    containers = spec["containers"] = list(spec["containers"])
+    container = containers[index] = dict(containers[index])
 
-    env = container.get("env")
-    env = env if isinstance(env, list) else []
-    write_env(env, client.env)
-    default_env(env, connectors.observability_env())
-    container["env"] = env
-
-    args = container.get("args")
-    container["args"] = [*(args if isinstance(args, list) else []), *client.args, *defaulted_args]
-
+    env = write_env(_list(container.get("env")), client.env)
+    container["env"] = default_env(env, connectors.observability_env())
+    container["args"] = [*_list(container.get("args")), *client.args, *defaulted_args]
     if client.mounts:
-        mounts = container.get("volumeMounts")
         container["volumeMounts"] = [
-            *(mounts if isinstance(mounts, list) else []),
-            *copy.deepcopy(client.mounts),
+            *_list(container.get("volumeMounts")),
+            *json_copy(client.mounts),
         ]
     if client.volumes:
-        volumes = spec.get("volumes")
-        spec["volumes"] = [
-            *(volumes if isinstance(volumes, list) else []),
-            *copy.deepcopy(client.volumes),
-        ]
+        spec["volumes"] = [*_list(spec.get("volumes")), *json_copy(client.volumes)]
 
-    metadata = out.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = out["metadata"] = {}
-    annotations = metadata.get("annotations")
-    if not isinstance(annotations, dict):
-        annotations = metadata["annotations"] = {}
+    metadata = out["metadata"] = dict(podview.metadata_of(out))
+    annotations = metadata["annotations"] = dict(podview.mapping(metadata.get("annotations")))
     annotations.update(client.annotations)
     annotations[ANNOTATION_INJECTED] = record.to_json()
     return out

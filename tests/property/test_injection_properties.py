@@ -4,13 +4,15 @@
 - a refused Pod is returned unchanged, and the input is never modified;
 - an admitted Pod differs from the input only in the target container's ``args``, ``env`` and
   ``volumeMounts``, the Pod's ``volumes`` and the two written annotations;
-- the verdict's JSON Patch turns the submitted Pod into exactly the injected one;
+- the verdict's JSON Patch turns the submitted Pod into exactly the injected one, and the
+  pruned diff behind it is exact on any copy-on-write edit of a JSON document;
 - the same input gives the same output.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import jsonpatch
@@ -19,6 +21,7 @@ from hypothesis import strategies as st
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
 from gpustack_render.injection import inject_pod, review_pod
+from gpustack_render.injection.patch import make_patch as pruned_patch
 from gpustack_render.lookups import StaticLookups
 from gpustack_render.review import AdmissionRequest, Operation
 from gpustack_render.settings import Settings
@@ -346,3 +349,40 @@ def test_refused_unchanged_admitted_confined(
         e["name"] for e in old_c.get("env", [])
     ]
     assert P + "injected" in out["metadata"]["annotations"]
+
+
+@st.composite
+def copy_on_write_edits(draw: st.DrawFn) -> tuple[Any, Any]:
+    """A JSON document and a copy-on-write edit of it (shared branches stay shared)."""
+    src = draw(st.dictionaries(st.text(max_size=3), json_values, max_size=4))
+
+    def edit(node: Any, depth: int) -> Any:
+        if isinstance(node, dict) and node and depth < 4 and draw(st.booleans()):
+            key = draw(st.sampled_from(sorted(node)))
+            return {**node, key: edit(node[key], depth + 1)}
+        if isinstance(node, list) and node and depth < 4 and draw(st.booleans()):
+            i = draw(st.integers(0, len(node) - 1))
+            return [*node[:i], edit(node[i], depth + 1), *node[i + 1 :]]
+        action = draw(st.sampled_from(["replace", "append", "add", "remove"]))
+        if action == "append" and isinstance(node, list):
+            return [*node, draw(json_values)]
+        if action == "add" and isinstance(node, dict):
+            return {**node, draw(st.text(max_size=3)): draw(json_values)}
+        if action == "remove" and isinstance(node, dict) and node:
+            drop = draw(st.sampled_from(sorted(node)))
+            return {k: v for k, v in node.items() if k != drop}
+        return draw(json_values)
+
+    edits = draw(st.integers(1, 3))
+    dst = src
+    for _ in range(edits):
+        dst = edit(dst, 0)
+    return src, dst
+
+
+@SLOW
+@given(pair=copy_on_write_edits())
+def test_pruned_patch_is_exact(pair: tuple[Any, Any]) -> None:
+    src, dst = pair
+    ops = pruned_patch(src, dst)
+    assert jsonpatch.apply_patch(json.loads(json.dumps(src)), ops) == dst

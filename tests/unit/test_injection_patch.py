@@ -1,0 +1,65 @@
+"""The pruned JSON Patch: same result as ``jsonpatch.make_patch`` on copy-on-write documents."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from gpustack_render.injection import patch as p
+
+A = {"name": "a", "value": "1"}
+B = {"name": "b", "value": "2"}
+C = {"name": "c", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}
+
+
+def cases() -> list[Any]:
+    shared = {"deep": {"list": [A, B]}}
+    out = []
+    src: dict[str, Any] = {"keep": shared, "env": [A, B, C], "args": ["x", "y"]}
+    dst = {**src, "env": [A, {"name": "b", "value": "new"}, C, {"name": "d", "value": "4"}]}
+    out.append(pytest.param(src, dst, id="in-place-and-append"))
+    dst2 = {**src, "args": [*src["args"], "--flag", "v"], "extra": {"k": "v"}}
+    out.append(pytest.param(src, dst2, id="append-scalars-and-add-member"))
+    dst3 = {k: v for k, v in src.items() if k != "keep"}
+    out.append(pytest.param(src, dst3, id="remove-member"))
+    dst4 = {**src, "env": [B, A, C]}
+    out.append(pytest.param(src, dst4, id="shared-items-reordered"))
+    dst5 = {**src, "env": [A, A, C]}
+    out.append(pytest.param(src, dst5, id="shared-item-duplicated"))
+    out.append(pytest.param([A, B], [A, B, [A]], id="top-level-list"))
+    out.append(pytest.param({"a": None}, {"a": [1]}, id="null-to-list"))
+    return out
+
+
+@pytest.mark.parametrize(("src", "dst"), cases())
+def test_same_patch_as_make_patch(src: Any, dst: Any) -> None:
+    ops = p.make_patch(src, dst)
+    # Applied to a fresh copy of the wire document (no aliasing inside it, as from JSON).
+    assert jsonpatch.apply_patch(json.loads(json.dumps(src)), ops) == dst
+    assert ops == jsonpatch.make_patch(src, dst).patch
+
+
+def test_placeholders_never_leak(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Force the pruned diff to write a placeholder: the module falls back to the full diff.
+    real = jsonpatch.make_patch
+    calls: list[int] = []
+
+    def leaky(src: Any, dst: Any) -> jsonpatch.JsonPatch:
+        calls.append(1)
+        if len(calls) == 1:
+            return jsonpatch.JsonPatch([{"op": "add", "path": "/x", "value": [p._SHARED + "0"]}])
+        return real(src, dst)
+
+    monkeypatch.setattr(jsonpatch, "make_patch", leaky)
+    src = {"env": [A]}
+    dst = {"env": [A, B]}
+    assert p.make_patch(src, dst) == real(src, dst).patch
+    assert len(calls) == 2
+
+
+def test_writes_placeholder() -> None:
+    assert p._writes_placeholder({"a": [p._SHARED + "3"]})
+    assert not p._writes_placeholder({"a": ["x", 1, None]})
