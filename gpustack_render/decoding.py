@@ -7,6 +7,7 @@ paths built from JSON names, so a user sees one error format whatever caught the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -92,6 +93,13 @@ def translate(exc: ValidationError, data: Any, *, prefix: FieldPath | None = Non
     return out
 
 
+def _hashable(value: Any) -> Any:
+    """A list-map key value usable in a dict (a list or object key is kept as its JSON text)."""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
 def _list_map_duplicates(
     items: Any, path: FieldPath, keys: tuple[str, ...], defaults: Mapping[str, Any] | None = None
 ) -> ErrorList:
@@ -102,7 +110,7 @@ def _list_map_duplicates(
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             continue
-        key = tuple(item.get(k, (defaults or {}).get(k)) for k in keys)
+        key = tuple(_hashable(item.get(k, (defaults or {}).get(k))) for k in keys)
         if key in seen:
             value = dict(zip(keys, key, strict=True))
             out.append(errors.duplicate(path.index(i), value, origin="schema"))
