@@ -389,6 +389,7 @@ def cases(draw: st.DrawFn) -> Case:
     types = [draw(instance_types("gpu-a")), draw(instance_types("gpu-b"))]
     serving_port = draw(st.none() | st.sampled_from((8000, 9000, 8080)))
     roles: list[dict[str, Any]] = []
+    specs: list[tuple[str, str | None]]
     if pair:
         specs = [("prefill", "Prefill"), ("decode", "Decode")]
     else:
