@@ -212,6 +212,8 @@ def test_deployment_runs_two_guarded_replicas_with_the_servers_flags() -> None:
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
     (volume,) = pod["volumes"]
     assert volume["secret"]["secretName"] == "gpustack-webhook-tls"
+    assert volume["secret"]["defaultMode"] == 0o440
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
     assert "subPath" not in container["volumeMounts"][0]  # a subPath mount never sees rotation
     pdb = one("PodDisruptionBudget")
     assert pdb["spec"]["selector"] == spec["selector"]

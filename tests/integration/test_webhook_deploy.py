@@ -1,0 +1,354 @@
+"""deploy/: the API server accepts every manifest, and the shipped RBAC is exactly enough.
+
+* Every object of ``kubectl kustomize deploy/webhook`` and ``deploy/crds`` passes a server-side
+  dry run (``dryRun=All``, strict field validation) and nothing is persisted.
+* The ServiceAccount, ClusterRole, Role and bindings, applied for real, allow ``get`` on the four
+  input kinds and on the Settings ConfigMap, and nothing more (SubjectAccessReview).
+* The server, authenticated as that ServiceAccount (a TokenRequest token), answers reviews that
+  need every read; before the RBAC exists the same reviews are internal errors, not verdicts.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from .controlplane import APIError, ControlPlane, load_yaml_documents
+from .webhook_fixtures import (
+    GROUP,
+    SCOPE_LABEL,
+    SETTLE_SECONDS,
+    VERSION,
+    InstalledWebhooks,
+    WebhookProcess,
+    create_inputs,
+    create_namespace,
+    delete_inputs,
+    deployment,
+    labelled_pod,
+    scoped_configurations,
+    wait_until_called,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = REPO_ROOT / "deploy"
+SYSTEM_NAMESPACE = "gpustack-system"
+SERVICE_ACCOUNT = f"system:serviceaccount:{SYSTEM_NAMESPACE}:gpustack-webhook"
+FIELD_MANAGER = "gpustack-deploy-test"
+
+#: (apiVersion, kind) → (REST prefix, plural, namespaced) for every kind deploy/ ships.
+RESOURCES: dict[tuple[str, str], tuple[str, str, bool]] = {
+    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
+    ("v1", "Service"): ("/api/v1", "services", True),
+    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments", True),
+    ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): (
+        "/apis/rbac.authorization.k8s.io/v1",
+        "clusterroles",
+        False,
+    ),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): (
+        "/apis/rbac.authorization.k8s.io/v1",
+        "clusterrolebindings",
+        False,
+    ),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
+        "/apis/rbac.authorization.k8s.io/v1",
+        "rolebindings",
+        True,
+    ),
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): (
+        "/apis/admissionregistration.k8s.io/v1",
+        "mutatingwebhookconfigurations",
+        False,
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"): (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+        False,
+    ),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): (
+        "/apis/apiextensions.k8s.io/v1",
+        "customresourcedefinitions",
+        False,
+    ),
+}
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    """The objects ``kubectl kustomize`` builds from ``directory``.
+
+    Without kubectl, the listed resources are loaded as they are (the manifests name their
+    namespace explicitly, so the result is the same but for kustomize's common labels).
+    """
+    kubectl = shutil.which("kubectl")
+    if kubectl:
+        out = subprocess.run(
+            [kubectl, "kustomize", str(directory)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        return [dict(doc) for doc in YAML(typ="safe", pure=True).load_all(out) if doc]
+    kustomization = load_yaml_documents(directory / "kustomization.yaml")[0]
+    return [
+        doc for name in kustomization["resources"] for doc in load_yaml_documents(directory / name)
+    ]
+
+
+def rest_path(obj: dict[str, Any]) -> str:
+    prefix, plural, namespaced = RESOURCES[(obj["apiVersion"], obj["kind"])]
+    name = obj["metadata"]["name"]
+    if namespaced:
+        return f"{prefix}/namespaces/{obj['metadata']['namespace']}/{plural}/{name}"
+    return f"{prefix}/{plural}/{name}"
+
+
+def apply(cp: ControlPlane, obj: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
+    query = {"fieldManager": FIELD_MANAGER, "force": "true", "fieldValidation": "Strict"}
+    if dry_run:
+        query["dryRun"] = "All"
+    _, stored = cp.request(
+        "PATCH", rest_path(obj), obj, query=query, content_type="application/apply-patch+yaml"
+    )
+    assert isinstance(stored, dict)
+    return stored
+
+
+def delete(cp: ControlPlane, obj: dict[str, Any]) -> None:
+    try:
+        cp.request("DELETE", rest_path(obj))
+    except APIError as exc:
+        if exc.status != 404:
+            raise
+
+
+@pytest.fixture(scope="module")
+def system_namespace(control_plane: ControlPlane) -> str:
+    create_namespace(control_plane, SYSTEM_NAMESPACE, {})
+    return SYSTEM_NAMESPACE
+
+
+def test_every_manifest_passes_a_server_side_dry_run(
+    control_plane: ControlPlane, system_namespace: str
+) -> None:
+    objects = [*kustomize(DEPLOY / "crds"), *kustomize(DEPLOY / "webhook")]
+    kinds = {o["kind"] for o in objects}
+    assert {
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    } <= kinds
+    problems = []
+    for obj in objects:
+        try:
+            stored = apply(control_plane, obj, dry_run=True)
+        except APIError as exc:
+            problems.append(f"{obj['kind']} {obj['metadata']['name']}: {exc}")
+            continue
+        assert stored["kind"] == obj["kind"]
+    assert not problems, "\n".join(problems)
+    # A dry run persists nothing.
+    deployment_obj = next(o for o in objects if o["kind"] == "Deployment")
+    with pytest.raises(APIError) as info:
+        control_plane.request("GET", rest_path(deployment_obj))
+    assert info.value.status == 404
+
+
+def access(
+    cp: ControlPlane,
+    verb: str,
+    resource: str,
+    *,
+    group: str = GROUP,
+    namespace: str = "",
+    name: str = "",
+    subresource: str = "",
+) -> bool:
+    attributes = {
+        "verb": verb,
+        "group": group,
+        "resource": resource,
+        "namespace": namespace,
+        "name": name,
+        "subresource": subresource,
+    }
+    _, review = cp.request(
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": SERVICE_ACCOUNT,
+                "groups": [
+                    "system:serviceaccounts",
+                    f"system:serviceaccounts:{SYSTEM_NAMESPACE}",
+                    "system:authenticated",
+                ],
+                "resourceAttributes": {k: v for k, v in attributes.items() if v},
+            },
+        },
+    )
+    return bool(review["status"].get("allowed"))
+
+
+@pytest.fixture(scope="module")
+def identity(control_plane: ControlPlane, system_namespace: str) -> Iterator[list[dict[str, Any]]]:
+    """The ServiceAccount applied for real; yields the RBAC objects (not yet applied) and
+    removes everything afterwards."""
+    objects = kustomize(DEPLOY / "webhook")
+    account = next(o for o in objects if o["kind"] == "ServiceAccount")
+    rbac = [
+        o
+        for o in objects
+        if o["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    ]
+    apply(control_plane, account, dry_run=False)
+    try:
+        yield rbac
+    finally:
+        for obj in [*rbac, account]:
+            delete(control_plane, obj)
+
+
+def service_account_kubeconfig(cp: ControlPlane, path: Path) -> Path:
+    """A kubeconfig authenticating as the webhook's ServiceAccount (a TokenRequest token)."""
+    _, answer = cp.request(
+        "POST",
+        f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/serviceaccounts/gpustack-webhook/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    token = answer["status"]["token"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "envtest",
+                "cluster": {
+                    "server": cp.url,
+                    "certificate-authority-data": base64.b64encode(cp.ca.cert_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "webhook", "user": {"token": token}}],
+        "contexts": [{"name": "webhook", "context": {"cluster": "envtest", "user": "webhook"}}],
+        "current-context": "webhook",
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _create_md(cp: ControlPlane, body: dict[str, Any]) -> dict[str, Any]:
+    ns = body["metadata"]["namespace"]
+    _, stored = cp.request(
+        "POST", f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/modeldeployments", body
+    )
+    assert isinstance(stored, dict)
+    return stored
+
+
+def test_the_shipped_rbac_is_exactly_enough(
+    control_plane: ControlPlane, identity: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    cp = control_plane
+    scope = uuid.uuid4().hex[:8]
+    namespace = f"wh-{scope}"
+    create_namespace(cp, namespace, {SCOPE_LABEL: scope})
+    instance_type, binding, _ = create_inputs(cp, scope, namespace)
+    kubeconfig = service_account_kubeconfig(cp, tmp_path / "kubeconfig")
+    server = WebhookProcess(
+        kubeconfig=kubeconfig, ca=cp.ca, namespace=SYSTEM_NAMESPACE, workdir=tmp_path / "server"
+    )
+    server.start()
+    try:
+        with InstalledWebhooks(cp, scoped_configurations(scope), server.port):
+            wait_until_called(cp, namespace, instance_type)
+            # No RBAC yet: the reads are forbidden, so the review is an internal error.
+            with pytest.raises(APIError) as info:
+                _create_md(cp, deployment(f"md-{scope}", namespace, instance_type))
+            status = json.loads(info.value.body)
+            assert status["code"] == 500, status
+            assert "gpustack-settings" in status["message"]
+            assert "403" in status["message"]
+
+            for obj in identity:
+                apply(cp, obj, dry_run=False)
+
+            # With the shipped RBAC (picked up within moments) the same request is judged.
+            deadline = time.monotonic() + SETTLE_SECONDS
+            while True:
+                try:
+                    stored = _create_md(cp, deployment(f"md-{scope}", namespace, instance_type))
+                    break
+                except APIError as exc:
+                    assert time.monotonic() < deadline, exc.body
+                    time.sleep(0.2)
+            assert str(stored["spec"]["roles"][0]["resources"]["accelerator"]) == "1"
+            pod_body = labelled_pod(f"pod-{scope}", binding)
+            _, pod = cp.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod_body)
+            assert "kvcache.gpustack.ai/injected" in pod["metadata"]["annotations"]
+            cp.request(
+                "DELETE", f"/api/v1/namespaces/{namespace}/pods/{pod_body['metadata']['name']}"
+            )
+    finally:
+        server.close()
+        delete_inputs(cp, scope)
+
+    allowed = [
+        ("get", "instancetypes", ""),
+        ("get", "kvcachepools", ""),
+        ("get", "kvcachebackends", ""),
+        ("get", "kvcachepoolbindings", "team-a"),
+    ]
+    for verb, resource, ns in allowed:
+        assert access(cp, verb, resource, namespace=ns), (verb, resource)
+    assert access(
+        cp, "get", "configmaps", group="", namespace=SYSTEM_NAMESPACE, name="gpustack-settings"
+    )
+    denied = [
+        dict(verb="list", resource="instancetypes"),
+        dict(verb="watch", resource="kvcachepoolbindings", namespace="team-a"),
+        dict(verb="update", resource="kvcachepools"),
+        dict(verb="patch", resource="kvcachepools", subresource="status"),
+        dict(verb="get", resource="modeldeployments", namespace="team-a"),
+        dict(verb="get", resource="modelartifacts", namespace="team-a"),
+        dict(verb="get", resource="configmaps", group="", namespace=SYSTEM_NAMESPACE, name="x"),
+        dict(verb="list", resource="configmaps", group="", namespace=SYSTEM_NAMESPACE),
+        dict(
+            verb="get",
+            resource="configmaps",
+            group="",
+            namespace="team-a",
+            name="gpustack-settings",
+        ),
+        dict(verb="get", resource="secrets", group="", namespace=SYSTEM_NAMESPACE),
+        dict(verb="create", resource="pods", group="", namespace="team-a"),
+    ]
+    for attributes in denied:
+        assert not access(cp, **attributes), attributes
