@@ -1,0 +1,639 @@
+"""Table-driven tests of ``ModelDeployment.status`` (controller.md §13–§15)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from gpustack_render import status as st
+from gpustack_render.api.inputs import (
+    InstanceType,
+    KVCacheBackend,
+    KVCachePool,
+    KVCachePoolBinding,
+)
+from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
+from gpustack_render.decoding import decode_deployment, decode_model
+from gpustack_render.lookups import StaticLookups
+from gpustack_render.observed import CheckState, ObservedPod, ObservedWorkload, observe_pod
+from gpustack_render.plan import CacheResolution
+from gpustack_render.render import Rendering, render
+from gpustack_render.rollout import Plan, RoleStep
+from gpustack_render.settings import Settings
+
+NOW = "2026-01-01T00:10:00Z"
+EARLIER = "2026-01-01T00:00:00Z"
+ENTRANCE = "gpustack-fnv64-0123456789abcdef"
+UID = "md-uid-1"
+
+INSTANCE_TYPE: dict[str, Any] = {
+    "apiVersion": "worker.gpustack.ai/v1",
+    "kind": "InstanceType",
+    "metadata": {"name": "a10g"},
+    "spec": {"acceleratable": True, "unitResources": {"cpu": "8", "ram": "32Gi"}},
+    "status": {
+        "entrance": ENTRANCE,
+        "detail": {"manufacturer": "nvidia", "memory": "24Gi"},
+        "accelerator": {"capacity": 16},
+    },
+}
+BINDING: dict[str, Any] = {
+    "apiVersion": "worker.gpustack.ai/v1",
+    "kind": "KVCachePoolBinding",
+    "metadata": {"name": "cache", "namespace": "team-a"},
+    "spec": {"poolRef": {"name": "pool"}, "domain": {"blockSize": 16, "dtype": "bfloat16"}},
+    "status": {"phase": "Ready", "conditions": [{"type": "QuotaGranted", "status": "True"}]},
+}
+POOL: dict[str, Any] = {
+    "apiVersion": "worker.gpustack.ai/v1",
+    "kind": "KVCachePool",
+    "metadata": {"name": "pool"},
+    "spec": {"backends": ["backend"]},
+    "status": {
+        "clientEndpoint": "pool-master.gpustack-system.svc:50051",
+        "conditions": [{"type": "QuotaLedgerAvailable", "status": "True"}],
+    },
+}
+BACKEND: dict[str, Any] = {
+    "apiVersion": "worker.gpustack.ai/v1",
+    "kind": "KVCacheBackend",
+    "metadata": {"name": "backend"},
+    "spec": {"transport": {"protocol": "TCP"}},
+}
+
+
+def role(name: str = "server", **fields: Any) -> dict[str, Any]:
+    return {"name": name, "instanceType": "a10g", **fields}
+
+
+def deployment(
+    *roles: dict[str, Any],
+    namespace: str = "team-a",
+    engine: str = "vLLM",
+    router: str | None = None,
+    cache: bool = False,
+    status: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> ModelDeployment:
+    spec: dict[str, Any] = {
+        "model": {"name": "Qwen/Qwen3-8B"},
+        "engine": {"name": engine, "image": "vllm/vllm-openai:v0.25.1"},
+        "roles": list(roles) or [role(replicas=2)],
+    }
+    if router:
+        spec["router"] = {"name": router}
+    if cache:
+        spec["kvCache"] = {"poolRef": {"name": "cache"}}
+    meta: dict[str, Any] = {"name": "qwen", "namespace": namespace, "uid": UID, "generation": 3}
+    if annotations:
+        meta["annotations"] = annotations
+    data: dict[str, Any] = {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": meta,
+        "spec": spec,
+    }
+    if status is not None:
+        data["status"] = status
+    md, errs = decode_deployment(data)
+    assert md is not None, errs
+    return md
+
+
+def lookups(*, binding: dict[str, Any] | None = None, pool: bool = True) -> StaticLookups:
+    objects: list[Any] = [decode_model(InstanceType, INSTANCE_TYPE)[0]]
+    if binding is not None:
+        objects.append(decode_model(KVCachePoolBinding, binding)[0])
+    if pool:
+        objects += [decode_model(KVCachePool, POOL)[0], decode_model(KVCacheBackend, BACKEND)[0]]
+    return StaticLookups.of(objects)
+
+
+def rendered(md: ModelDeployment, *, binding: dict[str, Any] | None = BINDING) -> Rendering:
+    return render(md, lookups=lookups(binding=binding), settings=Settings())
+
+
+def pods_of(rendering: Rendering, **overrides: Any) -> list[ObservedPod]:
+    """The rendered Pods as the API server would hold them: named, with a uid, Ready."""
+    out = []
+    for seat in rendering.iter_seats():
+        obj = copy.deepcopy(seat.pod)
+        obj["metadata"]["name"] = seat.name or f"qwen-{seat.role}-{seat.ordinal}{seat.member}x"
+        obj["metadata"]["uid"] = f"uid-{seat.role}-{seat.ordinal}-{seat.member}"
+        obj["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        out.append(replace(observe_pod(obj, owner_uid=UID), **overrides))
+    return out
+
+
+def workloads_of(pods: list[ObservedPod], **fields: Any) -> list[ObservedWorkload]:
+    groups: dict[str | None, list[ObservedPod]] = {}
+    for p in pods:
+        groups.setdefault(p.group, []).append(p)
+    base = {"quota_reserved": True, "admitted": True, "ever_admitted": True, **fields}
+    return [
+        ObservedWorkload(name=str(g), owner_pods=frozenset(p.uid for p in members), **base)
+        for g, members in groups.items()
+    ]
+
+
+def compute(
+    md: ModelDeployment,
+    rendering: Rendering,
+    pods: list[ObservedPod],
+    workloads: list[ObservedWorkload],
+    *,
+    plan: Plan | None = None,
+    system_namespace: str = "gpustack-system",
+) -> ModelDeploymentStatus:
+    return st.deployment_status(
+        md,
+        rendering=rendering,
+        pods=pods,
+        workloads=workloads,
+        plan=plan,
+        system_namespace=system_namespace,
+        now=NOW,
+    )
+
+
+def condition(status: ModelDeploymentStatus, type_: str) -> tuple[str, str]:
+    for c in status.conditions or ():
+        if c.type == type_:
+            return c.status, c.reason
+    raise AssertionError(f"no {type_} condition")
+
+
+def message(status: ModelDeploymentStatus, type_: str) -> str:
+    return next(c.message for c in status.conditions or () if c.type == type_)
+
+
+# ---- QuotaReserved ------------------------------------------------------------------------
+
+Scenario = Callable[[list[ObservedPod]], tuple[list[ObservedPod], list[ObservedWorkload]]]
+
+
+def _no_pods(pods: list[ObservedPod]) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
+    return [], []
+
+
+def _terminating(pods: list[ObservedPod]) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
+    return [replace(p, terminating=True) for p in pods], []
+
+
+def _no_workloads(pods: list[ObservedPod]) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
+    return pods, []
+
+
+def _reserved(pods: list[ObservedPod]) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
+    return pods, workloads_of(pods)
+
+
+def _waiting(pods: list[ObservedPod]) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
+    wls = workloads_of(pods, quota_reserved=False, admitted=False, ever_admitted=False)
+    wls[0] = replace(
+        wls[0],
+        checks={"gpustack-model-deployment-joint": CheckState("Pending", "waiting for decode")},
+    )
+    return pods, wls
+
+
+def _preempted_in_part(
+    pods: list[ObservedPod],
+) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
+    wls = workloads_of(pods)
+    wls[0] = replace(wls[0], admitted=False, quota_reserved=False, preempted=True, evicted=True)
+    return pods, wls
+
+
+def _parked(pods: list[ObservedPod]) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
+    wls = workloads_of(pods, admitted=False, quota_reserved=False)
+    wls = [
+        replace(
+            w,
+            active=False,
+            checks={"gpustack-model-deployment-joint": CheckState("Pending", "parked")},
+        )
+        for w in wls
+    ]
+    return pods, wls
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected", "names"),
+    [
+        pytest.param(_no_pods, ("Unknown", "NoReplicas"), [], id="no-replicas"),
+        pytest.param(_terminating, ("Unknown", "AllReplicasTerminating"), ["2"], id="terminating"),
+        pytest.param(_no_workloads, ("Unknown", "AdmissionInFlight"), ["2"], id="in-flight"),
+        pytest.param(_reserved, ("True", "Reserved"), ["2 of 2", ENTRANCE], id="reserved"),
+        pytest.param(
+            _waiting,
+            ("False", "Pending"),
+            ["2 of 2", ENTRANCE, "waiting for decode", "replica 0"],
+            id="pending-with-check-message",
+        ),
+        pytest.param(_preempted_in_part, ("False", "PreemptedInPart"), ["1"], id="preempted"),
+        pytest.param(_parked, ("False", "Parked"), ["reactivate"], id="parked"),
+    ],
+)
+def test_quota_reserved(scenario: Scenario, expected: tuple[str, str], names: list[str]) -> None:
+    md = deployment()
+    rendering = rendered(md)
+    pods, workloads = scenario(pods_of(rendering))
+    status = compute(md, rendering, pods, workloads)
+    assert condition(status, st.QUOTA_RESERVED) == expected
+    for name in names:
+        assert name in message(status, st.QUOTA_RESERVED)
+
+
+def test_quota_reserved_pod_group_incomplete_names_have_want_role_and_queue() -> None:
+    md = deployment(role(replicas=1, size=2))
+    rendering = rendered(md)
+    pods = pods_of(rendering)[:1]
+    status = compute(md, rendering, pods, [])
+    assert condition(status, st.QUOTA_RESERVED) == ("False", "PodGroupIncomplete")
+    text = message(status, st.QUOTA_RESERVED)
+    assert "1 of 2" in text and "server" in text and ENTRANCE in text
+
+
+def test_quota_reserved_in_the_reserved_namespace() -> None:
+    md = deployment(namespace="gpustack-system")
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    status = compute(md, rendering, pods, [], system_namespace="gpustack-system")
+    assert condition(status, st.QUOTA_RESERVED) == ("False", "NoQueueInReservedNamespace")
+    assert rendering.local_queues == ()
+
+
+def test_quota_reserved_multi_role_names_the_waiting_roles() -> None:
+    md = deployment(role("prefill", kind="Prefill"), role("decode", kind="Decode"))
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    wls = workloads_of(pods)
+    wls = [
+        w
+        if "prefill" in next(iter(w.owner_pods))
+        else replace(w, quota_reserved=False, admitted=False)
+        for w in wls
+    ]
+    status = compute(md, rendering, pods, wls)
+    assert condition(status, st.QUOTA_RESERVED) == ("False", "Pending")
+    assert "roles decode" in message(status, st.QUOTA_RESERVED)
+
+
+# ---- ReplicasUpToDate ---------------------------------------------------------------------
+
+
+def _plan(*steps: RoleStep) -> Plan:
+    return Plan(
+        replacing={s.role: s.replacing for s in steps},
+        persist_first=False,
+        delete_pods=(),
+        delete_workloads=(),
+        create=(),
+        requeue=False,
+        roles=steps,
+    )
+
+
+def test_replicas_up_to_date_rows() -> None:
+    md = deployment()
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    workloads = workloads_of(pods)
+
+    status = compute(md, rendering, [], [])
+    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("Unknown", "RolloutNotObserved")
+
+    status = compute(md, rendering, pods, workloads)
+    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("True", "UpToDate")
+
+    old = [replace(pods[0], pod_spec_hash="stale"), pods[1]]
+    status = compute(md, rendering, old, workloads)
+    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
+    assert "1 replica" in message(status, st.REPLICAS_UP_TO_DATE)
+
+    held = _plan(RoleStep("server", None, outdated=1, held_by_cache=True))
+    status = compute(md, rendering, old, workloads, plan=held)
+    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutHeldByCache")
+
+    # The last outdated replica was deleted and is being recreated: still RolloutInProgress.
+    rolling = deployment(
+        status={
+            "conditions": [
+                {"type": "ReplicasUpToDate", "status": "False", "reason": "RolloutInProgress"}
+            ]
+        }
+    )
+    status = compute(rolling, rendering, pods[:1], workloads[:1])
+    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
+
+    # A replica of a role that already has a Workload is missing (a departure).
+    status = compute(md, rendering, pods[:1], workloads[:1])
+    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "ReplacementInProgress")
+    assert "replica(s) 1" in message(status, st.REPLICAS_UP_TO_DATE)
+
+
+def test_an_older_compatible_render_version_is_counted_not_outdated() -> None:
+    md = deployment()
+    rendering = rendered(md)
+    rendering = replace(rendering, render_version=2, floor=1)
+    pods = pods_of(rendering)
+    status = compute(md, rendering, pods, workloads_of(pods))
+    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("True", "UpToDate")
+    assert "older" in message(status, st.REPLICAS_UP_TO_DATE)
+
+
+def test_a_replica_below_the_floor_is_outdated() -> None:
+    md = deployment()
+    rendering = replace(rendered(md), render_version=2, floor=2)
+    pods = pods_of(rendering)
+    status = compute(md, rendering, pods, workloads_of(pods))
+    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
+
+
+# ---- RoleKindsReady, CacheAttached, KVEventsPublishing, RouterReady -----------------------
+
+
+def test_role_kinds_ready() -> None:
+    md = deployment(role("prefill", kind="Prefill"), role("decode", kind="Decode"))
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    not_ready = [replace(p, ready=False) if p.role == "decode" else p for p in pods]
+    status = compute(md, rendering, not_ready, workloads_of(pods))
+    assert condition(status, st.ROLE_KINDS_READY) == ("False", "KindsNotReady")
+    assert "decode" in message(status, st.ROLE_KINDS_READY)
+    assert status.role_summary == "1P0D"
+    status = compute(md, rendering, pods, workloads_of(pods))
+    assert condition(status, st.ROLE_KINDS_READY) == ("True", "AllKindsReady")
+    assert status.role_summary == "1P1D"
+
+
+@pytest.mark.parametrize(
+    ("cache", "command", "ready", "expected"),
+    [
+        pytest.param(False, None, True, ("True", "NotApplicable"), id="no-cache"),
+        pytest.param(True, ["/bin/launch"], True, ("Unknown", "Unmanaged"), id="take-over"),
+        pytest.param(True, None, False, ("Unknown", "NoReplicaReady"), id="none-ready"),
+        pytest.param(True, None, True, ("Unknown", "NoObservationAvailable"), id="no-source"),
+    ],
+)
+def test_cache_attached(
+    cache: bool, command: list[str] | None, ready: bool, expected: tuple[str, str]
+) -> None:
+    fields: dict[str, Any] = {"command": command} if command else {}
+    md = deployment(role(replicas=1, **fields), cache=cache)
+    rendering = rendered(md)
+    pods = pods_of(rendering, ready=ready)
+    status = compute(md, rendering, pods, workloads_of(pods))
+    assert condition(status, st.CACHE_ATTACHED) == expected
+    assert status.roles is not None and status.roles[0].unmanaged is bool(command)
+
+
+@pytest.mark.parametrize(
+    ("engine", "router", "roles", "expected"),
+    [
+        pytest.param("vLLM", None, None, ("True", "NotApplicable"), id="no-router"),
+        pytest.param("vLLM", "vllm-router", None, ("False", "NoRouter"), id="vllm-router"),
+        pytest.param("SGLang", "llm-d-router", None, ("False", "PublisherDisabled"), id="sglang"),
+        pytest.param("vLLM", "llm-d-router", None, ("True", "Publishing"), id="publishing"),
+        pytest.param(
+            "vLLM",
+            "llm-d-router",
+            [role(command=["/bin/serve"])],
+            ("Unknown", "RoleUnmanaged"),
+            id="taken-over",
+        ),
+    ],
+)
+def test_kv_events_publishing(
+    engine: str, router: str | None, roles: list[dict[str, Any]] | None, expected: tuple[str, str]
+) -> None:
+    md = deployment(*(roles or []), engine=engine, router=router)
+    rendering = rendered(md)
+    status = compute(md, rendering, [], [])
+    assert condition(status, st.KV_EVENTS_PUBLISHING) == expected
+    if router is None:
+        assert condition(status, st.ROUTER_READY) == ("True", "NotApplicable")
+        assert status.router is None
+    else:
+        assert condition(status, st.ROUTER_READY) == ("False", "NotRendered")
+        assert status.router is not None and status.router.name == router
+
+
+def test_router_status_publishes_kv_event_endpoints() -> None:
+    md = deployment(engine="vLLM", router="llm-d-router")
+    rendering = rendered(md)
+    status = compute(md, rendering, [], [])
+    assert status.router is not None and status.router.roles is not None
+    (r,) = status.router.roles
+    assert r.kv_events is not None
+    assert r.kv_events.endpoint == "tcp://qwen-server.team-a.svc:5557"
+    assert r.kv_events.replay_endpoint == "tcp://qwen-server.team-a.svc:5558"
+    assert r.kv_events.topic == "kv@"
+
+
+# ---- DomainRegistered ---------------------------------------------------------------------
+
+
+def _binding(**status: Any) -> dict[str, Any]:
+    b = copy.deepcopy(BINDING)
+    b["status"] = status
+    return b
+
+
+@pytest.mark.parametrize(
+    ("binding", "expected", "names"),
+    [
+        pytest.param(BINDING, ("True", "Registered"), ["team-a/cache"], id="registered"),
+        pytest.param(None, ("False", "BindingNotFound"), ["team-a/cache"], id="not-found"),
+        pytest.param(
+            _binding(phase="Provisioning", phaseMessage="allocating members"),
+            ("False", "BindingNotReady"),
+            ["Provisioning", "allocating members"],
+            id="provisioning",
+        ),
+        pytest.param(
+            _binding(), ("False", "BindingNotReady"), ["no phase is observed"], id="no-phase"
+        ),
+        pytest.param(
+            _binding(phase="Ready"), ("False", "BindingNotReady"), ["QuotaGranted"], id="no-grant"
+        ),
+    ],
+)
+def test_domain_registered(
+    binding: dict[str, Any] | None, expected: tuple[str, str], names: list[str]
+) -> None:
+    md = deployment(cache=True)
+    rendering = rendered(md, binding=binding)
+    status = compute(md, rendering, [], [])
+    assert condition(status, st.DOMAIN_REGISTERED) == expected
+    for name in names:
+        assert name in message(status, st.DOMAIN_REGISTERED)
+
+
+def test_domain_registered_not_applicable_and_deleting() -> None:
+    md = deployment()
+    assert st.domain_registered(md, None) == st.Verdict(
+        "True", "NotApplicable", "the deployment names no KV cache pool"
+    )
+    cached = deployment(cache=True)
+    verdict = st.domain_registered(cached, CacheResolution("cache", "BindingDeleting"))
+    assert (verdict.status, verdict.reason) == ("False", "BindingDeleting")
+
+
+def test_kv_cache_status_is_absent_until_resolved_then_kept() -> None:
+    md = deployment(cache=True)
+    assert compute(md, rendered(md, binding=None), [], []).kv_cache is None
+    status = compute(md, rendered(md), [], [])
+    assert status.kv_cache is not None
+    assert status.kv_cache.binding == "cache" and status.kv_cache.pool == "pool"
+    assert status.kv_cache.domain is not None and status.kv_cache.domain.name == "default"
+    resolved = deployment(cache=True, status=st.status_to_json(status))
+    kept = compute(resolved, rendered(resolved, binding=None), [], [])
+    assert kept.kv_cache == status.kv_cache
+    assert st.cache_hold(resolved, rendered(resolved, binding=None).cache)
+    assert not st.cache_hold(resolved, rendered(resolved).cache)
+    assert not st.cache_hold(md, rendered(md, binding=None).cache)
+
+
+# ---- times, generation ------------------------------------------------------------------
+
+
+def test_last_transition_time_moves_only_when_status_changes() -> None:
+    md = deployment(
+        status={
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "Unknown",
+                    "reason": "AdmissionInFlight",
+                    "lastTransitionTime": EARLIER,
+                },
+                {
+                    "type": "RouterReady",
+                    "status": "False",
+                    "reason": "NotRendered",
+                    "lastTransitionTime": EARLIER,
+                },
+            ]
+        }
+    )
+    rendering = rendered(md)
+    status = compute(md, rendering, [], [])  # QuotaReserved: Unknown NoReplicas
+    times = {c.type: c.last_transition_time for c in status.conditions or ()}
+    assert times["QuotaReserved"] == EARLIER  # same status, new reason
+    assert times["RouterReady"] == NOW  # False → True
+    assert all(c.observed_generation == 3 for c in status.conditions or ())
+    assert [c.type for c in status.conditions or ()] == list(st.CONDITION_TYPES)
+
+
+# ---- phase, summary, endpoint, roles ----------------------------------------------------
+
+
+def test_phase_ready_degraded_starting() -> None:
+    md = deployment()
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    workloads = workloads_of(pods)
+    status = compute(md, rendering, pods, workloads)
+    assert (status.phase, status.phase_message) == ("Ready", "")
+    status = compute(md, rendering, [pods[0], replace(pods[1], ready=False)], workloads)
+    assert (status.phase, status.phase_message) == ("Degraded", "1 of 2 replicas ready")
+    status = compute(md, rendering, [], [])
+    assert status.phase == "Starting"
+    assert status.phase_message == message(status, st.QUOTA_RESERVED)
+
+
+def test_phase_message_notes_an_eviction() -> None:
+    md = deployment()
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    evicted = [replace(pods[0], phase="Failed", reason="Evicted", ready=False), pods[1]]
+    status = compute(md, rendering, evicted, workloads_of(pods))
+    assert status.phase == "Degraded"
+    assert status.phase_message is not None and "evicted" in status.phase_message
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param({}, "http://qwen.team-a.svc:8000", id="default"),
+        pytest.param({"ports": [{"port": 9000}]}, "http://qwen.team-a.svc:9000", id="port"),
+        pytest.param(
+            {"extraArgs": ["--ssl-certfile", "/tls/crt"]},
+            "https://qwen.team-a.svc:8000",
+            id="https",
+        ),
+    ],
+)
+def test_endpoint(fields: dict[str, Any], expected: str) -> None:
+    md = deployment(role(**fields))
+    assert compute(md, rendered(md), [], []).endpoint == expected
+
+
+def test_role_statuses() -> None:
+    md = deployment(role(replicas=3))
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    workloads = workloads_of(pods)
+    workloads[0] = replace(workloads[0], flavors={"server": ("a10g-spot", "a10g")})
+    workloads[1] = replace(workloads[1], flavors={"server": ("a10g",), "other": ("x",)})
+    workloads[2] = replace(workloads[2], quota_reserved=False, admitted=False)
+    plan = _plan(RoleStep("server", 2))
+    status = compute(md, rendering, pods, workloads, plan=plan)
+    assert status.roles is not None
+    (rs,) = status.roles
+    assert (rs.name, rs.kind, rs.desired, rs.ready, rs.quota_reserved) == (
+        "server",
+        "Server",
+        3,
+        3,
+        2,
+    )
+    assert rs.assigned_flavors == ["a10g", "a10g-spot"]
+    assert rs.replacing == 2
+    assert rs.unmanaged is False
+    assert status.role_summary == "3S"
+    assert status.observed_generation == 3
+
+
+def test_role_parallelism_from_the_parser() -> None:
+    md = deployment(role(extraArgs=["--tensor-parallel-size", "2"], resources={"accelerator": 2}))
+    status = compute(md, rendered(md), [], [])
+    assert status.roles is not None
+    (rs,) = status.roles
+    assert rs.parallelism is not None and rs.parallelism.declared is not None
+    assert rs.parallelism.declared.tensor_parallel == 2
+    assert rs.parallelism.source is not None and rs.parallelism.source.kind == "ExtraArgs"
+
+
+def test_wire_form_is_camel_case_and_round_trips() -> None:
+    md = deployment()
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    data = st.status_to_json(compute(md, rendering, pods, workloads_of(pods)))
+    assert {"phase", "conditions", "endpoint", "roles", "roleSummary"} <= set(data)
+    assert "lastTransitionTime" in data["conditions"][0]
+    again = deployment(status=data)
+    assert again.status is not None and st.status_to_json(again.status) == data
+
+
+def test_deleting_status_keeps_everything_but_the_phase() -> None:
+    md = deployment()
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    before = compute(md, rendering, pods, workloads_of(pods))
+    stored = deployment(status=st.status_to_json(before))
+    after = st.deleting_status(stored, remaining=2, now=NOW)
+    assert after.phase == "Deleting" and "2" in (after.phase_message or "")
+    assert after.conditions == before.conditions
+
+
+def test_with_replacing_sets_only_the_memory() -> None:
+    md = deployment(role("prefill", kind="Prefill"), role("decode", kind="Decode"))
+    out = st.with_replacing(md, {"prefill": 1, "decode": None})
+    assert [(r.name, r.replacing) for r in out.roles or ()] == [("prefill", 1), ("decode", None)]

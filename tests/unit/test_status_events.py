@@ -1,0 +1,69 @@
+"""Departure and render events on the ModelDeployment (controller.md §16, D24)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpustack_render.errors import RenderError
+from gpustack_render.events import (
+    REPLICA_EVICTED,
+    REPLICA_LEAVING,
+    REPLICA_RESTARTED,
+    dedup_key,
+    departure_events,
+    render_failed,
+)
+from gpustack_render.observed import ObservedPod
+
+BASE = ObservedPod(name="qwen-server-x1", uid="u", role="server", ordinal=1, phase="Running")
+
+
+@pytest.mark.parametrize(
+    ("pod", "reasons"),
+    [
+        pytest.param(BASE, [], id="healthy"),
+        pytest.param(
+            replace(BASE, phase="Failed", reason="Evicted"), [REPLICA_EVICTED], id="evicted"
+        ),
+        pytest.param(replace(BASE, terminating=True), [REPLICA_LEAVING], id="leaving"),
+        pytest.param(replace(BASE, restarts=3), [REPLICA_RESTARTED], id="restarted"),
+        pytest.param(
+            replace(BASE, terminating=True, restarts=1),
+            [REPLICA_LEAVING, REPLICA_RESTARTED],
+            id="both",
+        ),
+        pytest.param(replace(BASE, terminating=True, owned=False), [], id="not-ours"),
+    ],
+)
+def test_departure_events(pod: ObservedPod, reasons: list[str]) -> None:
+    events = departure_events([pod])
+    assert [e.reason for e in events] == reasons
+    for event in events:
+        assert event.type == "Warning"
+        assert event.pod == pod.name
+        assert pod.name in event.message
+        assert "30 s" in event.message and "kv_lease_duration" in event.message
+    if pod.restarts:
+        assert f"{pod.restarts} container restart" in events[-1].message
+
+
+def test_evicted_and_leaving_name_the_lost_blocks() -> None:
+    (event,) = departure_events([replace(BASE, phase="Failed", reason="Evicted")])
+    assert "cached blocks are lost to its siblings" in event.message
+    assert "role server, replica 1" in event.message
+
+
+def test_render_failed_carries_the_renderer_message() -> None:
+    event = render_failed(RenderError("role 'server': InstanceType 'x' publishes no entrance"))
+    assert event.reason == "RenderFailed"
+    assert event.message == "role 'server': InstanceType 'x' publishes no entrance"
+    assert event.pod is None
+
+
+def test_dedup_key_is_object_reason_message() -> None:
+    a = departure_events([replace(BASE, terminating=True)])[0]
+    b = departure_events([replace(BASE, terminating=True, uid="other")])[0]
+    assert dedup_key(a, namespace="ns", name="qwen") == dedup_key(b, namespace="ns", name="qwen")
+    assert dedup_key(a, namespace="ns", name="qwen") != dedup_key(a, namespace="ns", name="x")
