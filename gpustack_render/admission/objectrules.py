@@ -312,12 +312,12 @@ def validate_service_collisions(ctx: Context) -> ErrorList:
     if ctx.router is not None:
         claims.setdefault(router_service_name(ctx.name), "the router's Service")
     for i, role in enumerate(ctx.md.spec.roles):
-        mine = [(role_service_name(ctx.name, role.name), f"role {role.name!r}'s Service")]
+        mine = [(role_service_name(ctx.name, role.name), f"the Service of role {role.name!r}")]
         if role.size > 1:
             mine.extend(
                 (
                     instance_name(ctx.name, role.name, o),
-                    f"role {role.name!r}'s instance {o} Service",
+                    f"the instance {o} Service of role {role.name!r}",
                 )
                 for o in range(role.replicas)
             )
@@ -501,9 +501,10 @@ def validate_object(ctx: Context, *, existing: frozenset[str]) -> ErrorList:
     out.extend(validate_pool_ref(ctx))
     out.extend(validate_role_count(ctx))
     out.extend(validate_unique_names(ctx))
-    out.extend(validate_service_names(ctx, existing=existing))
-    out.extend(validate_service_collisions(ctx))
-    out.extend(validate_member_names(ctx))
+    if ctx.name:  # names derive from the deployment's; a nameless object has none to judge
+        out.extend(validate_service_names(ctx, existing=existing))
+        out.extend(validate_service_collisions(ctx))
+        out.extend(validate_member_names(ctx))
     out.extend(validate_kinds(ctx))
     out.extend(validate_topology(ctx))
     out.extend(validate_router(ctx))
