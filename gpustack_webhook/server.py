@@ -11,9 +11,12 @@ Four webhooks, each a ``POST`` of an ``admission.k8s.io/v1`` AdmissionReview (pa
 plus ``GET /healthz``, ``/readyz`` and ``/metrics``. Every rule lives in the library; this module
 only routes, bounds and reports. A body that is not a v1 AdmissionReview for the webhook's kind is
 answered ``400`` (the API server then applies the webhook's failure policy); a body over the limit
-``413``. A review whose inputs cannot be read, or that the library fails on, is answered
-``allowed: false`` with an ``InternalError`` (500) status and logged: never a verdict on the
-object.
+``413``. Objects are read live while the library runs (:mod:`gpustack_webhook.lookups`); a read
+that fails is raised to the library where it asked, which reports it as the specification says
+(an ``InternalError`` cause on a ModelDeployment; a refusal naming the error on a Pod, rules
+B4/P2/P8). Settings that cannot be read, a failure that escapes the library, or a library crash
+are answered ``allowed: false`` with an ``InternalError`` (500) status and logged: never a
+verdict on the object.
 """
 
 from __future__ import annotations

@@ -297,6 +297,37 @@ def test_the_shipped_rbac_is_exactly_enough(
             assert "gpustack-settings" in status["message"]
             assert "403" in status["message"]
 
+            # Settings readable (the Role), the input kinds not yet (the ClusterRole): a failed
+            # read is reported where the rule asked, never as a verdict on the object.
+            namespaced = [o for o in identity if o["kind"] in ("Role", "RoleBinding")]
+            for obj in namespaced:
+                apply(cp, obj, dry_run=False)
+            deadline = time.monotonic() + SETTLE_SECONDS
+            while True:
+                with pytest.raises(APIError) as info:
+                    _create_md(cp, deployment(f"md-{scope}", namespace, instance_type))
+                status = json.loads(info.value.body)
+                if "gpustack-settings" not in status["message"]:
+                    break
+                assert time.monotonic() < deadline, status
+                time.sleep(0.2)
+            assert status["code"] == 500, status
+            assert status["reason"] == "InternalError"
+            assert [(c["field"], c["reason"]) for c in status["details"]["causes"]] == [
+                ("spec.roles[0].instanceType", "InternalError")
+            ]
+            assert "403" in status["message"]
+            with pytest.raises(APIError) as info:
+                cp.request(
+                    "POST",
+                    f"/api/v1/namespaces/{namespace}/pods",
+                    labelled_pod(f"pod-{scope}", binding),
+                )
+            status = json.loads(info.value.body)
+            # kv-injection.md B4: the Pod is refused naming the Binding and the read error.
+            assert status["code"] == 403, status
+            assert binding in status["message"] and "403" in status["message"]
+
             for obj in identity:
                 apply(cp, obj, dry_run=False)
 
