@@ -39,7 +39,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cert-file", required=True, type=Path, help="PEM serving certificate chain")
     p.add_argument("--key-file", required=True, type=Path, help="PEM private key")
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument(
+        "--host", default="", help="address to listen on (default: every address, IPv4 and IPv6)"
+    )
     p.add_argument("--port", type=int, default=9443, help="HTTPS port (default 9443)")
     p.add_argument(
         "--probe-port",

@@ -229,6 +229,8 @@ class LiveSources:
             return cached[1]
         if self._settings_read is None or self._settings_read.done():
             self._settings_read = asyncio.ensure_future(self._read_settings())
+            # Every waiter may have given up (its review's budget) before a failure arrives.
+            self._settings_read.add_done_callback(_consume)
         # Shield: one waiting review that is cancelled must not cancel the others' read.
         return await asyncio.shield(self._settings_read)
 
@@ -261,3 +263,9 @@ class LiveSources:
         settings = replace(settings, system_namespace=self.namespace)
         self._settings = (started, settings)
         return settings
+
+
+def _consume(future: asyncio.Future[Settings]) -> None:
+    """Mark a shared read's failure as seen (its waiters report it themselves)."""
+    if not future.cancelled():
+        future.exception()

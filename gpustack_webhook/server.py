@@ -388,7 +388,8 @@ class WebhookServer:
         probe_host: str | None = None,
         probe_port: int | None = None,
     ) -> None:
-        """Listen for reviews on ``host:port`` (TLS); optionally probes on plain HTTP."""
+        """Listen for reviews on ``host:port`` (TLS; an empty host is every address);
+        optionally probes and metrics on plain HTTP."""
         self.port = await self._listen(self.app(), host, port, ssl_context)
         if probe_port is not None:
             self.probe_port = await self._listen(
@@ -404,7 +405,7 @@ class WebhookServer:
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout)
         await runner.setup()
         self._runners.append(runner)
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        site = web.TCPSite(runner, host or None, port, ssl_context=ssl_context)
         await site.start()
         bound: Iterable[Any] = runner.addresses
         return int(next(iter(bound))[1])
