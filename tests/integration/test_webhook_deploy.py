@@ -1,7 +1,8 @@
 """deploy/: the API server accepts every manifest, and the shipped RBAC is exactly enough.
 
-* Every object of ``kubectl kustomize deploy/webhook`` and ``deploy/crds`` passes a server-side
-  dry run (``dryRun=All``, strict field validation) and nothing is persisted.
+* Every object of ``kubectl kustomize deploy/<dir>`` (every kustomization under deploy/, the CRDs
+  and the webhook among them) passes a server-side dry run (``dryRun=All``, strict field
+  validation), and nothing is persisted.
 * The ServiceAccount, ClusterRole, Role and bindings, applied for real, allow ``get`` on the four
   input kinds and on the Settings ConfigMap, and nothing more (SubjectAccessReview).
 * The server, authenticated as that ServiceAccount (a TokenRequest token), answers reviews that
@@ -46,45 +47,6 @@ SYSTEM_NAMESPACE = "gpustack-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{SYSTEM_NAMESPACE}:gpustack-webhook"
 FIELD_MANAGER = "gpustack-deploy-test"
 
-#: (apiVersion, kind) → (REST prefix, plural, namespaced) for every kind deploy/ ships.
-RESOURCES: dict[tuple[str, str], tuple[str, str, bool]] = {
-    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
-    ("v1", "Service"): ("/api/v1", "services", True),
-    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments", True),
-    ("policy/v1", "PodDisruptionBudget"): ("/apis/policy/v1", "poddisruptionbudgets", True),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"): (
-        "/apis/rbac.authorization.k8s.io/v1",
-        "clusterroles",
-        False,
-    ),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): (
-        "/apis/rbac.authorization.k8s.io/v1",
-        "clusterrolebindings",
-        False,
-    ),
-    ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
-        "/apis/rbac.authorization.k8s.io/v1",
-        "rolebindings",
-        True,
-    ),
-    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): (
-        "/apis/admissionregistration.k8s.io/v1",
-        "mutatingwebhookconfigurations",
-        False,
-    ),
-    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"): (
-        "/apis/admissionregistration.k8s.io/v1",
-        "validatingwebhookconfigurations",
-        False,
-    ),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): (
-        "/apis/apiextensions.k8s.io/v1",
-        "customresourcedefinitions",
-        False,
-    ),
-}
-
 
 def kustomize(directory: Path) -> list[dict[str, Any]]:
     """The objects ``kubectl kustomize`` builds from ``directory``.
@@ -108,11 +70,25 @@ def kustomize(directory: Path) -> list[dict[str, Any]]:
     ]
 
 
-def rest_path(obj: dict[str, Any]) -> str:
-    prefix, plural, namespaced = RESOURCES[(obj["apiVersion"], obj["kind"])]
+_DISCOVERY: dict[str, dict[str, tuple[str, bool]]] = {}
+
+
+def rest_path(cp: ControlPlane, obj: dict[str, Any]) -> str:
+    """The object's REST path, from the API server's discovery (so any kind deploy/ ships)."""
+    api_version = obj["apiVersion"]
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    if api_version not in _DISCOVERY:
+        _, listing = cp.request("GET", prefix)
+        _DISCOVERY[api_version] = {
+            r["kind"]: (r["name"], bool(r["namespaced"]))
+            for r in listing["resources"]
+            if "/" not in r["name"]
+        }
+    plural, namespaced = _DISCOVERY[api_version][obj["kind"]]
     name = obj["metadata"]["name"]
     if namespaced:
-        return f"{prefix}/namespaces/{obj['metadata']['namespace']}/{plural}/{name}"
+        namespace = obj["metadata"].get("namespace") or "default"
+        return f"{prefix}/namespaces/{namespace}/{plural}/{name}"
     return f"{prefix}/{plural}/{name}"
 
 
@@ -121,7 +97,7 @@ def apply(cp: ControlPlane, obj: dict[str, Any], *, dry_run: bool) -> dict[str, 
     if dry_run:
         query["dryRun"] = "All"
     _, stored = cp.request(
-        "PATCH", rest_path(obj), obj, query=query, content_type="application/apply-patch+yaml"
+        "PATCH", rest_path(cp, obj), obj, query=query, content_type="application/apply-patch+yaml"
     )
     assert isinstance(stored, dict)
     return stored
@@ -129,7 +105,7 @@ def apply(cp: ControlPlane, obj: dict[str, Any], *, dry_run: bool) -> dict[str, 
 
 def delete(cp: ControlPlane, obj: dict[str, Any]) -> None:
     try:
-        cp.request("DELETE", rest_path(obj))
+        cp.request("DELETE", rest_path(cp, obj))
     except APIError as exc:
         if exc.status != 404:
             raise
@@ -144,7 +120,11 @@ def system_namespace(control_plane: ControlPlane) -> str:
 def test_every_manifest_passes_a_server_side_dry_run(
     control_plane: ControlPlane, system_namespace: str
 ) -> None:
-    objects = [*kustomize(DEPLOY / "crds"), *kustomize(DEPLOY / "webhook")]
+    directories = sorted(p.parent for p in DEPLOY.glob("*/kustomization.yaml"))
+    assert {DEPLOY / "crds", DEPLOY / "webhook"} <= set(directories)
+    objects = [o for directory in directories for o in kustomize(directory)]
+    # CRDs first, then Namespaces: what the other objects need to exist.
+    objects.sort(key=lambda o: {"CustomResourceDefinition": 0, "Namespace": 1}.get(o["kind"], 2))
     kinds = {o["kind"] for o in objects}
     assert {
         "CustomResourceDefinition",
@@ -171,7 +151,7 @@ def test_every_manifest_passes_a_server_side_dry_run(
     # A dry run persists nothing.
     deployment_obj = next(o for o in objects if o["kind"] == "Deployment")
     with pytest.raises(APIError) as info:
-        control_plane.request("GET", rest_path(deployment_obj))
+        control_plane.request("GET", rest_path(control_plane, deployment_obj))
     assert info.value.status == 404
 
 
