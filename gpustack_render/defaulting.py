@@ -11,7 +11,6 @@ Both functions are pure: the input is never modified, a new object is returned.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -43,15 +42,19 @@ def default_accelerators(
     ``NotFound`` at ``spec.roles[i].instanceType``; a failed read → ``InternalError`` there;
     not acceleratable → left unset; else ``resources.accelerator`` becomes ``"1"``. An object
     being deleted is returned unchanged. Never raises; odd shapes are left alone.
+
+    The input is never modified: the result is a new top-level object whose changed parts are
+    copied on write (unchanged subtrees are shared with the input).
     """
-    out: dict[str, Any] = copy.deepcopy(dict(data))
+    out: dict[str, Any] = dict(data)
     errs = ErrorList()
     if is_deleting(out):
         return out, errs
     spec = out.get("spec")
     roles = spec.get("roles") if isinstance(spec, dict) else None
-    if not isinstance(roles, list):
+    if not isinstance(spec, dict) or not isinstance(roles, list):
         return out, errs
+    new_roles: list[Any] | None = None
     for i, role in enumerate(roles):
         if not isinstance(role, dict):
             continue
@@ -91,7 +94,11 @@ def default_accelerators(
             continue
         new_resources = dict(resources) if isinstance(resources, dict) else {}
         new_resources["accelerator"] = ACCELERATOR_DEFAULT
-        role["resources"] = new_resources
+        if new_roles is None:
+            new_roles = list(roles)
+        new_roles[i] = {**role, "resources": new_resources}
+    if new_roles is not None:
+        out["spec"] = {**spec, "roles": new_roles}
     return out, errs
 
 

@@ -19,16 +19,18 @@ Pod injection webhook (kv-injection.md §8):
    unique-prefix abbreviation (D22). A longer flag of the same stem never matches.
 
 Engines are the internal names of :mod:`gpustack_render.owned` (``vllm``, ``vllm-ascend``,
-``sglang``). Nothing here raises on odd input.
+``sglang``). Nothing here raises on odd input. Resolutions are pure and memoised (bounded LRU),
+since one review asks about the same tokens many times.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
-from gpustack_render.owned import SGLANG, VLLM, VLLM_ASCEND, is_vllm_family, known_flags
+from gpustack_render.owned import SGLANG, VLLM, VLLM_ASCEND, VLLM_FAMILY, known_flags
 
 #: A token argparse reads as a negative number (a value, not an option): ``-3``, ``-.5``, ``-1.5``.
 NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -66,11 +68,13 @@ def is_value_token(token: str) -> bool:
 
 def flag_name(token: str, engine: str) -> str | None:
     """Steps 1–3: the long-flag name ``engine`` reads ``token`` as, or ``None`` for no flag."""
-    name = token.split("=", 1)[0]
-    if is_vllm_family(engine) and name.startswith("--"):
-        head = name[2:].split(".", 1)[0]
-        name = "--" + head.replace("_", "-")
-    if not name.startswith("--") or len(name) <= 2:
+    if not token.startswith("--"):
+        return None
+    name = token.partition("=")[0]
+    if engine in VLLM_FAMILY:
+        head = name[2:].partition(".")[0]
+        name = "--" + (head.replace("_", "-") if "_" in head else head)
+    if len(name) <= 2:
         return None
     return name
 
@@ -86,18 +90,25 @@ def resolves_to(
 
     ``exclude`` replaces the step-5 set (default: ``owned.known_flags(engine)``).
     """
+    if not token.startswith("--"):
+        return None
+    return _resolve(token, tuple(keys), engine, None if exclude is None else frozenset(exclude))
+
+
+@lru_cache(maxsize=8192)
+def _resolve(
+    token: str, keys: tuple[str, ...], engine: str, exclude: frozenset[str] | None
+) -> str | None:
     name = flag_name(token, engine)
     if name is None:
         return None
     if name in keys:
         return name
-    others = known_flags(engine) if exclude is None else tuple(exclude)
-    if name in others:
+    match = next((key for key in keys if key.startswith(name)), None)
+    if match is None:
         return None
-    for key in keys:
-        if key.startswith(name):
-            return key
-    return None
+    others = known_flags(engine) if exclude is None else exclude
+    return None if name in others else match
 
 
 def find_flag(
@@ -112,13 +123,20 @@ def find_flag(
     The last hit is the one argparse keeps. Every token is judged, value tokens included (a
     value never starts with ``--`` in a line the engine accepts).
     """
-    excluded = None if exclude is None else tuple(exclude)
+    if not argv:
+        return []
+    excluded = None if exclude is None else frozenset(exclude)
+    return list(_find(tuple(argv), canonical, engine, excluded))
+
+
+@lru_cache(maxsize=4096)
+def _find(
+    argv: tuple[str, ...], canonical: str, engine: str, exclude: frozenset[str] | None
+) -> tuple[FlagHit, ...]:
     keys = (canonical,)
     hits: list[FlagHit] = []
     for i, token in enumerate(argv):
-        if not token.startswith("--"):
-            continue
-        if resolves_to(token, keys, engine, exclude=excluded) is None:
+        if not token.startswith("--") or _resolve(token, keys, engine, exclude) is None:
             continue
         if "=" in token:
             value: str | None = token.split("=", 1)[1]
@@ -127,7 +145,7 @@ def find_flag(
         else:
             value = None
         hits.append(FlagHit(i, value))
-    return hits
+    return tuple(hits)
 
 
 def has_flag(argv: Sequence[str], canonical: str, engine: str) -> bool:

@@ -209,10 +209,18 @@ def owned_env(engine: str) -> tuple[str, ...]:
     return REPLICA_ENV
 
 
-def known_flags(engine: str) -> tuple[str, ...]:
+def known_flags(engine: str) -> frozenset[str]:
     """Every flag this module names for ``engine``: owned, conditional and filled.
 
     Flag resolution (``flags.resolves_to``) uses it for step 5 of admission.md §13: a name that
     is exactly one of these flags is that flag, never an abbreviation of another.
     """
-    return (*owned_args(engine), KV_CACHE_DTYPE_FLAG, *FILLED_FLAGS)
+    known = _KNOWN.get(engine)
+    if known is None:
+        known = _KNOWN[engine] = frozenset(
+            (*owned_args(engine), KV_CACHE_DTYPE_FLAG, *FILLED_FLAGS)
+        )
+    return known
+
+
+_KNOWN: dict[str, frozenset[str]] = {}

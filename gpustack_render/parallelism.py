@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Final, Literal
 
 from gpustack_render.flags import is_value_token
@@ -344,15 +345,25 @@ def parse_parallelism(
 
     ``argv`` is the role's ``command`` when non-empty, else its ``extraArgs``; ``env`` is the
     role's ``env`` as (name, value) pairs. The first problem makes the result unreadable (the
-    engine stops there too); degrees are then the defaults.
+    engine stops there too); degrees are then the defaults. Results are immutable and memoised.
     """
+    dp_env = tuple((name, value) for name, value in env if name == VLLM_DP_SIZE_ENV)
+    return _parse(tuple(argv or ()), engine, dp_env, source)
+
+
+@lru_cache(maxsize=2048)
+def _parse(
+    tokens: tuple[str, ...],
+    engine: str,
+    env: tuple[tuple[str, str | None], ...],
+    source: Source,
+) -> Parallelism:
     vllm = is_vllm_family(engine)
     table = _TABLES["vllm" if vllm else "sglang"]
     values: dict[str, int] = {}
     declared: list[str] = []
     modes: set[str] = set()
     wiring: dict[str, str | None] = {}
-    tokens = list(argv or ())
 
     def fail(flag: str, token: str, problem: str) -> Parallelism:
         return Parallelism(

@@ -116,6 +116,29 @@ def validate_model_deployment(
     return out
 
 
+def mutation_patch(original: dict[str, Any], mutated: dict[str, Any]) -> list[dict[str, Any]]:
+    """``jsonpatch.make_patch(original, mutated)`` as a list (D18).
+
+    The mutation only ever touches ``spec.roles``, so the diff is taken over that subtree alone,
+    kept at its place in the document (paths are unchanged); no mutation, no patch.
+    """
+    if mutated == original:
+        return []
+    spec, new_spec = original.get("spec"), mutated.get("spec")
+    if (
+        isinstance(spec, dict)
+        and isinstance(new_spec, dict)
+        and {k: v for k, v in original.items() if k != "spec"}
+        == {k: v for k, v in mutated.items() if k != "spec"}
+        and {k: v for k, v in spec.items() if k != "roles"}
+        == {k: v for k, v in new_spec.items() if k != "roles"}
+    ):
+        original = {"spec": {"roles": spec.get("roles")}}
+        mutated = {"spec": {"roles": new_spec.get("roles")}}
+    patch: list[dict[str, Any]] = jsonpatch.make_patch(original, mutated).patch
+    return patch
+
+
 def _name_of(obj: Any, request: AdmissionRequest) -> str:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     name = meta.get("name") if isinstance(meta, dict) else None
@@ -171,8 +194,9 @@ def review_deployment(
         name=request.name,
         namespace=request.namespace,
     )
-    patch = jsonpatch.make_patch(original, mutated).patch
-    return Verdict.from_errors(errs, group_kind=GROUP_KIND, name=name, patch=patch)
+    return Verdict.from_errors(
+        errs, group_kind=GROUP_KIND, name=name, patch=mutation_patch(original, mutated)
+    )
 
 
 def mutate_deployment(
@@ -189,7 +213,7 @@ def mutate_deployment(
     mutated, errs = default_accelerators(obj, lookups=memoised(lookups))
     if errs:
         return _refuse(errs, _name_of(obj, request))
-    return Verdict.allow(patch=jsonpatch.make_patch(obj, mutated).patch)
+    return Verdict.allow(patch=mutation_patch(obj, mutated))
 
 
 def validate_deployment(
