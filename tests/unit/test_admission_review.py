@@ -126,22 +126,7 @@ def test_lookups_are_memoised_per_request() -> None:
     assert reads == ["instance_type"]
 
 
-#: Examples today's rules refuse, with the rule; strict, so a fixed example fails here until its
-#: entry is removed.
-KNOWN_REFUSED = {
-    "size-2": "R3: --tensor-parallel-size=8 x --pipeline-parallel-size=2 is a width of 16 per "
-    "member on 8 cards; the width is per member, so size 2 does not rescue it (admission.md "
-    "§14.3) unless a wiring flag such as --nnodes is present",
-}
-
-
-def _example(path: Path) -> Any:
-    reason = KNOWN_REFUSED.get(path.stem)
-    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-    return pytest.param(path, id=path.stem, marks=marks)
-
-
-@pytest.mark.parametrize("example", [_example(p) for p in EXAMPLES])
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_every_example_is_admitted(example: Path) -> None:
     verdict, _ = cli.admit_review([str(example)])
     assert verdict.allowed, [e.message() for e in verdict.errors]
