@@ -4,6 +4,11 @@ A pure library: no network, environment, clock, randomness or logging. The comma
 (``gpustack-render``), the controller and the webhook server are thin shells over it.
 """
 
+from gpustack_render.admission import (
+    mutate_deployment,
+    review_deployment,
+    validate_deployment,
+)
 from gpustack_render.api import (
     InstanceType,
     KVCacheBackend,
@@ -22,17 +27,30 @@ from gpustack_render.errors import (
     Verdict,
     VerdictKind,
 )
+from gpustack_render.hashing import (
+    CURRENT_RENDER_VERSION,
+    MIN_SUPPORTED_RENDER_VERSION,
+    effective_floor,
+    is_outdated,
+    pod_render_version,
+)
+from gpustack_render.injection import InjectionRecord, freeze_pod, inject_pod, review_pod
 from gpustack_render.lookups import LookupFailed, Lookups, StaticLookups
+from gpustack_render.naming import group_name
 from gpustack_render.paths import FieldPath
+from gpustack_render.render import Rendering, RoleRendering, SeatRendering, render
 from gpustack_render.review import AdmissionRequest
 from gpustack_render.settings import Settings, settings_from_data
 
 __all__ = [
+    "CURRENT_RENDER_VERSION",
+    "MIN_SUPPORTED_RENDER_VERSION",
     "AdmissionRequest",
     "ErrorList",
     "ErrorType",
     "FieldError",
     "FieldPath",
+    "InjectionRecord",
     "InstanceType",
     "KVCacheBackend",
     "KVCachePool",
@@ -42,6 +60,9 @@ __all__ = [
     "ModelArtifact",
     "ModelDeployment",
     "RenderError",
+    "Rendering",
+    "RoleRendering",
+    "SeatRendering",
     "Settings",
     "StaticLookups",
     "Verdict",
@@ -49,5 +70,16 @@ __all__ = [
     "all_crds",
     "decode_deployment",
     "decode_model",
+    "effective_floor",
+    "freeze_pod",
+    "group_name",
+    "inject_pod",
+    "is_outdated",
+    "mutate_deployment",
+    "pod_render_version",
+    "render",
+    "review_deployment",
+    "review_pod",
     "settings_from_data",
+    "validate_deployment",
 ]

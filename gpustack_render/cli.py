@@ -14,10 +14,13 @@ from typing import Any, NoReturn, TextIO, cast
 import jsonpatch
 
 from gpustack_render import yamlio
+from gpustack_render.admission import review_deployment
 from gpustack_render.crd import all_crds
 from gpustack_render.decoding import decode_deployment
 from gpustack_render.documents import Bundle, read_bundle
 from gpustack_render.errors import RenderError, Verdict
+from gpustack_render.injection import review_pod
+from gpustack_render.render import render
 from gpustack_render.review import AdmissionRequest, Operation
 from gpustack_render.yamlio import DocumentError
 
@@ -91,12 +94,6 @@ def _emit_one(obj: dict[str, Any], fmt: str, out: TextIO) -> None:
     out.write(yamlio.dump_json(obj) if fmt == "json" else yamlio.dump_yaml_one(obj))
 
 
-def _later(verb: str) -> NoReturn:
-    raise UsageError(
-        f"{verb}: not available in this build yet (its logic arrives with a later issue)"
-    )
-
-
 def cmd_crds(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _emit(all_crds(), args.output, out)
     return EXIT_OK
@@ -110,12 +107,6 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(
             f"render: takes exactly one ModelDeployment; found {len(bundle.deployments)}"
         )
-    try:
-        from gpustack_render.render import (  # type: ignore[import-not-found,unused-ignore]
-            render,
-        )
-    except ImportError:
-        _later("render")
     md, errs = decode_deployment(bundle.deployments[0])
     if md is None:
         for e in errs:
@@ -184,12 +175,6 @@ def admit_review(
     op = _operation(operation, old)
     if not bundle.deployments and op != "DELETE":
         raise UsageError("admit: no ModelDeployment in " + ", ".join(files))
-    try:
-        from gpustack_render.admission import (  # type: ignore[import-not-found,unused-ignore]
-            review_deployment,
-        )
-    except ImportError:
-        _later("admit")
     obj = bundle.deployments[0] if bundle.deployments else None
     meta = (obj or old or {}).get("metadata") or {}
     ns = str(meta.get("namespace") or "default")
@@ -225,12 +210,6 @@ def inject_review(
     op = _operation(operation, old)
     if op not in ("CREATE", "UPDATE"):
         raise UsageError(f"inject: --operation {op} is not a Pod webhook operation")
-    try:
-        from gpustack_render.injection import (  # type: ignore[import-not-found,unused-ignore]
-            review_pod,
-        )
-    except ImportError:
-        _later("inject")
     pod = bundle.pods[0]
     meta = pod.get("metadata") or {}
     ns = str(meta.get("namespace") or "default")
