@@ -1,1 +1,6 @@
-"""gpustack_controller: the asyncio controller that watches, renders with gpustack_render, and applies."""
+"""gpustack_controller: the ModelDeployment controller, a thin asyncio shell over the library.
+
+It fetches (list+watch informers and uncached reads), calls ``gpustack_render`` (render, the
+rollout planner, status, events, the joint admission check) and applies what comes back. Only
+``kube.py`` imports ``kubernetes_asyncio``.
+"""

@@ -1,0 +1,162 @@
+"""Runs the joint multi-role AdmissionCheck (controller.md §9): the object, its ``Active``
+condition, and one verdict per Workload, written by server-side apply with the check's own
+field manager. The verdict itself is ``gpustack_render.jointcheck.joint_verdict``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from gpustack_controller.kube import (
+    ADMISSION_CHECKS,
+    MODEL_DEPLOYMENTS,
+    PODS,
+    WORKLOADS,
+    ApiError,
+    Kube,
+)
+from gpustack_controller.reconciler import FIELD_MANAGER, deployment_selector, split_key
+from gpustack_controller.watches import Informer
+from gpustack_render.decoding import decode_deployment
+from gpustack_render.jointcheck import (
+    CHECK_NAME,
+    CONTROLLER_NAME,
+    PENDING,
+    JointDeployment,
+    active_condition_apply,
+    admission_check_object,
+    check_entry_apply,
+    joint_verdict,
+    needs_verdict,
+)
+from gpustack_render.observed import observe_pod, observe_workload
+
+log = logging.getLogger(__name__)
+
+#: Any read failure: never ``Ready`` on uncertainty, look again later.
+READ_RETRY_SECONDS: Final = 15.0
+#: A ``Pending`` verdict is looked at again this often (parking is time-based).
+PENDING_RECHECK_SECONDS: Final = 60.0
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+async def ensure_admission_check(kube: Kube, *, now: datetime.datetime | None = None) -> None:
+    """Create or align the AdmissionCheck and report it ``Active``."""
+    stored = await kube.apply(
+        ADMISSION_CHECKS, admission_check_object(), field_manager=FIELD_MANAGER
+    )
+    since = None
+    for cond in (stored.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Active" and cond.get("status") == "True":
+            since = cond.get("lastTransitionTime")
+    await kube.apply(
+        ADMISSION_CHECKS,
+        active_condition_apply(previous_since=since, now=now or _now()),
+        field_manager=CONTROLLER_NAME,
+        subresource="status",
+    )
+
+
+def _controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller") is True and ref.get("kind") == MODEL_DEPLOYMENTS.kind:
+            return dict(ref)
+    return None
+
+
+class AdmissionCheckReconciler:
+    """One Workload per call (key ``<namespace>/<name>``)."""
+
+    def __init__(
+        self, kube: Kube, pods: Informer, *, clock: Callable[[], datetime.datetime] = _now
+    ) -> None:
+        self.kube = kube
+        self.pods = pods
+        self.clock = clock
+
+    async def __call__(self, key: str) -> float | None:
+        namespace, name = split_key(key)
+        try:
+            obj = await self.kube.get(WORKLOADS, name, namespace)
+        except ApiError:
+            return READ_RETRY_SECONDS
+        if obj is None:
+            return None
+        workload = observe_workload(obj)
+        if not needs_verdict(workload):
+            return None
+        try:
+            deployment = await self._deployment(obj, namespace)
+        except ApiError as exc:
+            log.info("joint check of %s waits: %s", key, exc)
+            return READ_RETRY_SECONDS
+        verdict = joint_verdict(workload=workload, deployment=deployment, now=self.clock())
+        previous = workload.checks.get(CHECK_NAME)
+        if previous is None or (previous.state, previous.message) != (
+            verdict.state,
+            verdict.message,
+        ):
+            await self.kube.apply(
+                WORKLOADS,
+                check_entry_apply(
+                    namespace=namespace,
+                    workload=name,
+                    verdict=verdict,
+                    previous=previous,
+                    now=self.clock(),
+                    api_version=WORKLOADS.api_version,
+                ),
+                field_manager=CONTROLLER_NAME,
+                namespace=namespace,
+                subresource="status",
+            )
+        if verdict.park:
+            await self.kube.merge_patch(WORKLOADS, name, {"spec": {"active": False}}, namespace)
+            return None
+        return PENDING_RECHECK_SECONDS if verdict.state == PENDING else None
+
+    async def _deployment(self, workload: dict[str, Any], namespace: str) -> JointDeployment | None:
+        """The controlling deployment of the Workload's owner Pods (``None``: not one)."""
+        owner_pods = [
+            ref
+            for ref in (workload.get("metadata") or {}).get("ownerReferences") or ()
+            if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1"
+        ]
+        md_ref: dict[str, Any] | None = None
+        for ref in owner_pods:
+            pod = self.pods.get(f"{namespace}/{ref.get('name')}")
+            if pod is None or (pod.get("metadata") or {}).get("uid") != ref.get("uid"):
+                pod = await self.kube.get(PODS, str(ref.get("name")), namespace)
+            if pod is None:
+                continue
+            md_ref = _controller_of(pod)
+            if md_ref is not None:
+                break
+        if md_ref is None:
+            return None
+        raw = await self.kube.get(MODEL_DEPLOYMENTS, str(md_ref.get("name")), namespace)
+        if raw is None or (raw.get("metadata") or {}).get("uid") != md_ref.get("uid"):
+            return None
+        md, _ = decode_deployment(raw)
+        if md is None:
+            return None
+        raw_pods, _ = await self.kube.list(
+            PODS, namespace, label_selector=deployment_selector(md.metadata.name)
+        )
+        raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
+        return JointDeployment(
+            name=md.metadata.name,
+            roles=tuple((r.name, r.replicas) for r in md.spec.roles),
+            pods=[observe_pod(p, owner_uid=md.metadata.uid) for p in raw_pods],
+            workloads=[observe_workload(w) for w in raw_workloads],
+            replacing={r.name: r.replacing for r in (md.status.roles or ())}
+            if md.status is not None
+            else {},
+            deleting=md.metadata.deletion_timestamp is not None,
+        )

@@ -1,0 +1,246 @@
+"""The controller against the real API server: create, scale, delete (controller.md §3–§5, §12).
+
+The controller runs in this test's event loop; the test plays Kueue and the kubelet
+(``controller_fixtures.PlayKueue``). Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpustack_controller.kube import (
+    EVENTS,
+    INSTANCE_TYPES,
+    LOCAL_QUEUES,
+    MODEL_DEPLOYMENTS,
+    SERVICES,
+    Kube,
+)
+from gpustack_render.api.inputs import InstanceType
+from gpustack_render.decoding import decode_deployment, decode_model
+from gpustack_render.lookups import StaticLookups
+from gpustack_render.render import render
+from gpustack_render.settings import Settings
+
+from .controller_fixtures import (
+    ENTRANCE,
+    INSTANCE_TYPE,
+    PlayKueue,
+    condition,
+    deployment,
+    ensure_instance_type,
+    eventually,
+    get_md,
+    live,
+    new_namespace,
+    pods_of,
+    role,
+    running_controller,
+    seat,
+    steady,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+
+@pytest.fixture
+async def kube(kubeconfig_path: Path) -> Any:
+    client = await Kube.connect(kubeconfig=str(kubeconfig_path))
+    try:
+        await ensure_instance_type(client)
+        yield client
+    finally:
+        await client.close()
+
+
+def _expected_pods(md_obj: dict[str, Any], instance_type: dict[str, Any]) -> list[dict[str, Any]]:
+    md, errs = decode_deployment(md_obj)
+    assert md is not None, errs
+    it, _ = decode_model(InstanceType, instance_type)
+    assert it is not None
+    rendering = render(md, lookups=StaticLookups.of([it]), settings=Settings())
+    return rendering.pods()
+
+
+def _strip(pod: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a Pod the controller wrote (labels, annotations, owner, spec containers)."""
+    meta = pod["metadata"]
+    return {
+        "labels": meta.get("labels"),
+        "annotations": meta.get("annotations"),
+        "ownerReferences": meta.get("ownerReferences"),
+        "containers": [
+            {k: c.get(k) for k in ("name", "image", "command", "env", "ports")}
+            for c in pod["spec"]["containers"]
+        ],
+        "hostname": pod["spec"].get("hostname"),
+        "subdomain": pod["spec"].get("subdomain"),
+    }
+
+
+async def test_create_makes_exactly_the_rendered_pods_services_and_local_queue(
+    kube: Kube, kubeconfig_path: Path
+) -> None:
+    ns = await new_namespace(kube)
+    body = deployment("qwen", ns, role(replicas=2), role("big", replicas=1, size=2))
+    async with running_controller(kubeconfig_path):
+        created = await kube.create(MODEL_DEPLOYMENTS, body, ns)
+        pods = await eventually(
+            lambda: _when(pods_of(kube, ns, "qwen"), lambda p: len(p) == 4),
+            what="4 Pods",
+        )
+        md = await eventually(
+            lambda: _when(get_md(kube, ns, "qwen"), lambda m: m.get("status")),
+            what="a status",
+        )
+    assert md["metadata"]["finalizers"] == ["gpustack.ai/controlled"]
+    instance_type = await kube.get(INSTANCE_TYPES, INSTANCE_TYPE)
+    assert instance_type is not None
+    wanted = _expected_pods(created, instance_type)
+    assert sorted(seat(p) for p in pods) == [
+        ("big", 0, 0),
+        ("big", 0, 1),
+        ("server", 0, 0),
+        ("server", 1, 0),
+    ]
+    by_seat = {seat(p): p for p in pods}
+    for pod in wanted:
+        got = by_seat[seat(pod)]
+        # The API server adds defaults (fieldRef apiVersion, …); the rest is as rendered.
+        assert covers(_strip(got), _strip(pod)), (_strip(got), _strip(pod))
+        if pod["metadata"].get("name"):
+            assert got["metadata"]["name"] == pod["metadata"]["name"]
+        else:
+            assert got["metadata"]["generateName"] == pod["metadata"]["generateName"]
+    services, _ = await kube.list(SERVICES, ns)
+    assert sorted(s["metadata"]["name"] for s in services) == [
+        "qwen",
+        "qwen-big",
+        "qwen-big-r0",
+        "qwen-server",
+    ]
+    for svc in services:
+        refs = svc["metadata"]["ownerReferences"]
+        assert refs[0]["uid"] == created["metadata"]["uid"] and refs[0]["controller"] is True
+    queues, _ = await kube.list(LOCAL_QUEUES, ns)
+    assert [(q["metadata"]["name"], q["spec"]["clusterQueue"]) for q in queues] == [
+        (ENTRANCE, ENTRANCE)
+    ]
+    assert "ownerReferences" not in queues[0]["metadata"]
+    assert md["status"]["endpoint"] == f"http://qwen.{ns}.svc:8000"
+    assert condition(md, "ReplicasUpToDate") is not None
+
+
+def covers(stored: Any, wanted: Any) -> bool:
+    """Every field of ``wanted`` is in ``stored`` with the same value (lists element-wise)."""
+    if isinstance(wanted, dict):
+        return isinstance(stored, dict) and all(
+            k in stored and covers(stored[k], v) for k, v in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return (
+            isinstance(stored, list)
+            and len(stored) == len(wanted)
+            and all(covers(a, b) for a, b in zip(stored, wanted, strict=True))
+        )
+    return bool(stored == wanted)
+
+
+async def _when(read: Any, ok: Any) -> Any:
+    value = await read
+    return value if value and ok(value) else None
+
+
+async def test_scale_up_and_down_never_touches_survivors(kube: Kube, kubeconfig_path: Path) -> None:
+    ns = await new_namespace(kube)
+    async with running_controller(kubeconfig_path), PlayKueue(kube, ns) as kueue:
+        await kube.create(MODEL_DEPLOYMENTS, deployment("md", ns, role(replicas=2)), ns)
+        before = await eventually(
+            lambda: _when(pods_of(kube, ns, "md"), lambda p: len(p) == 2), what="2 Pods"
+        )
+        survivors = {p["metadata"]["uid"] for p in before}
+        await eventually(
+            lambda: _when(kueue.workloads(), lambda w: len(w) == 2), what="2 Workloads"
+        )
+        await kube.merge_patch(MODEL_DEPLOYMENTS, "md", {"spec": {"roles": [role(replicas=4)]}}, ns)
+        after = await eventually(
+            lambda: _when(pods_of(kube, ns, "md"), lambda p: len(live(p)) == 4), what="4 Pods"
+        )
+        assert survivors <= {p["metadata"]["uid"] for p in after}
+        assert sorted(seat(p)[1] for p in after) == [0, 1, 2, 3]
+        await eventually(
+            lambda: _when(kueue.workloads(), lambda w: len(w) == 4), what="4 Workloads"
+        )
+        ordinal_one = {p["metadata"]["uid"] for p in after if seat(p)[1] == 1}
+        await kube.merge_patch(MODEL_DEPLOYMENTS, "md", {"spec": {"roles": [role(replicas=1)]}}, ns)
+        # Highest ordinals leave with their Workloads; ordinal 0 survives untouched.
+        remaining = await eventually(
+            lambda: _when(pods_of(kube, ns, "md"), lambda p: len(p) == 1), what="1 Pod"
+        )
+        assert remaining[0]["metadata"]["uid"] in survivors
+        assert seat(remaining[0])[1] == 0
+        assert not ordinal_one & {p["metadata"]["uid"] for p in remaining}
+        await eventually(lambda: _when(kueue.workloads(), lambda w: len(w) == 1), what="1 Workload")
+        md = await get_md(kube, ns, "md")
+        assert md is not None
+        await eventually(
+            lambda: _when(
+                get_md(kube, ns, "md"),
+                lambda m: (m["status"].get("roles") or [{}])[0].get("desired") == 1,
+            ),
+            what="status desired 1",
+        )
+
+
+async def test_deletion_tears_everything_down_and_releases_the_finalizer(
+    kube: Kube, kubeconfig_path: Path
+) -> None:
+    ns = await new_namespace(kube)
+    async with running_controller(kubeconfig_path), PlayKueue(kube, ns) as kueue:
+        await kube.create(MODEL_DEPLOYMENTS, deployment("gone", ns, role(replicas=2)), ns)
+        await eventually(
+            lambda: _when(kueue.workloads(), lambda w: len(w) == 2), what="2 Workloads"
+        )
+        await kube.delete(MODEL_DEPLOYMENTS, "gone", ns)
+        await eventually(
+            lambda: _when(_absent(get_md(kube, ns, "gone")), bool), what="the deployment gone"
+        )
+        assert await pods_of(kube, ns, "gone") == []
+        assert await kueue.workloads() == []
+
+
+async def _absent(read: Any) -> bool:
+    return (await read) is None
+
+
+async def test_render_failure_is_an_event_and_no_status(kube: Kube, kubeconfig_path: Path) -> None:
+    ns = await new_namespace(kube)
+    body = deployment("broken", ns, {"name": "server", "instanceType": "no-such-type"})
+    async with running_controller(kubeconfig_path):
+        await kube.create(MODEL_DEPLOYMENTS, body, ns)
+
+        async def render_failed() -> list[dict[str, Any]]:
+            events, _ = await kube.list(EVENTS, ns)
+            return [e for e in events if e.get("reason") == "RenderFailed"]
+
+        events = await eventually(render_failed, what="a RenderFailed event")
+        assert "no-such-type" in events[0]["message"]
+        assert events[0]["type"] == "Warning"
+        assert events[0]["involvedObject"]["name"] == "broken"
+        await steady(
+            lambda: _when_none(get_md(kube, ns, "broken")), seconds=2, what="no status written"
+        )
+        # Repeats are counted on one Event, not written again (D24).
+        await eventually(
+            lambda: _when(render_failed(), lambda e: len(e) == 1 and e[0].get("count", 1) > 1),
+            what="a counted repeat",
+        )
+        assert await pods_of(kube, ns, "broken") == []
+
+
+async def _when_none(read: Any) -> bool:
+    md = await read
+    return md is not None and not md.get("status")
