@@ -218,8 +218,7 @@ class Context:
         try:
             itype = self.lookups.instance_type(type_name)
         except LookupFailed as exc:
-            if not self.deleting and type_name not in self._type_errors:
-                self._type_errors.add(type_name)
+            if not self.deleting and self.first_type_failure(type_name):
                 errs.append(
                     errors.internal(
                         self.role_path(i).child("instanceType"),
@@ -236,6 +235,14 @@ class Context:
             engine = engine_of(self.md.spec.engine.name, manufacturer)
         self._engines[type_name] = engine
         return engine
+
+    def first_type_failure(self, type_name: str) -> bool:
+        """True the first time a failed read of ``type_name`` is reported in this request (one
+        InternalError per type, whichever rule read it first)."""
+        if type_name in self._type_errors:
+            return False
+        self._type_errors.add(type_name)
+        return True
 
     # --- render.md §2 decisions ---------------------------------------------------------------
 

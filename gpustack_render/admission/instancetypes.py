@@ -141,6 +141,8 @@ def validate_instance_types(ctx: Context) -> ErrorList:
         try:
             itype = ctx.lookups.instance_type(tname)
         except LookupFailed as exc:
+            if not ctx.first_type_failure(tname):
+                continue
             out.append(
                 errors.internal(
                     path.child("instanceType"),

@@ -5,7 +5,8 @@
 - every cause's field path exists in the request (as submitted, or after schema defaults and
   the mutation the API server applies before validation), or is the parent of one that does
   not (a Required field);
-- every deployment the valid-deployment strategy generates is admitted, deterministically;
+- every deployment the valid-deployment strategies generate is admitted, deterministically —
+  this file's own and the renderer's shared ``strategies.cases`` (the same deployments render);
 - defaulting is a fixed point: the admitted object, stored, is admitted again with no patch;
 - a failed read of any looked-up object never turns a valid deployment into a refusal: the
   verdict is allowed or an internal error.
@@ -39,6 +40,8 @@ from gpustack_render.lookups import StaticLookups
 from gpustack_render.paths import FieldPath
 from gpustack_render.review import AdmissionRequest, Operation
 from gpustack_render.settings import Settings
+
+from .strategies import Case, cases
 
 NS = "team-a"
 GPU, CPU = "gpu-8x", "cpu-only"
@@ -366,3 +369,26 @@ def test_failed_reads_never_refuse_a_valid_deployment(
     ]
     if verdict.kind is VerdictKind.INTERNAL:
         assert any(e.type.value == "InternalError" for e in verdict.errors)
+
+
+@COMMON
+@given(case=cases())
+def test_the_renderers_valid_deployments_are_admitted(case: Case) -> None:
+    meta = case.deployment.get("metadata") or {}
+    request = AdmissionRequest(
+        operation="CREATE",
+        object=copy.deepcopy(case.deployment),
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+    )
+    verdict = review_deployment(request, lookups=case.lookups(), settings=case.settings)
+    assert verdict.allowed, [e.message() for e in verdict.errors]
+    md, _ = decode_deployment(case.deployment)
+    assert md is not None
+    stored = jsonpatch.apply_patch(md.to_dict(), verdict.patch)
+    again = review_deployment(
+        AdmissionRequest(operation="UPDATE", object=stored, old_object=stored, namespace=NS),
+        lookups=case.lookups(),
+        settings=case.settings,
+    )
+    assert again.allowed and again.patch == []
