@@ -15,6 +15,7 @@ from gpustack_controller.kube import (
     MODEL_DEPLOYMENTS,
     PODS,
     WORKLOADS,
+    WORKLOADS_STORAGE,
     ApiError,
     Kube,
 )
@@ -103,21 +104,23 @@ class AdmissionCheckReconciler:
             verdict.message,
         ):
             await self.kube.apply(
-                WORKLOADS,
+                WORKLOADS_STORAGE,
                 check_entry_apply(
                     namespace=namespace,
                     workload=name,
                     verdict=verdict,
                     previous=previous,
                     now=self.clock(),
-                    api_version=WORKLOADS.api_version,
+                    api_version=WORKLOADS_STORAGE.api_version,
                 ),
                 field_manager=CONTROLLER_NAME,
                 namespace=namespace,
                 subresource="status",
             )
         if verdict.park:
-            await self.kube.merge_patch(WORKLOADS, name, {"spec": {"active": False}}, namespace)
+            await self.kube.merge_patch(
+                WORKLOADS_STORAGE, name, {"spec": {"active": False}}, namespace
+            )
             return None
         return PENDING_RECHECK_SECONDS if verdict.state == PENDING else None
 

@@ -93,6 +93,10 @@ BACKENDS: Final = Resource(WORKER, "v1", "kvcachebackends", "KVCacheBackend", na
 INSTANCE_TYPES: Final = Resource(WORKER, "v1", "instancetypes", "InstanceType", namespaced=False)
 #: Kueue kinds are read and written at v1beta1 (D24).
 WORKLOADS: Final = Resource(KUEUE, "v1beta1", "workloads", "Workload")
+#: Workload writes (the check entry, ``spec.active``) go to Kueue's storage version: a v1beta1
+#: write of a stored v1beta2 object trips v1beta1-only validation rules on fields v1beta2
+#: renamed unless a conversion webhook fills them in.
+WORKLOADS_STORAGE: Final = Resource(KUEUE, "v1beta2", "workloads", "Workload")
 LOCAL_QUEUES: Final = Resource(KUEUE, "v1beta1", "localqueues", "LocalQueue")
 ADMISSION_CHECKS: Final = Resource(
     KUEUE, "v1beta1", "admissionchecks", "AdmissionCheck", namespaced=False

@@ -26,6 +26,7 @@ from gpustack_controller.kube import (
     MODEL_DEPLOYMENTS,
     PODS,
     WORKLOADS,
+    WORKLOADS_STORAGE,
     ApiError,
     Kube,
     Resource,
@@ -138,10 +139,8 @@ async def running_controller(
     """The controller, in this event loop, until the block ends (then stopped, its client
     closed)."""
     kube = await Kube.connect(kubeconfig=str(kubeconfig))
-    controller = Controller(
-        kube,
-        Options(system_namespace=namespace, leader_election=False, **options),
-    )
+    settings: dict[str, Any] = {"system_namespace": namespace, "leader_election": False}
+    controller = Controller(kube, Options(**{**settings, **options}))
     try:
         await controller.start(sync_timeout=30)
         yield controller
@@ -319,9 +318,9 @@ class PlayKueue:
         pod_set = w["spec"]["podSets"][0]
         t = now()
         await self.kube.apply(
-            WORKLOADS,
+            WORKLOADS_STORAGE,
             {
-                "apiVersion": WORKLOADS.api_version,
+                "apiVersion": WORKLOADS_STORAGE.api_version,
                 "kind": "Workload",
                 "metadata": {"name": name, "namespace": self.namespace},
                 "status": {
@@ -394,9 +393,9 @@ class PlayKueue:
                 }
             ]
         await self.kube.apply(
-            WORKLOADS,
+            WORKLOADS_STORAGE,
             {
-                "apiVersion": WORKLOADS.api_version,
+                "apiVersion": WORKLOADS_STORAGE.api_version,
                 "kind": "Workload",
                 "metadata": {"name": name, "namespace": self.namespace},
                 "status": status,
