@@ -103,6 +103,8 @@ class Controller:
                 kube,
                 CONFIGMAPS,
                 namespace=self.options.system_namespace,
+                # One ConfigMap by name: RBAC can then grant list/watch on that name only.
+                field_selector=f"metadata.name={CONFIGMAP_NAME}",
                 handlers=[self._on_settings],
             ),
         }
@@ -186,7 +188,8 @@ class Controller:
 
     def healthy(self) -> tuple[bool, str]:
         if not self._started:
-            return False, "starting"
+            # A standby replica waiting for the lease is alive: it must not be restarted.
+            return True, "standby"
         dead = [t.get_name() for t in self._tasks if t.done()]
         if dead:
             return False, "stopped: " + ", ".join(dead)

@@ -227,11 +227,14 @@ class Kube:
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """Every object (a consistent read) and the list's ``resourceVersion``."""
         query: dict[str, str] = {}
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         data = await self.request("GET", resource.path(namespace), query=query)
         items = [i for i in data.get("items") or () if isinstance(i, dict)]
         kind = resource.kind
@@ -246,6 +249,7 @@ class Kube:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         resource_version: str,
         timeout_seconds: int = 300,
         inactivity_seconds: float = 70.0,
@@ -265,6 +269,8 @@ class Kube:
         }
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=inactivity_seconds)
         response = await self._send("GET", resource.path(namespace), query=query, timeout=timeout)
         try:

@@ -40,6 +40,7 @@ class Informer:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         handlers: list[Handler] | None = None,
         watch_timeout: int = 300,
         inactivity: float = 70.0,
@@ -48,6 +49,7 @@ class Informer:
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.handlers: list[Handler] = list(handlers or ())
         self.watch_timeout = watch_timeout
         self.inactivity = inactivity
@@ -85,7 +87,10 @@ class Informer:
 
     async def _relist(self) -> None:
         items, rv = await self.kube.list(
-            self.resource, self.namespace, label_selector=self.label_selector
+            self.resource,
+            self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
         )
         fresh = {object_key(o): o for o in items}
         for key in list(self.cache):
@@ -113,6 +118,7 @@ class Informer:
                     self.resource,
                     namespace=self.namespace,
                     label_selector=self.label_selector,
+                    field_selector=self.field_selector,
                     resource_version=self._rv,
                     timeout_seconds=self.watch_timeout,
                     inactivity_seconds=self.inactivity,

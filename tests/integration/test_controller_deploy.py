@@ -1,0 +1,201 @@
+"""deploy/controller against the real API server: the shipped RBAC is enough for the whole
+lifecycle (the controller authenticates as its ServiceAccount's user name), the settings
+ConfigMap carries every key with its default, and /healthz and /metrics answer."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from gpustack_controller.controller import Controller, Options
+from gpustack_controller.kube import (
+    ADMISSION_CHECKS,
+    CONFIGMAPS,
+    EVENTS,
+    LEASES,
+    MODEL_DEPLOYMENTS,
+    PODS,
+    ApiError,
+    Kube,
+    Resource,
+)
+from gpustack_controller.server import serve
+from gpustack_render.settings import Settings, settings_to_data
+
+from .controller_fixtures import (
+    NAMESPACES,
+    PlayKueue,
+    deployment,
+    ensure_instance_type,
+    eventually,
+    get_md,
+    live,
+    new_namespace,
+    pods_of,
+    role,
+)
+from .controlplane import REPO_ROOT, ControlPlane, load_yaml_documents
+
+pytestmark = [pytest.mark.integration]
+async_test = pytest.mark.asyncio(loop_scope="session")
+
+DEPLOY = REPO_ROOT / "deploy" / "controller"
+SYSTEM = "gpustack-system"
+SERVICE_ACCOUNT_USER = f"system:serviceaccount:{SYSTEM}:gpustack-controller"
+RBAC_KINDS = {
+    "ServiceAccount": Resource("", "v1", "serviceaccounts", "ServiceAccount"),
+    "ConfigMap": CONFIGMAPS,
+    "ClusterRole": Resource(
+        "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+    ),
+    "ClusterRoleBinding": Resource(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        namespaced=False,
+    ),
+    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    "RoleBinding": Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+}
+
+
+def manifests(*names: str) -> list[dict[str, Any]]:
+    return [doc for name in names for doc in load_yaml_documents(DEPLOY / name)]
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    (kustomization,) = manifests("kustomization.yaml")
+    listed = set(kustomization["resources"])
+    on_disk = {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == on_disk
+    assert kustomization["namespace"] == SYSTEM
+
+
+def test_settings_configmap_carries_every_key_with_its_default() -> None:
+    (config_map,) = manifests("settings.yaml")
+    assert config_map["metadata"]["name"] == "gpustack-settings"
+    assert config_map["data"] == settings_to_data(Settings())
+
+
+def test_deployment_runs_the_controller_with_probes_on_its_health_port() -> None:
+    (dep,) = manifests("deployment.yaml")
+    spec = dep["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "gpustack-controller"
+    (container,) = spec["containers"]
+    assert container["command"] == ["python", "-m", "gpustack_controller"]
+    assert "--leader-elect" in container["args"]
+    port = container["ports"][0]["containerPort"]
+    assert f"--health-port={port}" in container["args"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def admin(kubeconfig_path: Path) -> AsyncIterator[Kube]:
+    client = await Kube.connect(kubeconfig=str(kubeconfig_path))
+    try:
+        await ensure_instance_type(client)
+        try:
+            await client.create(
+                NAMESPACES,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}},
+            )
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+        for doc in manifests("serviceaccount.yaml", "rbac.yaml", "settings.yaml"):
+            resource = RBAC_KINDS[doc["kind"]]
+            await client.apply(
+                resource,
+                doc,
+                field_manager="deploy-test",
+                namespace=doc["metadata"].get("namespace"),
+            )
+        yield client
+    finally:
+        await client.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@async_test
+async def test_the_shipped_rbac_is_enough_for_the_whole_lifecycle(
+    admin: Kube, control_plane: ControlPlane
+) -> None:
+    config = control_plane.user_kubeconfig(
+        SERVICE_ACCOUNT_USER, groups=("system:serviceaccounts", f"system:serviceaccounts:{SYSTEM}")
+    )
+    kube = await Kube.connect(kubeconfig=str(config))
+    # The identity is really confined: it cannot read Secrets.
+    try:
+        await kube.list(Resource("", "v1", "secrets", "Secret"), SYSTEM)
+        raise AssertionError("the controller's identity can list Secrets")
+    except ApiError as exc:
+        assert exc.status == 403
+    controller = Controller(
+        kube, Options(system_namespace=SYSTEM, leader_election=True, identity="rbac-test")
+    )
+    port = _free_port()
+    runner = await serve(controller.healthy, host="127.0.0.1", port=port)
+    ns = await new_namespace(admin)
+    try:
+        await controller.start(sync_timeout=30)
+        lease = await admin.get(LEASES, "gpustack-controller", SYSTEM)
+        assert lease is not None and lease["spec"]["holderIdentity"] == "rbac-test"
+        check = await admin.get(ADMISSION_CHECKS, "gpustack-model-deployment-joint")
+        assert check is not None and check.get("status", {}).get("conditions")
+        async with PlayKueue(admin, ns) as kueue:
+            await admin.create(MODEL_DEPLOYMENTS, deployment("rbac", ns, role(replicas=2)), ns)
+
+            async def ready() -> dict[str, Any] | None:
+                md = await get_md(admin, ns, "rbac")
+                return md if md and (md.get("status") or {}).get("phase") == "Ready" else None
+
+            await eventually(ready, what="phase Ready under the shipped RBAC")
+            # Scale down (deletes Pods and Workloads), then a departure event.
+            await admin.merge_patch(
+                MODEL_DEPLOYMENTS, "rbac", {"spec": {"roles": [role(replicas=1)]}}, ns
+            )
+
+            async def one() -> bool:
+                return len(live(await pods_of(admin, ns, "rbac"))) == 1
+
+            await eventually(one, what="scaled down to 1")
+            victim = live(await pods_of(admin, ns, "rbac"))[0]
+            await admin.delete(PODS, victim["metadata"]["name"], ns)
+
+            async def leaving() -> bool:
+                events, _ = await admin.list(EVENTS, ns)
+                return any(e.get("reason") == "ReplicaLeaving" for e in events)
+
+            await eventually(leaving, what="a ReplicaLeaving event")
+            await admin.delete(MODEL_DEPLOYMENTS, "rbac", ns)
+
+            async def gone() -> bool:
+                return await get_md(admin, ns, "rbac") is None
+
+            await eventually(gone, what="teardown under the shipped RBAC")
+            del kueue
+
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                assert resp.status == 200 and await resp.text() == "ok"
+            async with http.get(f"http://127.0.0.1:{port}/metrics") as resp:
+                text = await resp.text()
+                assert resp.status == 200
+                assert "gpustack_controller_reconcile_total" in text
+                assert "gpustack_controller_leader 1.0" in text
+    finally:
+        await controller.stop()
+        await runner.cleanup()
+        await kube.close()
