@@ -133,8 +133,12 @@ class Informer:
                     need_list = True
                     continue
                 metrics.WATCH_ERRORS.labels(self.name).inc()
-                log.warning(
-                    "watch of %s failed: %s; retrying", self.name, exc, extra={"status": exc.status}
+                # 429 while the API server's cache (re)initializes is routine: retry quietly.
+                log.log(
+                    logging.DEBUG if exc.status == 429 else logging.WARNING,
+                    "watch of %s failed: %s; retrying",
+                    self.name,
+                    exc,
                 )
                 # A 0 status is a silent or broken stream: resume from the last version seen.
                 need_list = exc.status != 0
