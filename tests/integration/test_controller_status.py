@@ -14,10 +14,13 @@ import pytest
 from gpustack_controller.controller import Controller, Options
 from gpustack_controller.kube import (
     ADMISSION_CHECKS,
+    BACKENDS,
+    BINDINGS,
     EVENTS,
     LEASES,
     MODEL_DEPLOYMENTS,
     PODS,
+    POOLS,
     WORKLOADS,
     ApiError,
     Kube,
@@ -223,3 +226,124 @@ async def test_leader_election_one_controller_at_a_time(kube: Kube, kubeconfig_p
                 await controller.stop()
         for client in clients:
             await client.close()
+
+
+async def test_the_binding_claim_and_domain_registration(kube: Kube, kubeconfig_path: Path) -> None:
+    ns = await new_namespace(kube)
+    pool, backend = unique("pool"), unique("backend")
+    await kube.create(
+        BACKENDS,
+        {
+            "apiVersion": "worker.gpustack.ai/v1",
+            "kind": "KVCacheBackend",
+            "metadata": {"name": backend},
+            "spec": {"transport": {"protocol": "TCP"}},
+        },
+    )
+    await kube.create(
+        POOLS,
+        {
+            "apiVersion": "worker.gpustack.ai/v1",
+            "kind": "KVCachePool",
+            "metadata": {"name": pool},
+            "spec": {"backends": [backend]},
+        },
+    )
+    await kube.merge_patch(
+        POOLS,
+        pool,
+        {
+            "status": {
+                "clientEndpoint": "master.gpustack-system.svc:50051",
+                "conditions": [
+                    {
+                        "type": "QuotaLedgerAvailable",
+                        "status": "True",
+                        "reason": "Available",
+                        "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ],
+            }
+        },
+        subresource="status",
+    )
+    await kube.create(
+        BINDINGS,
+        {
+            "apiVersion": "worker.gpustack.ai/v1",
+            "kind": "KVCachePoolBinding",
+            "metadata": {"name": "cache", "namespace": ns},
+            "spec": {"poolRef": {"name": pool}, "domain": {"blockSize": 16, "dtype": "bfloat16"}},
+            "status": {},
+        },
+        ns,
+    )
+    body = deployment("cached", ns, role(replicas=1))
+    body["spec"]["kvCache"] = {"poolRef": {"name": "cache"}}
+    async with running_controller(kubeconfig_path):
+        await kube.create(MODEL_DEPLOYMENTS, body, ns)
+
+        async def registered(reason: str) -> dict[str, Any] | None:
+            md = await get_md(kube, ns, "cached")
+            cond = condition(md, "DomainRegistered") if md else None
+            return md if cond and cond["reason"] == reason else None
+
+        # No phase yet: BindingNotReady, and the claim is already held.
+        await eventually(lambda: registered("BindingNotReady"), what="BindingNotReady")
+        binding = await kube.get(BINDINGS, "cache", ns)
+        assert binding is not None
+        assert binding["status"]["usedBy"] == [
+            {"kind": "ModelDeployment", "namespace": "", "name": "cached"}
+        ]
+        await kube.merge_patch(
+            BINDINGS,
+            "cache",
+            {
+                "status": {
+                    "phase": "Ready",
+                    "conditions": [
+                        {
+                            "type": "QuotaGranted",
+                            "status": "True",
+                            "reason": "Granted",
+                            "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }
+                    ],
+                }
+            },
+            ns,
+            subresource="status",
+        )
+        md = await eventually(lambda: registered("Registered"), what="Registered")
+        assert md["status"]["kvCache"] == {
+            "binding": "cache",
+            "pool": pool,
+            "domain": {"name": "default", "blockSize": 16, "dtype": "bfloat16"},
+        }
+        # The replica was created without a store client; the resolved connection changes its
+        # hash, so it is outdated, and waits for admission before it is rolled.
+        pods = await pods_of(kube, ns, "cached")
+        assert (
+            pods and "kvcache.gpustack.ai/client-config" not in pods[0]["metadata"]["annotations"]
+        )
+        rollout = await eventually(
+            lambda: _cond(get_md(kube, ns, "cached"), "ReplicasUpToDate", "RolloutInProgress"),
+            what="RolloutInProgress",
+        )
+        assert rollout["status"] == "False"
+        await kube.delete(MODEL_DEPLOYMENTS, "cached", ns)
+
+        async def released() -> bool:
+            b = await kube.get(BINDINGS, "cache", ns)
+            gone = await get_md(kube, ns, "cached") is None
+            return gone and b is not None and not (b.get("status") or {}).get("usedBy")
+
+        await eventually(released, what="the claim released at teardown")
+
+
+async def _cond(read: Any, type_: str, reason: str) -> dict[str, Any] | None:
+    md = await read
+    cond = condition(md, type_) if md else None
+    return cond if cond and cond["reason"] == reason else None
