@@ -4,7 +4,10 @@ ConfigMap carries every key with its default, and /healthz and /metrics answer."
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import socket
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -199,3 +202,46 @@ async def test_the_shipped_rbac_is_enough_for_the_whole_lifecycle(
         await controller.stop()
         await runner.cleanup()
         await kube.close()
+
+
+@async_test
+async def test_the_process_serves_health_takes_the_lease_and_stops_on_sigterm(
+    admin: Kube, kubeconfig_path: Path
+) -> None:
+    port = _free_port()
+    identity = f"proc-{port}"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gpustack_controller",
+        f"--kubeconfig={kubeconfig_path}",
+        f"--namespace={SYSTEM}",
+        f"--health-port={port}",
+        "--health-host=127.0.0.1",
+        f"--lease-name=lease-{port}",
+        f"--identity={identity}",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def healthy() -> bool:
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                        return resp.status == 200 and await resp.text() == "ok"
+                except aiohttp.ClientError:
+                    return False
+
+            await eventually(healthy, timeout=30, what="/healthz ok")
+        lease = await admin.get(LEASES, f"lease-{port}", SYSTEM)
+        assert lease is not None and lease["spec"]["holderIdentity"] == identity
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+        # Released on the way out: a successor need not wait for the lease to expire.
+        lease = await admin.get(LEASES, f"lease-{port}", SYSTEM)
+        assert lease is not None and lease["spec"]["holderIdentity"] == ""
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
