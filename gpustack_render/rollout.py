@@ -146,23 +146,31 @@ class _Replica:
     ordinal: int
     pods: list[ObservedPod] = field(default_factory=list)
 
-    def expected_size(self, role: DesiredRole) -> int:
-        # A replica is judged against the size it was created with (its group's declared total),
-        # so a size edit rolls old replicas through the admission gate instead of reading every
-        # one of them as broken.
-        totals = {p.group_total for p in self.pods if p.group_total}
-        return totals.pop() if len(totals) == 1 else role.size
-
     def complete(self, role: DesiredRole) -> bool:
-        members = [p.member for p in self.pods]
-        want = self.expected_size(role)
-        return len(members) == want and set(members) == set(range(want))
+        return is_complete(self.pods, role.size)
 
     def has_failed_member(self) -> bool:
         return any(p.failed for p in self.pods)
 
     def broken(self, role: DesiredRole) -> bool:
         return not self.complete(role) or self.has_failed_member()
+
+
+def expected_size(pods: Sequence[ObservedPod], size: int) -> int:
+    """The member count a replica should have: the size it was created with (its group's
+    declared total, when its Pods agree on one), else the role's current ``size``.
+
+    Judging a replica by its own total lets a ``size`` edit roll old replicas through the
+    admission gate instead of reading every one of them as broken.
+    """
+    totals = {p.group_total for p in pods if p.group_total}
+    return totals.pop() if len(totals) == 1 else size
+
+
+def is_complete(pods: Sequence[ObservedPod], size: int) -> bool:
+    """Every member 0..n-1 present exactly once (n = :func:`expected_size`)."""
+    want = expected_size(pods, size)
+    return len(pods) == want and {p.member for p in pods} == set(range(want))
 
 
 def is_pod_outdated(pod: ObservedPod, role: DesiredRole, *, floor: int) -> bool:

@@ -31,7 +31,9 @@ from gpustack_render.api.modeldeployment import (
     RouterRoleStatus,
     RouterStatus,
 )
+from gpustack_render.jointcheck import CHECK_NAME as JOINT_CHECK
 from gpustack_render.observed import ObservedPod, ObservedWorkload
+from gpustack_render.owned import LLM_D_ROUTER
 from gpustack_render.parallelism import Parallelism, flag_table
 from gpustack_render.plan import (
     BINDING_DELETING,
@@ -40,7 +42,15 @@ from gpustack_render.plan import (
     CacheResolution,
 )
 from gpustack_render.render import Rendering, RoleRendering
-from gpustack_render.rollout import Desired, DesiredRole, Plan, is_pod_outdated
+from gpustack_render.rollout import (
+    Desired,
+    DesiredRole,
+    Plan,
+    expected_size,
+    is_complete,
+    is_pod_outdated,
+)
+from gpustack_render.transfer import KV_EVENTS_PORT, KV_EVENTS_TOPIC, KV_REPLAY_PORT
 
 # --- condition types and reasons (controller.md §14) -------------------------------------------
 
@@ -64,14 +74,6 @@ CONDITION_TYPES: Final = (
 
 NOT_APPLICABLE: Final = "NotApplicable"
 ROLLOUT_IN_PROGRESS: Final = "RolloutInProgress"
-#: The joint admission check's name, as it appears in a Workload's ``admissionChecks`` (§9).
-JOINT_CHECK: Final = "gpustack-model-deployment-joint"
-#: The router that consumes KV events (D9).
-LLM_D_ROUTER: Final = "llm-d-router"
-#: Ports and topic a publishing role's Service exposes (render.md §17.3, D9).
-KV_EVENTS_PORT: Final = 5557
-KV_REPLAY_PORT: Final = 5558
-KV_EVENTS_TOPIC: Final = "kv@"
 
 PHASE_STARTING: Final = "Starting"
 PHASE_READY: Final = "Ready"
@@ -133,13 +135,11 @@ class _Replica:
 
     @property
     def expected(self) -> int:
-        totals = {p.group_total for p in self.pods if p.group_total}
-        return totals.pop() if len(totals) == 1 else self.size
+        return expected_size(self.pods, self.size)
 
     @property
     def complete(self) -> bool:
-        want = self.expected
-        return len(self.pods) == want and {p.member for p in self.pods} == set(range(want))
+        return is_complete(self.pods, self.size)
 
     @property
     def ready(self) -> bool:
