@@ -42,16 +42,19 @@ lint: setup ## ruff, mypy --strict and the import contracts
 crds: setup ## regenerate deploy/crds/ from the models
 	$(BIN)/python hack/update-crds.py deploy/crds
 
+docs: setup ## regenerate docs/api.md from the models
+	$(BIN)/python hack/update-api-docs.py docs/api.md
+
 golden-update: setup ## rewrite golden files from the current output, then review the diff
 	$(BIN)/pytest tests/test_golden.py --update-golden
 	git --no-pager diff --stat -- golden/
 
 ci: lint test ## what CI runs: lint, then every test
 
-verify: crds ci ## lint + test + CRD drift + a clean work tree
+verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree
 	git diff --exit-code
 
 bench: setup ## run the benchmarks (figures are ratios against an in-run baseline)
 	$(BIN)/python -m bench
 
-.PHONY: help setup demo envtest test test-unit fmt lint crds golden-update ci verify bench
+.PHONY: help setup demo envtest test test-unit fmt lint crds docs golden-update ci verify bench

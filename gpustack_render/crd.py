@@ -160,7 +160,7 @@ def type_schema(tp: Any, metadata: list[Any] | None = None) -> Schema:
     return schema
 
 
-def _field_schema(info: FieldInfo) -> Schema:
+def field_schema(info: FieldInfo) -> Schema:
     schema = type_schema(info.annotation, list(info.metadata))
     if isinstance(info.json_schema_extra, dict):
         schema.update(info.json_schema_extra)
@@ -180,7 +180,7 @@ def model_schema(model: type[BaseModel], *, skip: tuple[str, ...] = ()) -> Schem
         if name in skip:
             continue
         wire = info.alias or name
-        props[wire] = _field_schema(info)
+        props[wire] = field_schema(info)
         if info.is_required():
             required.append(wire)
     schema: Schema = {"type": "object"}

@@ -1,10 +1,11 @@
 """Golden cases: one pytest id per directory ``golden/<verb>-<case>/``, discovered, never listed.
 
-``<verb>`` is ``render``, ``admit`` or ``inject``. Each case holds ``input.yaml`` (the request
-object first, then every looked-up object and an optional ``gpustack-settings`` ConfigMap), an
+``<verb>`` is ``render``, ``admit``, ``inject`` or ``crds``. Each case holds ``input.yaml``
+(the request object first, then every looked-up object and an optional ``gpustack-settings`` ConfigMap), an
 optional ``case.yaml`` (``operation``; ``old``: the stored object; ``description``) and exactly
 one expected file:
 
+- ``crds-*``: ``rendered.yaml``, the output of ``gpustack-render crds`` (no input file);
 - ``render-*``: ``rendered.yaml`` (exit 0, the command's YAML output) or ``error.txt`` (exit 1,
   the command's stderr);
 - ``admit-*`` / ``inject-*``: ``verdict.yaml``: ``allowed``, status code and reason, each cause's
@@ -27,7 +28,7 @@ import pytest
 from gpustack_render import cli, yamlio
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-VERBS = ("render", "admit", "inject")
+VERBS = ("render", "admit", "inject", "crds")
 EXPECTED = ("rendered.yaml", "error.txt", "verdict.yaml")
 KNOWN = {"input.yaml", "case.yaml", "README.md", *EXPECTED}
 
@@ -53,6 +54,11 @@ def run_case(verb: str, case: Path, tmp_path: Path) -> tuple[str, str]:
     """Run one case; returns (expected file name, its content)."""
     spec = _case_spec(case)
     inp = str(case / "input.yaml")
+    if verb == "crds":
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.cmd_crds(cli._parser().parse_args(["crds"]), out, err)
+        assert code == 0, err.getvalue()
+        return "rendered.yaml", out.getvalue()
     if verb == "render":
         out, err = io.StringIO(), io.StringIO()
         args = cli._parser().parse_args(["render", inp])
@@ -82,7 +88,7 @@ def test_golden(verb: str, case: Path, tmp_path: Path, update_golden: bool) -> N
     assert verb in VERBS, f"{case.name}: a case directory starts with one of {VERBS}"
     unknown = {p.name for p in case.iterdir()} - KNOWN
     assert not unknown, f"unknown files in {case}: {sorted(unknown)}"
-    assert (case / "input.yaml").exists(), f"{case} has no input.yaml"
+    assert verb == "crds" or (case / "input.yaml").exists(), f"{case} has no input.yaml"
     name, actual = run_case(verb, case, tmp_path)
     assert run_case(verb, case, tmp_path) == (name, actual), "a second run differs"
     target = case / name

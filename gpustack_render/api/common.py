@@ -33,6 +33,23 @@ class IntOrString:
     pattern: str = ""
 
 
+@dataclass(frozen=True)
+class Mutability:
+    """How an UPDATE may change a field (D3); read by the API reference generator.
+
+    ``frozen``: an edit is refused as a different deployment; ``rolls``: editable, replaces the
+    affected replicas one per role; ``free``: editable, replaces nothing. A field without a
+    marker inherits its parent's.
+    """
+
+    value: str
+
+
+FROZEN = Mutability("frozen")
+ROLLS = Mutability("rolls")
+FREE = Mutability("free")
+
+
 def _check_quantity(value: int | str) -> int | str:
     if not is_quantity(value):
         raise ValueError(f"{value!r} is not a quantity (for example 2, 500m, 64Gi)")

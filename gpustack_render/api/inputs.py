@@ -183,6 +183,12 @@ class Transport(OpenModel):
     protocol: BackendProtocol | None = None
 
 
+class BackendTransport(OpenModel):
+    """The backend-wide transport (default ``Auto``)."""
+
+    protocol: BackendProtocol = "Auto"
+
+
 class ManagedMember(OpenModel):
     transport: Transport | None = None
 
@@ -202,7 +208,7 @@ class Connection(OpenModel):
 
 
 class KVCacheBackendSpec(OpenModel):
-    transport: Transport = Field(default_factory=lambda: Transport(protocol="Auto"))
+    transport: BackendTransport = Field(default_factory=BackendTransport)
     connection: Connection | None = None
 
 

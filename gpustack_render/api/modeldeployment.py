@@ -14,6 +14,9 @@ from pydantic import ConfigDict, Field
 
 from gpustack_render.api.common import (
     ATOMIC,
+    FREE,
+    FROZEN,
+    ROLLS,
     Condition,
     Int32,
     Int64,
@@ -42,7 +45,15 @@ MAX_ROLES = 10
 class ModelSpec(SpecModel):
     """What the engine serves."""
 
-    name: Annotated[str, Field(min_length=1, max_length=253, description="Served model id.")]
+    name: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=253,
+            description="Served model id: the vLLM positional model argument or SGLang "
+            "--model-path, and the rendered --served-model-name.",
+        ),
+    ]
     artifact_ref: Annotated[
         LocalObjectReference | None,
         Field(description="A ModelArtifact in this namespace; refused in this release."),
@@ -52,8 +63,20 @@ class ModelSpec(SpecModel):
 class EngineSpec(SpecModel):
     """The inference engine and the runner image every role uses unless it names its own."""
 
-    name: Annotated[EngineName, Field(description="vLLM or SGLang.")]
-    image: Annotated[str, Field(min_length=1, max_length=512, description="Runner image.")]
+    name: Annotated[
+        EngineName,
+        FROZEN,
+        Field(description="vLLM or SGLang; vLLM on an ascend InstanceType renders vLLM-Ascend."),
+    ]
+    image: Annotated[
+        str,
+        ROLLS,
+        Field(
+            min_length=1,
+            max_length=512,
+            description="Runner image of every role without its own image; used as written.",
+        ),
+    ]
 
 
 class KVCacheSpec(SpecModel):
@@ -63,103 +86,243 @@ class KVCacheSpec(SpecModel):
         LocalObjectReference,
         Field(description="Names a KVCachePoolBinding in the deployment's namespace."),
     ]
-    connector: Literal["Mooncake"] = "Mooncake"
+    connector: Annotated[
+        Literal["Mooncake"], Field(description="The cache connector; Mooncake is the only one.")
+    ] = "Mooncake"
 
 
 class RouterSpec(SpecModel):
     """A request router in front of the engine roles (its own objects are not rendered yet)."""
 
-    name: RouterName
-    replicas: Annotated[Int32, Field(ge=1)] = 1
-    image: Annotated[str | None, Field(max_length=512)] = None
-    extra_args: Annotated[list[str] | None, Field(json_schema_extra=ATOMIC)] = None
-    image_pull_policy: PullPolicy | None = None
-    image_pull_secrets: Annotated[
-        list[LocalObjectReference] | None, Field(max_length=32, json_schema_extra=ATOMIC)
+    name: Annotated[
+        RouterName,
+        FROZEN,
+        Field(
+            description="The router; pairs with the engine (llm-d-router, vllm-router, "
+            "sglang-gateway)."
+        ),
+    ]
+    replicas: Annotated[Int32, Field(ge=1, description="Router replicas.")] = 1
+    image: Annotated[str | None, Field(max_length=512, description="Router image.")] = None
+    extra_args: Annotated[
+        list[str] | None,
+        Field(json_schema_extra=ATOMIC, description="Arguments appended to the router's own."),
     ] = None
-    request_timeout_seconds: Annotated[Int32 | None, Field(ge=1)] = None
-    disaggregation_threshold_tokens: Annotated[Int32 | None, Field(ge=0)] = None
+    image_pull_policy: Annotated[
+        PullPolicy | None, Field(description="Pull policy of the router image.")
+    ] = None
+    image_pull_secrets: Annotated[
+        list[LocalObjectReference] | None,
+        Field(max_length=32, json_schema_extra=ATOMIC, description="Pull secrets of the router."),
+    ] = None
+    request_timeout_seconds: Annotated[
+        Int32 | None, Field(ge=1, description="Request timeout; unset renders nothing.")
+    ] = None
+    disaggregation_threshold_tokens: Annotated[
+        Int32 | None,
+        Field(ge=0, description="Prompt length from which llm-d-router disaggregates; 0 disables."),
+    ] = None
 
 
 class KVTransferSpec(SpecModel):
     """The direct prefill/decode transfer leg."""
 
-    protocol: TransferProtocol | None = None
+    protocol: Annotated[
+        TransferProtocol | None,
+        Field(description="Transport of the direct prefill/decode leg; unset renders tcp."),
+    ] = None
 
 
 class RoleResources(SpecModel):
     """The accelerator request of one Pod; CPU, memory and storage are derived."""
 
-    accelerator: Quantity | None = None
-    accelerator_sliced_memory_percentage: Annotated[Int32 | None, Field(ge=0, le=100)] = None
-    accelerator_sliced_cores_percentage: Annotated[Int32 | None, Field(ge=0, le=100)] = None
-    accelerator_partitioned_profile: Annotated[str | None, Field(max_length=64)] = None
-    interface: Quantity | None = None
+    accelerator: Annotated[
+        Quantity | None,
+        Field(
+            description="Whole accelerator cards per Pod; defaulted to 1 on an acceleratable "
+            "InstanceType; an explicit 0 is kept."
+        ),
+    ] = None
+    accelerator_sliced_memory_percentage: Annotated[
+        Int32 | None, Field(ge=0, le=100, description="Memory slice of one card; 0 = no slicing.")
+    ] = None
+    accelerator_sliced_cores_percentage: Annotated[
+        Int32 | None, Field(ge=0, le=100, description="Core slice of one card; 0 = no slicing.")
+    ] = None
+    accelerator_partitioned_profile: Annotated[
+        str | None,
+        Field(
+            max_length=64,
+            description="A partition profile such as 3g.40gb; exclusive with slicing.",
+        ),
+    ] = None
+    interface: Annotated[
+        Quantity | None,
+        Field(description="Fabric (RDMA/EFA) interfaces per engine Pod; unset or 0 adds none."),
+    ] = None
 
 
 class HostPathSource(SpecModel):
-    path: str
-    type: str | None = None
+    """A node path, copied verbatim into the Pod."""
+
+    path: Annotated[str, Field(description="Path on the node.")]
+    type: Annotated[str | None, Field(description="hostPath type, as in a Pod volume.")] = None
 
 
 class AdditionalVolume(SpecModel):
-    """An extra volume mounted into ``main``; exactly one source is set (webhook)."""
+    """An extra volume mounted into main; exactly one source is set (webhook)."""
 
-    mount_path: Annotated[str, Field(max_length=1024, pattern=r"^(/[^/]+)+$")]
-    read_only: bool | None = None
-    sub_path: Annotated[str | None, Field(max_length=1024, pattern=r"^[^/].*$")] = None
-    config_map: LocalObjectReference | None = None
-    secret: LocalObjectReference | None = None
-    host_path: HostPathSource | None = None
+    mount_path: Annotated[
+        str,
+        Field(max_length=1024, pattern=r"^(/[^/]+)+$", description="Absolute path in main."),
+    ]
+    read_only: Annotated[bool | None, Field(description="Mount read-only.")] = None
+    sub_path: Annotated[
+        str | None,
+        Field(max_length=1024, pattern=r"^[^/].*$", description="Relative path in the volume."),
+    ] = None
+    config_map: Annotated[
+        LocalObjectReference | None, Field(description="A ConfigMap in this namespace.")
+    ] = None
+    secret: Annotated[
+        LocalObjectReference | None, Field(description="A Secret in this namespace.")
+    ] = None
+    host_path: Annotated[
+        HostPathSource | None,
+        Field(description="A node path; gated by instance-host-path-volume-allowed."),
+    ] = None
 
 
 class RolePort(SpecModel):
-    port: Annotated[Int32, Field(ge=1, le=65535)]
-    protocol: PortProtocol = "TCP"
+    """A port the engine serves on."""
+
+    port: Annotated[Int32, Field(ge=1, le=65535, description="Container and Service port.")]
+    protocol: Annotated[PortProtocol, Field(description="Port protocol.")] = "TCP"
 
 
 class EnvVar(SpecModel):
-    name: Annotated[str, Field(min_length=1)]
-    value: str | None = None
+    """A variable appended after the operator's own."""
+
+    name: Annotated[str, Field(min_length=1, description="Variable name; owned names refused.")]
+    value: Annotated[str | None, Field(description="Literal value.")] = None
 
 
 class TopologySpec(SpecModel):
-    required_level: Annotated[str | None, Field(max_length=317)] = None
+    """Placement of an instance's Pods."""
+
+    required_level: Annotated[
+        str | None,
+        Field(
+            max_length=317,
+            description="A node label key every Pod of an instance shares; "
+            "not kubernetes.io/hostname.",
+        ),
+    ] = None
 
 
 class ElasticEPSpec(SpecModel):
-    width: Annotated[Int32, Field(ge=2, le=64)]
+    """Elastic expert parallelism; refused in this release."""
+
+    width: Annotated[Int32, Field(ge=2, le=64, description="Expert-parallel width.")]
 
 
 class RoleSpec(SpecModel):
-    """One engine role: ``replicas`` instances of ``size`` Pods each."""
+    """One engine role: replicas instances of size Pods each."""
 
-    name: Annotated[str, Field(min_length=1, max_length=63, pattern=ROLE_NAME_PATTERN)]
-    kind: RoleKind = "Server"
-    replicas: Annotated[Int32, Field(ge=1, le=1024)] = 1
-    size: Annotated[Int32, Field(ge=1, le=64)] = 1
-    instance_type: Annotated[str, Field(min_length=1, max_length=253)]
-    resources: RoleResources | None = None
-    image: Annotated[str | None, Field(max_length=512)] = None
-    image_pull_policy: PullPolicy | None = None
-    image_pull_secrets: Annotated[
-        list[LocalObjectReference] | None, Field(max_length=32, json_schema_extra=ATOMIC)
+    name: Annotated[
+        str,
+        FROZEN,
+        Field(
+            min_length=1,
+            max_length=63,
+            pattern=ROLE_NAME_PATTERN,
+            description="Role name; also the Kueue PodSet name and part of every child's name.",
+        ),
+    ]
+    kind: Annotated[
+        RoleKind,
+        FROZEN,
+        Field(description="Server, Prefill or Decode (Encode is refused)."),
+    ] = "Server"
+    replicas: Annotated[
+        Int32,
+        FREE,
+        Field(ge=1, le=1024, description="Independent serving instances; scaling replaces none."),
+    ] = 1
+    size: Annotated[
+        Int32, Field(ge=1, le=64, description="Pods per instance; member 0 is the leader.")
+    ] = 1
+    instance_type: Annotated[
+        str,
+        Field(min_length=1, max_length=253, description="Cluster-scoped InstanceType name."),
+    ]
+    resources: Annotated[
+        RoleResources | None, Field(description="The accelerator request of one Pod.")
     ] = None
-    privileged: bool = False
+    image: Annotated[
+        str | None, Field(max_length=512, description="Overrides spec.engine.image.")
+    ] = None
+    image_pull_policy: Annotated[PullPolicy | None, Field(description="Pull policy of main.")] = (
+        None
+    )
+    image_pull_secrets: Annotated[
+        list[LocalObjectReference] | None,
+        Field(max_length=32, json_schema_extra=ATOMIC, description="Pull secrets of the Pods."),
+    ] = None
+    privileged: Annotated[
+        bool, Field(description="Run main privileged; gated by instance-privileged-allowed.")
+    ] = False
     ports: Annotated[
-        list[RolePort] | None, Field(json_schema_extra=list_map("port", "protocol"))
+        list[RolePort] | None,
+        Field(
+            json_schema_extra=list_map("port", "protocol"),
+            description="Served ports; none means 8000.",
+        ),
     ] = None
     additional_volumes: Annotated[
-        list[AdditionalVolume] | None, Field(json_schema_extra=ATOMIC)
+        list[AdditionalVolume] | None,
+        Field(json_schema_extra=ATOMIC, description="Extra volumes mounted into main."),
     ] = None
-    shm_size: Quantity | None = None
-    command: Annotated[list[str] | None, Field(json_schema_extra=ATOMIC)] = None
-    extra_args: Annotated[list[str] | None, Field(json_schema_extra=ATOMIC)] = None
-    env: Annotated[list[EnvVar] | None, Field(json_schema_extra=list_map("name"))] = None
-    topology: TopologySpec | None = None
-    termination_grace_period_seconds: Annotated[Int64 | None, Field(ge=15, le=3600)] = None
-    startup_timeout_seconds: Annotated[Int32, Field(ge=10, le=86400)] = 1800
-    elastic_ep: ElasticEPSpec | None = None
+    shm_size: Annotated[
+        Quantity | None, Field(description="Size of /dev/shm; unset renders 16Gi.")
+    ] = None
+    command: Annotated[
+        list[str] | None,
+        Field(
+            json_schema_extra=ATOMIC,
+            description="Take-over: the whole argv; nothing is synthesized.",
+        ),
+    ] = None
+    extra_args: Annotated[
+        list[str] | None,
+        Field(
+            json_schema_extra=ATOMIC,
+            description="Appended after every synthesized argument; inert beside command.",
+        ),
+    ] = None
+    env: Annotated[
+        list[EnvVar] | None,
+        Field(
+            json_schema_extra=list_map("name"), description="Variables after the operator's own."
+        ),
+    ] = None
+    topology: Annotated[TopologySpec | None, Field(description="Required placement level.")] = None
+    termination_grace_period_seconds: Annotated[
+        Int64 | None,
+        Field(ge=15, le=3600, description="Drain budget; a managed role renders 30."),
+    ] = None
+    startup_timeout_seconds: Annotated[
+        Int32,
+        Field(
+            ge=10,
+            le=86400,
+            description="Startup budget; the startup probe allows ceil(value / 10) failures.",
+        ),
+    ] = 1800
+    elastic_ep: Annotated[
+        ElasticEPSpec | None,
+        Field(description="Elastic expert parallelism; refused in this release."),
+    ] = None
 
     @property
     def managed(self) -> bool:
@@ -168,12 +331,30 @@ class RoleSpec(SpecModel):
 
 
 class ModelDeploymentSpec(SpecModel):
-    model: ModelSpec
-    engine: EngineSpec
-    kv_cache: KVCacheSpec | None = None
-    router: RouterSpec | None = None
-    kv_transfer: KVTransferSpec | None = None
-    roles: Annotated[list[RoleSpec], Field(min_length=1, json_schema_extra=list_map("name"))]
+    """The desired deployment."""
+
+    model: Annotated[ModelSpec, FROZEN, Field(description="What the engine serves.")]
+    engine: Annotated[EngineSpec, Field(description="The engine and its runner image.")]
+    kv_cache: Annotated[
+        KVCacheSpec | None, FROZEN, Field(description="A shared KV-cache pool; absent = none.")
+    ] = None
+    router: Annotated[
+        RouterSpec | None,
+        FREE,
+        Field(description="A router in front of the roles; adding or removing it rolls."),
+    ] = None
+    kv_transfer: Annotated[
+        KVTransferSpec | None, ROLLS, Field(description="The direct prefill/decode leg.")
+    ] = None
+    roles: Annotated[
+        list[RoleSpec],
+        ROLLS,
+        Field(
+            min_length=1,
+            json_schema_extra=list_map("name"),
+            description="1 to 10 engine roles; the set of roles is frozen.",
+        ),
+    ]
 
 
 # --- status -------------------------------------------------------------------------------

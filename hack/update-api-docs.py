@@ -1,0 +1,18 @@
+"""Write docs/api.md from the models. Run via `make docs`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gpustack_render.apidoc import api_reference
+
+
+def main() -> int:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/api.md")
+    out.write_text(api_reference(), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
