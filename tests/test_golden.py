@@ -1,8 +1,8 @@
 """Golden cases: one pytest id per directory ``golden/<verb>-<case>/``, discovered, never listed.
 
 ``<verb>`` is ``render``, ``admit``, ``inject`` or ``crds``. Each case holds ``input.yaml``
-(the request object first, then every looked-up object and an optional ``gpustack-settings`` ConfigMap), an
-optional ``case.yaml`` (``operation``; ``old``: the stored object; ``description``) and exactly
+(the request object first, then every looked-up object and an optional ``gpustack-settings``
+ConfigMap), an optional ``case.yaml`` (``operation``; ``old``: the stored object; ``description``) and exactly
 one expected file:
 
 - ``crds-*``: ``rendered.yaml``, the output of ``gpustack-render crds`` (no input file);
