@@ -2,8 +2,8 @@
 
 ``<verb>`` is ``render``, ``admit``, ``inject`` or ``crds``. Each case holds ``input.yaml``
 (the request object first, then every looked-up object and an optional ``gpustack-settings``
-ConfigMap), an optional ``case.yaml`` (``operation``; ``old``: the stored object; ``description``) and exactly
-one expected file:
+ConfigMap), an optional ``case.yaml`` (``operation``; ``old``: the stored object;
+``description``) and exactly one expected file:
 
 - ``crds-*``: ``rendered.yaml``, the output of ``gpustack-render crds`` (no input file);
 - ``render-*``: ``rendered.yaml`` (exit 0, the command's YAML output) or ``error.txt`` (exit 1,
