@@ -27,6 +27,7 @@ from gpustack_render.errors import (
     Verdict,
     VerdictKind,
 )
+from gpustack_render.events import Event, departure_events, render_failed
 from gpustack_render.hashing import (
     CURRENT_RENDER_VERSION,
     MIN_SUPPORTED_RENDER_VERSION,
@@ -37,17 +38,23 @@ from gpustack_render.hashing import (
 from gpustack_render.injection import InjectionRecord, freeze_pod, inject_pod, review_pod
 from gpustack_render.lookups import LookupFailed, Lookups, StaticLookups
 from gpustack_render.naming import group_name
+from gpustack_render.observed import ObservedPod, ObservedWorkload, observe_pod, observe_workload
 from gpustack_render.paths import FieldPath
 from gpustack_render.render import Rendering, RoleRendering, SeatRendering, render
 from gpustack_render.review import AdmissionRequest
+from gpustack_render.rollout import Desired, DesiredRole, Plan, plan
 from gpustack_render.settings import Settings, settings_from_data
+from gpustack_render.status import deleting_status, deployment_status, desired_from_rendering
 
 __all__ = [
     "CURRENT_RENDER_VERSION",
     "MIN_SUPPORTED_RENDER_VERSION",
     "AdmissionRequest",
+    "Desired",
+    "DesiredRole",
     "ErrorList",
     "ErrorType",
+    "Event",
     "FieldError",
     "FieldPath",
     "InjectionRecord",
@@ -59,6 +66,9 @@ __all__ = [
     "Lookups",
     "ModelArtifact",
     "ModelDeployment",
+    "ObservedPod",
+    "ObservedWorkload",
+    "Plan",
     "RenderError",
     "Rendering",
     "RoleRendering",
@@ -70,14 +80,22 @@ __all__ = [
     "all_crds",
     "decode_deployment",
     "decode_model",
+    "deleting_status",
+    "departure_events",
+    "deployment_status",
+    "desired_from_rendering",
     "effective_floor",
     "freeze_pod",
     "group_name",
     "inject_pod",
     "is_outdated",
     "mutate_deployment",
+    "observe_pod",
+    "observe_workload",
+    "plan",
     "pod_render_version",
     "render",
+    "render_failed",
     "review_deployment",
     "review_pod",
     "settings_from_data",
