@@ -61,7 +61,7 @@ from gpustack_render.owned import (
 from gpustack_render.paths import ROLES
 from gpustack_render.plan import Connection, RolePlan
 from gpustack_render.probes import MODELS_PATH, probes
-from gpustack_render.quantity import QuantityError, canonical
+from gpustack_render.quantity import QuantityError, format_memory, parse_quantity
 from gpustack_render.resources import PodResources
 from gpustack_render.settings import Settings
 from gpustack_render.stamping import Slot
@@ -354,11 +354,13 @@ def _additional(plan: RolePlan) -> tuple[list[dict[str, Any]], list[dict[str, An
 
 
 def _shm_size(plan: RolePlan) -> str:
+    """The ``gpustack-shm`` sizeLimit: ``shmSize`` written as D18 writes every memory quantity
+    (largest exact binary unit, rounded down to 1Mi), else ``16Gi``."""
     raw = plan.role.shm_size
     if raw is None:
         return DEFAULT_SHM_SIZE
     try:
-        return canonical(raw)
+        return format_memory(parse_quantity(raw))
     except QuantityError:
         return str(raw)
 

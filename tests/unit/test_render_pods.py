@@ -139,6 +139,26 @@ def test_take_over_keeps_shm_and_probes_but_no_cache() -> None:
     assert main["startupProbe"]["httpGet"]["port"] == 9100
 
 
+@pytest.mark.parametrize(
+    ("shm_size", "limit"),
+    [
+        pytest.param(None, "16Gi", id="default"),
+        pytest.param("32Gi", "32Gi", id="binary"),
+        pytest.param("32768Mi", "32Gi", id="largest-exact-unit"),
+        pytest.param(1073741824, "1Gi", id="plain-bytes"),
+        pytest.param("1536Mi", "1536Mi", id="not-whole-gi"),
+        pytest.param("1G", "953Mi", id="decimal-rounded-down-to-mi"),
+    ],
+)
+def test_shm_size_limit_is_written_in_d18_form(shm_size: Any, limit: str) -> None:
+    """D18: every memory quantity the project writes is in the largest exact binary unit,
+    rounded down to 1Mi; the shm ``sizeLimit`` is one of them."""
+    fields = {} if shm_size is None else {"shmSize": shm_size}
+    pod = render_case(_server(**fields)).roles[0].seats[0].pod
+    shm = next(v for v in pod["spec"]["volumes"] if v["name"] == "gpustack-shm")
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": limit}
+
+
 def test_additional_volume_without_source_is_skipped_but_keeps_indices() -> None:
     main = _main(
         _server(
