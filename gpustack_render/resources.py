@@ -217,7 +217,7 @@ def size_pod(
     )
     local = _optional_quantity(it, role, index, "localStorage", it.spec.local_storage)
 
-    cards = 1
+    cards = 1  # a slice or a partition is one card's share: it counts 1 (docs/decisions.md)
     share = Fraction(1)  # of the unit, for CPU and memory
     key: str | None = None
     count = 0
@@ -259,7 +259,6 @@ def size_pod(
             share = Fraction(found.memory_mi_b * _MIB) / card
             key, count = base + PARTITIONED_SUFFIX, 1
             annotations[PARTITIONED_PROFILE] = profile
-            cards = requested if requested else 1
         elif mem_pct or cores_pct:
             logical = sliced.logical if sliced else None
             if logical is None:
@@ -279,7 +278,6 @@ def size_pod(
             key, count = base + SLICED_SUFFIX, 1
             annotations[SLICED_MEMORY_PERCENTAGE] = str(mem_pct)
             annotations[SLICED_CORES_PERCENTAGE] = str(cores_pct)
-            cards = requested if requested else 1
         else:
             cards = requested if requested else 1
             share = Fraction(cards)

@@ -153,6 +153,29 @@ def test_sizing(
     assert out.to_json() == {"limits": limits, "requests": limits}
 
 
+@pytest.mark.parametrize(
+    "resources",
+    [
+        pytest.param(
+            {"accelerator": 2, "acceleratorSlicedMemoryPercentage": 50}, id="slice-two-cards"
+        ),
+        pytest.param(
+            {"accelerator": 2, "acceleratorPartitionedProfile": "3g.40gb"},
+            id="partition-two-cards",
+        ),
+    ],
+)
+def test_slice_or_partition_counts_one_card_for_ephemeral_storage(
+    resources: dict[str, Any],
+) -> None:
+    """Ephemeral storage is the unit value × cards, a slice or partition counting 1
+    (D21, docs/decisions.md), whatever ``accelerator`` a stored object carries."""
+    it = _it(ephemeral_storage="20Gi", logical_count=4, profiles=PROFILES)
+    out = size_pod(_role(**resources), it, index=0)
+    assert out.limits["ephemeral-storage"] == "20Gi"
+    assert out.cards == 1
+
+
 def test_non_acceleratable_type_uses_one_unit() -> None:
     it = InstanceType.model_validate(
         instance_type("cpu", acceleratable=False, cpu="30", ram="60Gi", local_storage="10Gi")
