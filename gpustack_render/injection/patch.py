@@ -6,13 +6,15 @@ shared branches are pruned from both sides: a shared object member is dropped fr
 objects, and a shared array item that is an object or array is replaced in both arrays by the
 same placeholder string, unique to its position (scalars stay: they compare cheaply).
 
-Dropping a member from both sides changes no operation on the other members. A placeholder
-stands for an item identical on both sides, so whatever the diff decides about it (keep it, or
-move it) is right for the real documents too. The one thing that would not be is an operation
-*writing* a placeholder; this module checks for it and then answers with the plain, unpruned
-``make_patch``. Placeholders start with NUL, which no real Pod string collides with in
-practice. The golden cases and the property tests check that the patch applied to the
-submitted Pod gives exactly the injected one.
+Dropping a member from both sides changes no operation on the other members of that object.
+It can change how ``jsonpatch`` pairs the items of an array, though: two array items pruned
+against different partners may compare equal when the real items do not (an ``env`` entry
+rewritten in place beside one declared without a value), and an operation may then write a
+pruned item. So the pruned patch is only a candidate: it is applied to the submitted Pod and
+kept when it gives exactly the injected one (kv-injection.md §5: the patch *is* the
+mutation); otherwise the plain ``make_patch`` is used, verified the same way, and as a last
+resort a coarse patch that never diffs inside an array. Placeholders start with NUL, which no
+real Pod string collides with in practice.
 """
 
 from __future__ import annotations
@@ -63,11 +65,55 @@ def _writes_placeholder(value: Any) -> bool:
     return False
 
 
+def _pointer(parts: list[str]) -> str:
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _coarse(src: Any, dst: Any, parts: list[str], ops: list[dict[str, Any]]) -> None:
+    """Object members added, removed or recursed into; anything else replaced whole."""
+    if src == dst:
+        return
+    if not (isinstance(src, dict) and isinstance(dst, dict)):
+        ops.append({"op": "replace", "path": _pointer(parts), "value": dst})
+        return
+    for key in src:
+        if key not in dst:
+            ops.append({"op": "remove", "path": _pointer([*parts, str(key)])})
+    for key, value in dst.items():
+        if key in src:
+            _coarse(src[key], value, [*parts, str(key)], ops)
+        else:
+            ops.append({"op": "add", "path": _pointer([*parts, str(key)]), "value": value})
+
+
+def _fresh(value: Any) -> Any:
+    """A copy with no object shared twice, as the API server holds the decoded Pod."""
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    return value
+
+
+def _applies(original: Any, ops: list[dict[str, Any]], mutated: Any) -> bool:
+    try:
+        return bool(jsonpatch.apply_patch(_fresh(original), ops, in_place=True) == mutated)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        return False
+
+
 def make_patch(original: Any, mutated: Any) -> list[dict[str, Any]]:
     """The JSON Patch turning ``original`` into ``mutated`` (``jsonpatch.make_patch``), computed
-    over the branches the two do not share."""
+    over the branches the two do not share, and verified to give ``mutated``."""
     src, dst = _prune(original, mutated)
     ops: list[dict[str, Any]] = jsonpatch.make_patch(src, dst).patch
-    if any(_writes_placeholder(op.get("value")) for op in ops):
-        ops = jsonpatch.make_patch(original, mutated).patch
-    return ops
+    if not any(_writes_placeholder(op.get("value")) for op in ops) and _applies(
+        original, ops, mutated
+    ):
+        return ops
+    ops = jsonpatch.make_patch(original, mutated).patch
+    if _applies(original, ops, mutated):
+        return ops
+    coarse: list[dict[str, Any]] = []
+    _coarse(original, mutated, [], coarse)
+    return coarse

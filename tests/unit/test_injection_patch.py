@@ -63,3 +63,34 @@ def test_placeholders_never_leak(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_writes_placeholder() -> None:
     assert p._writes_placeholder({"a": [p._SHARED + "3"]})
     assert not p._writes_placeholder({"a": ["x", 1, None]})
+
+
+def test_in_place_env_beside_valueless_entry() -> None:
+    # kv-injection.md §5 step 1: MOONCAKE_MASTER rewritten in place and MOONCAKE_DEVICE, declared
+    # without a value, replaced whole. Pruned against different partners, the first rewritten
+    # entry compares equal to the second original one, and the pruned diff wrote a nameless
+    # env entry. The patch must give exactly the injected Pod.
+    master = "MOONCAKE_MASTER"
+    device = "MOONCAKE_DEVICE"
+    src: dict[str, Any] = {"env": [{"name": master, "value": ""}, {"name": device}]}
+    dst = {
+        "env": [
+            {"name": master, "value": "m:1"},
+            {"name": device, "value": ""},
+            {"name": "MOONCAKE_TENANT_ID", "value": "d"},
+        ]
+    }
+    ops = p.make_patch(src, dst)
+    assert jsonpatch.apply_patch(json.loads(json.dumps(src)), ops) == dst
+
+
+def test_coarse_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both diffs wrong: the coarse patch replaces what differs and never diffs inside an array.
+    monkeypatch.setattr(
+        jsonpatch, "make_patch", lambda s, d: jsonpatch.JsonPatch([{"op": "remove", "path": "/a"}])
+    )
+    src = {"a/b": {"k": [1, 2]}, "gone": 1, "same": [A]}
+    dst = {"a/b": {"k": [2, 1], "n": "x"}, "same": [A]}
+    ops = p.make_patch(src, dst)
+    assert jsonpatch.apply_patch(json.loads(json.dumps(src)), ops) == dst
+    assert {"op": "replace", "path": "/a~1b/k", "value": [2, 1]} in ops
