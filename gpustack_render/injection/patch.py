@@ -4,17 +4,21 @@ The mutated Pod is built copy-on-write (:mod:`gpustack_render.injection.mutate`)
 branch injection leaves alone is the *same object* in both documents. Before diffing, those
 shared branches are pruned from both sides: a shared object member is dropped from both
 objects, and a shared array item that is an object or array is replaced in both arrays by the
-same placeholder string, unique to its position (scalars stay: they compare cheaply).
+same placeholder string, unique to its path. Every object that lost a member this way (itself
+or below it) carries a marker member naming its path, on both sides; an object that lost nothing
+stays the real object.
 
-Dropping a member from both sides changes no operation on the other members of that object.
-It can change how ``jsonpatch`` pairs the items of an array, though: two array items pruned
-against different partners may compare equal when the real items do not (an ``env`` entry
-rewritten in place beside one declared without a value), and an operation may then write a
-pruned item. So the pruned patch is only a candidate: it is applied to the submitted Pod and
-kept when it gives exactly the injected one (kv-injection.md §5: the patch *is* the
-mutation); otherwise the plain ``make_patch`` is used, verified the same way, and as a last
-resort a coarse patch that never diffs inside an array. Placeholders start with NUL, which no
-real Pod string collides with in practice.
+Markers keep the diff honest: two pruned objects compare equal only when they stand at the same
+path and their real contents are equal, so ``jsonpatch`` never pairs an ``env`` entry rewritten
+in place with a different one that merely looks alike once pruned. An operation that would
+*write* a marker or a placeholder would write a pruned object, not the real one: then the plain
+``make_patch`` is used instead. Otherwise every written value is a real, unpruned branch of the
+mutated Pod and every path exists in both, so the patch applied to the pruned submitted Pod
+giving the pruned mutated one means it gives the real mutated Pod from the real submitted one
+(kv-injection.md §5: the patch *is* the mutation). That check runs on the small pruned trees; a
+failure falls back to the plain diff, verified on the whole Pods, and as a last resort to a
+coarse patch that never diffs inside an array. Markers and placeholders start with NUL, which no
+real Pod key or string carries in practice.
 """
 
 from __future__ import annotations
@@ -27,39 +31,54 @@ import jsonpatch
 _SHARED: Final = "\x00gpustack-render/shared/"
 
 
-def _prune(src: Any, dst: Any) -> tuple[Any, Any]:
+#: The key of the marker member every pruned object carries (it starts with NUL).
+_MARK: Final = "\x00gpustack-render/pruned"
+
+
+def _prune(src: Any, dst: Any, path: str = "") -> tuple[Any, Any, bool]:
+    """(pruned src, pruned dst, whether anything was pruned)."""
     if isinstance(src, dict) and isinstance(dst, dict):
         s: dict[Any, Any] = {}
         d: dict[Any, Any] = {}
+        pruned = False
         for key, value in src.items():
             if key in dst and dst[key] is value:
+                pruned = True
                 continue
             if key in dst:
-                s[key], d[key] = _prune(value, dst[key])
+                s[key], d[key], inner = _prune(value, dst[key], f"{path}/{key}")
+                pruned = pruned or inner
             else:
                 s[key] = value
+        if not pruned:
+            return src, dst, False
         for key, value in dst.items():
             if key not in src:
                 d[key] = value
-        return s, d
+        s[_MARK] = d[_MARK] = path
+        return s, d, True
     if isinstance(src, list) and isinstance(dst, list):
         sl = list(src)
         dl = list(dst)
+        pruned = False
         for j in range(min(len(sl), len(dl))):
             if sl[j] is dl[j]:
                 if isinstance(sl[j], dict | list):
-                    sl[j] = dl[j] = f"{_SHARED}{j}"
+                    sl[j] = dl[j] = f"{_SHARED}{path}/{j}"
+                    pruned = True
             else:
-                sl[j], dl[j] = _prune(sl[j], dl[j])
-        return sl, dl
-    return src, dst
+                sl[j], dl[j], inner = _prune(sl[j], dl[j], f"{path}/{j}")
+                pruned = pruned or inner
+        return (sl, dl, True) if pruned else (src, dst, False)
+    return src, dst, False
 
 
 def _writes_placeholder(value: Any) -> bool:
+    """True when ``value`` holds a placeholder or a marker: it is a pruned branch."""
     if isinstance(value, str):
         return value.startswith(_SHARED)
     if isinstance(value, dict):
-        return any(_writes_placeholder(v) for v in value.values())
+        return _MARK in value or any(_writes_placeholder(v) for v in value.values())
     if isinstance(value, list):
         return any(_writes_placeholder(v) for v in value)
     return False
@@ -105,11 +124,9 @@ def _applies(original: Any, ops: list[dict[str, Any]], mutated: Any) -> bool:
 def make_patch(original: Any, mutated: Any) -> list[dict[str, Any]]:
     """The JSON Patch turning ``original`` into ``mutated`` (``jsonpatch.make_patch``), computed
     over the branches the two do not share, and verified to give ``mutated``."""
-    src, dst = _prune(original, mutated)
+    src, dst, _ = _prune(original, mutated)
     ops: list[dict[str, Any]] = jsonpatch.make_patch(src, dst).patch
-    if not any(_writes_placeholder(op.get("value")) for op in ops) and _applies(
-        original, ops, mutated
-    ):
+    if not any(_writes_placeholder(op.get("value")) for op in ops) and _applies(src, ops, dst):
         return ops
     ops = jsonpatch.make_patch(original, mutated).patch
     if _applies(original, ops, mutated):
