@@ -33,7 +33,7 @@ from gpustack_render.api.modeldeployment import (
 )
 from gpustack_render.jointcheck import CHECK_NAME as JOINT_CHECK
 from gpustack_render.observed import ObservedPod, ObservedWorkload
-from gpustack_render.owned import LLM_D_ROUTER
+from gpustack_render.owned import LLM_D_ROUTER, SGLANG
 from gpustack_render.parallelism import Parallelism, flag_table
 from gpustack_render.plan import (
     BINDING_DELETING,
@@ -469,6 +469,13 @@ def kv_events_publishing(md: ModelDeployment, rendering: Rendering) -> Verdict:
             "True", "Publishing", "role(s) " + ", ".join(publishing) + " publish KV events"
         )
     producers = [r for r in rendering.roles if r.kind != "Decode"]
+    if any(r.engine == SGLANG for r in rendering.roles):
+        # D9 lists SGLang before the take-over row: SGLang renders no publisher at all.
+        return Verdict(
+            "False",
+            "PublisherDisabled",
+            f"engine {SGLANG} behind {LLM_D_ROUTER} renders no KV event publisher",
+        )
     if producers and all(not r.managed for r in producers):
         return Verdict(
             "Unknown",

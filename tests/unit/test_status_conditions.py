@@ -407,6 +407,13 @@ def test_cache_attached(
             ("Unknown", "RoleUnmanaged"),
             id="taken-over",
         ),
+        pytest.param(
+            "SGLang",
+            "llm-d-router",
+            [role(command=["/bin/serve"])],
+            ("False", "PublisherDisabled"),
+            id="sglang-taken-over",
+        ),
     ],
 )
 def test_kv_events_publishing(
