@@ -269,7 +269,7 @@ def quota_reserved(
             "Parked",
             f"the deployment is parked: its Workloads ({names}) were deactivated after waiting "
             "for the joint admission check, and no longer ask for quota; free the capacity and "
-            "reactivate them, or delete and recreate the deployment",
+            "reactivate them, or delete and recreate the deployment" + note,
         )
     if preempted and admitted:
         return Verdict(
@@ -317,7 +317,9 @@ def quota_reserved(
         if len(rendering.roles) == 1:
             queue = f" in queue {rendering.roles[0].queue}"
         return Verdict(
-            "True", "Reserved", f"{declared} of {declared} replicas reserved quota{queue}"
+            "True",
+            "Reserved",
+            f"{declared} of {declared} replicas reserved quota{queue}" + note,
         )
     waiting_roles = sorted(
         {r.role for r in replicas if not r.quota_reserved}

@@ -284,6 +284,29 @@ def test_quota_reserved_multi_role_names_the_waiting_roles() -> None:
     assert "roles decode" in message(status, st.QUOTA_RESERVED)
 
 
+def test_a_preemption_note_is_appended_on_the_other_branches() -> None:
+    """controller.md §14: "A preemption note is appended on other branches" (Parked and
+    Reserved included)."""
+    md = deployment()
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    # A third Workload of an owned Pod (a departed group's) records a preemption.
+    stale = ObservedWorkload(
+        name="qwen-server-old", owner_pods=frozenset({pods[0].uid}), preempted=True
+    )
+    status = compute(md, rendering, pods, [*workloads_of(pods), stale])
+    assert condition(status, st.QUOTA_RESERVED) == ("False", "PreemptedInPart")
+    reserved = [replace(w, admitted=False) for w in workloads_of(pods)]
+    status = compute(md, rendering, pods, [*reserved, stale])
+    assert condition(status, st.QUOTA_RESERVED) == ("True", "Reserved")
+    assert "preempted" in message(status, st.QUOTA_RESERVED)
+    assert "qwen-server-old" in message(status, st.QUOTA_RESERVED)
+    _, parked = _parked(pods)
+    status = compute(md, rendering, pods, [*parked, stale])
+    assert condition(status, st.QUOTA_RESERVED) == ("False", "Parked")
+    assert "qwen-server-old" in message(status, st.QUOTA_RESERVED)
+
+
 # ---- ReplicasUpToDate ---------------------------------------------------------------------
 
 
