@@ -648,11 +648,11 @@ def router_status(md: ModelDeployment, rendering: Rendering) -> RouterStatus | N
     return RouterStatus(name=md.spec.router.name, roles=roles)
 
 
-def _unmanaged(role: RoleRendering, replicas: Sequence[_Replica]) -> bool:
-    pods = [p for r in replicas for p in r.pods]
-    if not pods:
-        return not role.managed
-    return any(p.takeover for p in pods)
+def _unmanaged(role: RoleRendering, view: _View) -> bool:
+    """The role's deployed Pods run a take-over command (controller.md §13, api.md): status
+    claims what is deployed, so a role with no live Pod is not (yet) unmanaged whatever its
+    spec says."""
+    return any(p.takeover for p in view.live if p.role == role.name)
 
 
 def _previous_reason(md: ModelDeployment, type_: str) -> str | None:
@@ -705,7 +705,7 @@ def deployment_status(
                 desired=role.replicas,
                 ready=ready,
                 quota_reserved=sum(1 for r in replicas if r.quota_reserved),
-                unmanaged=_unmanaged(role, replicas),
+                unmanaged=_unmanaged(role, view),
                 assigned_flavors=flavors or None,
                 replacing=replacing,
                 parallelism=parallelism_status(role.parallelism, managed=role.managed),

@@ -416,6 +416,26 @@ def test_cache_attached(
     assert status.roles is not None and status.roles[0].unmanaged is bool(command)
 
 
+def test_unmanaged_reads_the_deployed_pods_not_the_spec() -> None:
+    """§13 ``roles[].unmanaged`` and §14 ``CacheAttached=Unknown/Unmanaged`` name a *deployed*
+    take-over replica: status claims what is deployed (seed, "Changed role configuration")."""
+    md = deployment(role(replicas=1, command=["/bin/launch"]), cache=True)
+    rendering = rendered(md)
+    status = compute(md, rendering, [], [])
+    assert status.roles is not None and status.roles[0].unmanaged is False
+    assert condition(status, st.CACHE_ATTACHED) == ("Unknown", "NoReplicaReady")
+    # Mid-way through a command edit the old managed replica still serves: managed.
+    managed = deployment(role(replicas=1), cache=True)
+    old_pods = pods_of(rendered(managed))
+    status = compute(md, rendering, old_pods, workloads_of(old_pods))
+    assert status.roles is not None and status.roles[0].unmanaged is False
+    assert condition(status, st.CACHE_ATTACHED) == ("Unknown", "NoObservationAvailable")
+    # The other way round: a deployed take-over replica of a role now managed again.
+    status = compute(managed, rendered(managed), pods_of(rendering), [])
+    assert status.roles is not None and status.roles[0].unmanaged is True
+    assert condition(status, st.CACHE_ATTACHED) == ("Unknown", "Unmanaged")
+
+
 @pytest.mark.parametrize(
     ("engine", "router", "roles", "expected"),
     [
