@@ -376,11 +376,13 @@ def replicas_up_to_date(
     )
     held = [s for s in (plan.roles if plan else ()) if s.held_by_cache]
     if held and outdated:
+        held_replicas = sum(s.outdated for s in held)
         return Verdict(
             "False",
             "RolloutHeldByCache",
-            f"{outdated} outdated replica(s) wait: role(s) {', '.join(s.role for s in held)} "
-            "hold their rollout until the KV cache connection resolves again" + older,
+            f"{held_replicas} replica(s) held of {outdated} outdated: role(s) "
+            f"{', '.join(s.role for s in held)} hold their rollout until the KV cache "
+            "connection resolves again" + older,
         )
     if outdated:
         return Verdict(
@@ -424,10 +426,11 @@ def role_kinds_ready(rendering: Rendering, ready_by_role: Mapping[str, int]) -> 
         kinds[role.kind] = kinds.get(role.kind, 0) + ready_by_role.get(role.name, 0)
     missing = [k for k, n in kinds.items() if n == 0]
     if missing:
+        roles = [r.name for r in rendering.roles if r.kind in missing]
         return Verdict(
             "False",
             "KindsNotReady",
-            "no ready instance of kind(s) " + ", ".join(k.lower() for k in missing),
+            f"no ready instance of kind(s) {', '.join(missing)} (role(s) {', '.join(roles)})",
         )
     return Verdict("True", "AllKindsReady", "every declared kind has a ready instance")
 

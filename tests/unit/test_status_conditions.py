@@ -342,6 +342,9 @@ def test_replicas_up_to_date_rows() -> None:
     held = _plan(RoleStep("server", None, outdated=1, held_by_cache=True))
     status = compute(md, rendering, old, workloads, plan=held)
     assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutHeldByCache")
+    # §14 names the held and the outdated counts (and the held role).
+    assert "1 replica(s) held of 1 outdated" in message(status, st.REPLICAS_UP_TO_DATE)
+    assert "server" in message(status, st.REPLICAS_UP_TO_DATE)
 
     # The last outdated replica was deleted and is being recreated: still RolloutInProgress.
     rolling = deployment(
@@ -388,7 +391,10 @@ def test_role_kinds_ready() -> None:
     not_ready = [replace(p, ready=False) if p.role == "decode" else p for p in pods]
     status = compute(md, rendering, not_ready, workloads_of(pods))
     assert condition(status, st.ROLE_KINDS_READY) == ("False", "KindsNotReady")
-    assert "decode" in message(status, st.ROLE_KINDS_READY)
+    # The kind in its API spelling (as roles[].kind), and the role carrying it.
+    assert "Decode" in message(status, st.ROLE_KINDS_READY)
+    assert "Prefill" not in message(status, st.ROLE_KINDS_READY)
+    assert "role(s) decode" in message(status, st.ROLE_KINDS_READY)
     assert status.role_summary == "1P0D"
     status = compute(md, rendering, pods, workloads_of(pods))
     assert condition(status, st.ROLE_KINDS_READY) == ("True", "AllKindsReady")
