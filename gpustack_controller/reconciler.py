@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -338,8 +339,10 @@ class DeploymentReconciler:
     async def _sync_services(
         self, md: ModelDeployment, rendering: Rendering, pods: Sequence[ObservedPod]
     ) -> BaseException | None:
-        """Apply every rendered Service that differs from what is stored; prune owned Services
-        no longer rendered (an instance Service only once no Pod of its ordinal remains)."""
+        """Apply every rendered Service that is not aligned with what is stored (a value
+        differs, or this manager still owns a field the rendering no longer carries); prune
+        owned Services no longer rendered (an instance Service only once no Pod of its ordinal
+        remains)."""
         namespace, uid = md.metadata.namespace, md.metadata.uid
         wanted = rendering.services()
         names = {str(s["metadata"]["name"]) for s in wanted}
@@ -357,7 +360,7 @@ class DeploymentReconciler:
                     f"{namespace}/{md.metadata.name}",
                 )
                 continue
-            if existing is not None and _covers(existing, service):
+            if existing is not None and service_aligned(existing, service, FIELD_MANAGER):
                 continue
             await self.kube.apply(
                 SERVICES, service, field_manager=FIELD_MANAGER, namespace=namespace
@@ -454,6 +457,79 @@ def _int(text: object) -> int | None:
         return int(str(text))
     except ValueError:
         return None
+
+
+def service_aligned(existing: Mapping[str, Any], wanted: Mapping[str, Any], manager: str) -> bool:
+    """True when applying ``wanted`` as ``manager`` would change nothing in ``existing``.
+
+    Two halves: every rendered field is stored with the rendered value (:func:`_covers`), and
+    the field set ``manager`` owns through server-side apply (``metadata.managedFields``)
+    names nothing the rendering dropped — a label, annotation, port or selector key removed
+    from the rendering is still stored and still ours, and only a new apply removes it. A
+    Service without an apply entry of ``manager`` is not known to be aligned.
+    """
+    if not _covers(existing, wanted):
+        return False
+    owned = _applied_fields(existing, manager)
+    return owned is not None and not _owns_more(owned, wanted)
+
+
+def _applied_fields(obj: Mapping[str, Any], manager: str) -> Mapping[str, Any] | None:
+    """The ``fieldsV1`` set ``manager`` owns by apply on the main resource, if any."""
+    for entry in (obj.get("metadata") or {}).get("managedFields") or ():
+        if (
+            isinstance(entry, Mapping)
+            and entry.get("manager") == manager
+            and entry.get("operation") == "Apply"
+            and not entry.get("subresource")
+        ):
+            fields = entry.get("fieldsV1")
+            return fields if isinstance(fields, Mapping) else {}
+    return None
+
+
+def _owns_more(fields: Mapping[str, Any], wanted: Any) -> bool:
+    """True when the ``fieldsV1`` set ``fields`` names a path ``wanted`` does not carry.
+
+    ``f:<name>`` is a map field, ``k:<json>`` a list element by its key fields, ``v:<json>``
+    a set element, ``i:<n>`` a list index and ``.`` the element itself.
+    """
+    for key, sub in fields.items():
+        if key == ".":
+            continue
+        kind, _, rest = str(key).partition(":")
+        child: Any
+        if kind == "f":
+            if not isinstance(wanted, Mapping) or rest not in wanted:
+                return True
+            child = wanted[rest]
+        elif kind in ("k", "v", "i"):
+            if not isinstance(wanted, list):
+                return True
+            try:
+                ident = json.loads(rest)
+            except ValueError:
+                return True
+            if kind == "k":
+                match = [
+                    e
+                    for e in wanted
+                    if isinstance(e, Mapping)
+                    and isinstance(ident, Mapping)
+                    and all(e.get(k) == v for k, v in ident.items())
+                ]
+            elif kind == "v":
+                match = [e for e in wanted if e == ident]
+            else:
+                match = [wanted[ident]] if isinstance(ident, int) and ident < len(wanted) else []
+            if not match:
+                return True
+            child = match[0]
+        else:
+            return True
+        if isinstance(sub, Mapping) and sub and _owns_more(sub, child):
+            return True
+    return False
 
 
 def _covers(existing: Any, wanted: Any) -> bool:

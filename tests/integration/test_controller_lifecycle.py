@@ -19,6 +19,7 @@ from gpustack_controller.kube import (
     SERVICES,
     Kube,
 )
+from gpustack_controller.reconciler import FIELD_MANAGER, service_aligned
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.decoding import decode_deployment, decode_model
 from gpustack_render.lookups import StaticLookups
@@ -244,3 +245,76 @@ async def test_render_failure_is_an_event_and_no_status(kube: Kube, kubeconfig_p
 async def _when_none(read: Any) -> bool:
     md = await read
     return md is not None and not md.get("status")
+
+
+async def test_a_key_dropped_from_the_rendered_service_is_removed_by_the_next_apply(
+    kube: Kube, kubeconfig_path: Path
+) -> None:
+    """render.md §19 / controller.md §11: Services follow the rendering. A label or annotation
+    an earlier rendering applied (same field manager) and the current one no longer carries is
+    removed on the next pass; an aligned Service is not re-applied."""
+    ns = await new_namespace(kube)
+    async with running_controller(kubeconfig_path):
+        created = await kube.create(
+            MODEL_DEPLOYMENTS, deployment("svc", ns, role(replicas=1, size=2)), ns
+        )
+        await eventually(
+            lambda: _when(_services(kube, ns), lambda s: len(s) == 3), what="3 Services"
+        )
+        # An earlier rendering, as this controller applied it: one more label and annotation
+        # than the current rendering carries (every rendered value still in place).
+        stored = await kube.get(SERVICES, "svc-server", ns)
+        assert stored is not None
+        older = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "svc-server",
+                "namespace": ns,
+                "labels": {**stored["metadata"]["labels"], "example.com/dropped": "yes"},
+                "annotations": {
+                    **stored["metadata"].get("annotations", {}),
+                    "example.com/dropped": "yes",
+                },
+                "ownerReferences": stored["metadata"]["ownerReferences"],
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "selector": stored["spec"]["selector"],
+                "ports": [
+                    {k: p[k] for k in ("name", "protocol", "port", "targetPort")}
+                    for p in stored["spec"]["ports"]
+                ],
+            },
+        }
+        await kube.apply(SERVICES, older, field_manager=FIELD_MANAGER, namespace=ns)
+
+        async def realigned() -> dict[str, Any] | None:
+            svc = await kube.get(SERVICES, "svc-server", ns)
+            if svc is None:
+                return None
+            meta = svc["metadata"]
+            if "example.com/dropped" in (meta.get("labels") or {}):
+                return None
+            if "example.com/dropped" in (meta.get("annotations") or {}):
+                return None
+            return svc
+
+        # The Service update enqueues its owner; the pass re-applies the current rendering.
+        await eventually(realigned, what="the dropped keys removed")
+        # What is stored now is aligned with the rendering: no further apply is due.
+        instance_type = await kube.get(INSTANCE_TYPES, INSTANCE_TYPE)
+        assert instance_type is not None
+        md, _ = decode_deployment(created)
+        it, _ = decode_model(InstanceType, instance_type)
+        assert md is not None and it is not None
+        rendering = render(md, lookups=StaticLookups.of([it]), settings=Settings())
+        for wanted in rendering.services():
+            got = await kube.get(SERVICES, wanted["metadata"]["name"], ns)
+            assert got is not None
+            assert service_aligned(got, wanted, FIELD_MANAGER), got["metadata"]["name"]
+
+
+async def _services(kube: Kube, ns: str) -> list[dict[str, Any]]:
+    items, _ = await kube.list(SERVICES, ns)
+    return items
