@@ -419,8 +419,13 @@ class DeploymentReconciler:
                 if not p.terminating
             )
             _raise_first(results)
+            # Only the Workloads of this deployment's own Pods (controller.md §12): a Pod that
+            # merely carries the deployment's labels is not ours to release.
+            owned_uids = {p.uid for p in owned}
             results = await bounded(
-                partial(self.kube.delete, WORKLOADS, w.name, namespace) for w in workloads
+                partial(self.kube.delete, WORKLOADS, w.name, namespace)
+                for w in workloads
+                if w.owns_any(owned_uids)
             )
             _raise_first(results)
             return HOLD_SECONDS

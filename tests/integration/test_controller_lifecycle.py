@@ -16,10 +16,12 @@ from gpustack_controller.kube import (
     INSTANCE_TYPES,
     LOCAL_QUEUES,
     MODEL_DEPLOYMENTS,
+    PODS,
     SERVICES,
     Kube,
 )
 from gpustack_controller.reconciler import FIELD_MANAGER, service_aligned
+from gpustack_render import labels
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.decoding import decode_deployment, decode_model
 from gpustack_render.lookups import StaticLookups
@@ -211,6 +213,50 @@ async def test_deletion_tears_everything_down_and_releases_the_finalizer(
         )
         assert await pods_of(kube, ns, "gone") == []
         assert await kueue.workloads() == []
+
+
+async def test_teardown_leaves_the_workload_of_a_pod_it_does_not_own(
+    kube: Kube, kubeconfig_path: Path
+) -> None:
+    """controller.md §12: only the Workloads owning the deployment's own Pods are deleted."""
+    ns = await new_namespace(kube)
+    async with running_controller(kubeconfig_path), PlayKueue(kube, ns) as kueue:
+        await kube.create(MODEL_DEPLOYMENTS, deployment("mine", ns, role(replicas=1)), ns)
+        await eventually(
+            lambda: _when(kueue.workloads(), lambda w: len(w) == 1), what="its Workload"
+        )
+        stranger = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "stranger",
+                "namespace": ns,
+                "labels": {
+                    **labels.deployment_selector("mine"),
+                    labels.QUEUE_NAME: ENTRANCE,
+                    labels.POD_GROUP_NAME: "stranger-group",
+                },
+                "annotations": {labels.POD_GROUP_TOTAL_COUNT: "1", labels.ROLE_HASH: "x"},
+            },
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }
+        await kube.create(PODS, stranger, ns)
+        await eventually(
+            lambda: _when(kueue.workloads(), lambda w: len(w) == 2), what="the stranger's Workload"
+        )
+        (before,) = [
+            w for w in await kueue.workloads() if w["metadata"]["name"] == "stranger-group"
+        ]
+        await kube.delete(MODEL_DEPLOYMENTS, "mine", ns)
+        await eventually(
+            lambda: _when(_absent(get_md(kube, ns, "mine")), bool), what="the deployment gone"
+        )
+        after = await kueue.workloads()
+        # The same Workload object (same uid): not deleted and composed again by PlayKueue.
+        assert [(w["metadata"]["name"], w["metadata"]["uid"]) for w in after] == [
+            ("stranger-group", before["metadata"]["uid"])
+        ]
+        assert await kube.get(PODS, "stranger", ns) is not None
 
 
 async def _absent(read: Any) -> bool:
