@@ -9,6 +9,11 @@ runs the library again. Because the library is pure and deterministic, the rerun
 path up to the new object and goes on from there; a review that reads *n* objects runs the
 library *n + 1* times, each run stopping early, and never blocks a thread on the network.
 
+Concurrent reviews that need the same object may share one GET, but only a GET sent after the
+review began (``since``): its answer is never older than one the review would have read itself,
+so it is as live as a read of its own. A GET sent before the review began is never joined, and
+nothing is kept once a GET has answered.
+
 Not-found is ``None``; any other failure (an error answer, a timeout, the review's deadline, a
 stored object that does not decode) is a :class:`~gpustack_render.lookups.LookupFailed`, raised to
 the library where it asked, so it is reported as the library reports read failures, never as a
@@ -140,8 +145,12 @@ class Sources(Protocol):
         """The Settings that apply to a review; raises ``LookupFailed`` when unreadable."""
         ...
 
-    async def read(self, key: ReadKey) -> InputObject | None:
-        """The object ``key`` names, None when absent; raises ``LookupFailed`` otherwise."""
+    async def read(self, key: ReadKey, *, since: float | None = None) -> InputObject | None:
+        """The object ``key`` names, None when absent; raises ``LookupFailed`` otherwise.
+
+        ``since`` (a :func:`time.monotonic` time, the review's start) allows answering from a
+        GET already in flight that was sent no earlier; None asks for a GET of its own.
+        """
         ...
 
 
@@ -155,7 +164,7 @@ class StaticSources:
     async def settings(self) -> Settings:
         return self.fixed_settings
 
-    async def read(self, key: ReadKey) -> InputObject | None:
+    async def read(self, key: ReadKey, *, since: float | None = None) -> InputObject | None:
         readers: dict[str, Callable[[], InputObject | None]] = {
             "InstanceType": lambda: self.objects.instance_type(key.name),
             "KVCachePoolBinding": lambda: self.objects.binding(key.namespace, key.name),
@@ -188,8 +197,33 @@ class LiveSources:
         self._reported: tuple[str, ...] = ()
         self._settings: tuple[float, Settings] | None = None
         self._settings_read: asyncio.Future[Settings] | None = None
+        #: GETs in flight: when each was started (monotonic) and its decoded answer.
+        self._flights: dict[ReadKey, tuple[float, asyncio.Future[InputObject | None]]] = {}
 
-    async def read(self, key: ReadKey) -> InputObject | None:
+    async def read(self, key: ReadKey, *, since: float | None = None) -> InputObject | None:
+        """A live GET, decoded; ``LookupFailed`` for anything but found or not found.
+
+        With ``since``, a GET of the same object started at or after ``since`` and still in
+        flight is shared instead of sending another.
+        """
+        flight = self._flights.get(key)
+        if since is not None and flight is not None and flight[0] >= since:
+            # Shield: one waiting review that is cancelled must not cancel the others' read.
+            return await asyncio.shield(flight[1])
+        started = time.monotonic()  # at or before the GET is sent
+        future = asyncio.ensure_future(self._get(key))
+        self._flights[key] = (started, future)
+        future.add_done_callback(lambda done: self._landed(key, done))
+        return await asyncio.shield(future)
+
+    def _landed(self, key: ReadKey, future: asyncio.Future[InputObject | None]) -> None:
+        """Forget a GET that answered (nothing outlives it) and mark its failure as seen."""
+        flight = self._flights.get(key)
+        if flight is not None and flight[1] is future:
+            del self._flights[key]
+        _consume(future)
+
+    async def _get(self, key: ReadKey) -> InputObject | None:
         """One live GET, decoded; ``LookupFailed`` for anything but found or not found."""
 
         def failed(reason: str) -> LookupFailed:
@@ -200,9 +234,8 @@ class LiveSources:
         if model is None:
             raise failed("not a kind this server reads")
         try:
-            data = await asyncio.wait_for(
-                self.reader.get_object(key.kind, key.namespace, key.name), self._request_timeout
-            )
+            async with asyncio.timeout(self._request_timeout):
+                data = await self.reader.get_object(key.kind, key.namespace, key.name)
         except TimeoutError:
             raise failed(f"no answer within {self._request_timeout:g}s") from None
         except ReadError as exc:
@@ -265,7 +298,7 @@ class LiveSources:
         return settings
 
 
-def _consume(future: asyncio.Future[Settings]) -> None:
+def _consume(future: asyncio.Future[Any]) -> None:
     """Mark a shared read's failure as seen (its waiters report it themselves)."""
     if not future.cancelled():
         future.exception()

@@ -282,6 +282,14 @@ class WebhookServer:
         verdict = await self.review(hook, admission)
         elapsed = time.perf_counter() - started
         self.metrics.observe_review(hook.name, verdict.kind.value, elapsed)
+        if log.isEnabledFor(logging.INFO):
+            self._log_review(hook, admission, verdict, elapsed)
+        return web.json_response(encode_review(verdict, admission.uid))
+
+    @staticmethod
+    def _log_review(
+        hook: Webhook, admission: AdmissionRequest, verdict: Verdict, elapsed: float
+    ) -> None:
         log.info(
             "review",
             extra=fields(
@@ -296,7 +304,6 @@ class WebhookServer:
                 **_verdict_fields(verdict),
             ),
         )
-        return web.json_response(encode_review(verdict, admission.uid))
 
     def _refuse_request(
         self, hook: Webhook, started: float, status: int, problem: str
@@ -314,15 +321,17 @@ class WebhookServer:
         stops it (:class:`NeedRead`), is read live, and the library runs again (see
         :mod:`gpustack_webhook.lookups`).
         """
-        deadline = time.monotonic() + self.review_timeout
+        began = time.monotonic()
+        deadline = began + self.review_timeout
         reads = ReviewReads()
         try:
-            settings = await asyncio.wait_for(self.sources.settings(), self.review_timeout)
+            async with asyncio.timeout(self.review_timeout):
+                settings = await self.sources.settings()
             for _ in range(self.max_reads + 1):
                 try:
                     return hook.review(request, lookups=reads, settings=settings)
                 except NeedRead as need:
-                    reads.answers[need.key] = await self._read(need.key, deadline)
+                    reads.answers[need.key] = await self._read(need.key, began, deadline)
             raise LookupFailed(
                 "review", request.uid, f"the review asked for more than {self.max_reads} objects"
             )
@@ -357,16 +366,20 @@ class WebhookServer:
                 f"({type(exc).__name__}); the request was not judged"
             )
 
-    async def _read(self, key: ReadKey, deadline: float) -> InputObject | LookupFailed | None:
+    async def _read(
+        self, key: ReadKey, began: float, deadline: float
+    ) -> InputObject | LookupFailed | None:
         """One live read within what is left of the review's budget; a failure is returned so
-        the library meets it where it asked."""
+        the library meets it where it asked. A GET of the same object that another review sent
+        after this one ``began`` may answer it (see :mod:`gpustack_webhook.lookups`)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return LookupFailed(
                 key.kind, key.name, "the review's time budget ran out", namespace=key.namespace
             )
         try:
-            return await asyncio.wait_for(self.sources.read(key), remaining)
+            async with asyncio.timeout(remaining):
+                return await self.sources.read(key, since=began)
         except LookupFailed as exc:
             return exc
         except TimeoutError:

@@ -10,6 +10,7 @@ import asyncio
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -112,6 +113,47 @@ async def test_live_reads_decode_into_models(reader: TableReader) -> None:
     # Nothing is cached between reads: every call is a GET.
     await sources.read(ReadKey("InstanceType", "", "a10g"))
     assert reader.calls.count(("InstanceType", "", "a10g")) == 2
+
+
+async def test_concurrent_reviews_share_only_a_get_sent_after_they_began(
+    reader: TableReader,
+) -> None:
+    reader.stall = 0.05
+    sources = LiveSources(reader, namespace="ops")
+    key = ReadKey("InstanceType", "", "a10g")
+    before = time.monotonic()
+    first = asyncio.ensure_future(sources.read(key, since=before))
+    await asyncio.sleep(0)
+    # Began before that GET was sent: shares it.
+    joined = asyncio.ensure_future(sources.read(key, since=before))
+    await asyncio.sleep(0.01)
+    # Began after it was sent: sends its own, even though one is in flight.
+    later = asyncio.ensure_future(sources.read(key, since=time.monotonic()))
+    # No ``since``: always its own GET.
+    own = asyncio.ensure_future(sources.read(key))
+    answers = await asyncio.gather(first, joined, later, own)
+    assert all(isinstance(a, InstanceType) for a in answers)
+    assert reader.calls.count(("InstanceType", "", "a10g")) == 3
+    # Nothing outlives the GETs: the next review reads again.
+    await sources.read(key, since=before)
+    assert reader.calls.count(("InstanceType", "", "a10g")) == 4
+
+
+async def test_a_shared_get_that_fails_fails_every_review_and_a_cancelled_one_not_the_others(
+    reader: TableReader,
+) -> None:
+    reader.stall = 0.05
+    reader.fail.add(("InstanceType", "", "a10g"))
+    sources = LiveSources(reader, namespace="ops")
+    key = ReadKey("InstanceType", "", "a10g")
+    since = time.monotonic()
+    reads = [asyncio.ensure_future(sources.read(key, since=since)) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    reads[0].cancel()
+    results = await asyncio.gather(*reads, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert all(isinstance(r, LookupFailed) and "403" in r.reason for r in results[1:])
+    assert reader.calls == [("InstanceType", "", "a10g")]
 
 
 @pytest.mark.parametrize(

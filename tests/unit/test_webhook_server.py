@@ -120,11 +120,11 @@ class CountingSources(StaticSources):
     stall: float = 0.0
     reads: list[ReadKey] = field(default_factory=list)
 
-    async def read(self, key: ReadKey) -> InputObject | None:
+    async def read(self, key: ReadKey, *, since: float | None = None) -> InputObject | None:
         self.reads.append(key)
         if self.stall:
             await asyncio.sleep(self.stall)
-        return await super().read(key)
+        return await super().read(key, since=since)
 
 
 STANDIN_HOOKS = (

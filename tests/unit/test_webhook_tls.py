@@ -170,7 +170,7 @@ async def test_watch_polls_the_files(tmp_path: Path) -> None:
 class SlowSources(StaticSources):
     """Every read takes half a second (a review in flight while the server stops)."""
 
-    async def read(self, key: ReadKey) -> InputObject | None:
+    async def read(self, key: ReadKey, *, since: float | None = None) -> InputObject | None:
         await asyncio.sleep(0.5)
         return None
 
