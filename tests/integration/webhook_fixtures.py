@@ -85,6 +85,11 @@ class WebhookProcess:
         self._client_ssl = ssl.create_default_context(cadata=ca.cert_pem.decode())
 
     @property
+    def pid(self) -> int:
+        """The server process's id (0 before it started)."""
+        return self._popen.pid if self._popen is not None else 0
+
+    @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
