@@ -55,6 +55,39 @@ def _value_at(data: Any, path: FieldPath) -> tuple[bool, Any]:
     return path.resolve(data)
 
 
+#: pydantic error type → how the API server words the same schema refusal.
+_DETAILS: dict[str, str] = {
+    "less_than_equal": "must be less than or equal to {le}",
+    "greater_than_equal": "must be greater than or equal to {ge}",
+    "less_than": "must be less than {lt}",
+    "greater_than": "must be greater than {gt}",
+    "string_pattern_mismatch": "must match the pattern '{pattern}'",
+    "string_too_short": "must be at least {min_length} characters long",
+    "too_short": "must have at least {min_length} items",
+    "int_type": "must be an integer",
+    "int_from_float": "must be an integer",
+    "int_parsing": "must be an integer",
+    "string_type": "must be a string",
+    "bool_type": "must be a boolean",
+    "bool_parsing": "must be a boolean",
+    "list_type": "must be a list",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+}
+
+
+def _detail(kind: str, ctx: dict[str, Any], fallback: str) -> str:
+    template = _DETAILS.get(kind)
+    if template is None:
+        # A validator's own message ("Value error, <ours>") keeps only our words.
+        return fallback.removeprefix("Value error, ")
+    try:
+        return template.format(**ctx)
+    except (KeyError, IndexError):
+        return fallback
+
+
 def translate(exc: ValidationError, data: Any, *, prefix: FieldPath | None = None) -> ErrorList:
     """Pydantic errors as field errors.
 
@@ -84,7 +117,9 @@ def translate(exc: ValidationError, data: Any, *, prefix: FieldPath | None = Non
         elif kind == "too_long" and isinstance(value, list):
             fe = errors.too_many(full, len(value), int(ctx.get("max_length", 0)), origin="schema")
         else:
-            fe = errors.invalid(full, value if found else None, err["msg"], origin="schema")
+            fe = errors.invalid(
+                full, value if found else None, _detail(kind, ctx, err["msg"]), origin="schema"
+            )
         key = (fe.field, fe.type.value)
         if key in seen:
             continue  # one cause per field and type: a union reports each member otherwise

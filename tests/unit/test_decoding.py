@@ -144,3 +144,19 @@ def test_empty_roles_and_non_object_input() -> None:
     assert [e.field for e in errs] == ["spec.roles"]
     none, errs = decode_deployment(["not", "an", "object"])
     assert none is None and errs
+
+
+@pytest.mark.parametrize(
+    ("role", "fragment"),
+    [
+        pytest.param({"replicas": 1025}, "1024", id="bound-names-the-limit"),
+        pytest.param({"name": "Server"}, "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", id="pattern-named"),
+        pytest.param({"size": "2"}, "integer", id="type-named"),
+        pytest.param({"resources": {"accelerator": "two"}}, "'two'", id="own-validator-words"),
+    ],
+)
+def test_schema_messages_name_the_rule_not_the_library(role: dict[str, Any], fragment: str) -> None:
+    _, errs = decode_deployment(with_(**role))
+    (e,) = errs
+    assert fragment in e.detail
+    assert "Input should" not in e.detail and "Value error" not in e.detail
