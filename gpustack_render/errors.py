@@ -238,9 +238,13 @@ class Verdict:
         """The AdmissionReview ``response``.
 
         ``patch_encoding`` is ``"array"`` for the command line (the JSON Patch as a decoded list)
-        or ``"base64"`` for the wire, where the API server expects base64 of the JSON text.
+        or ``"base64"`` for the wire, where the API server expects base64 of the JSON text. The
+        wire form always echoes ``uid``; the command line's has none to echo and leaves it out.
         """
-        response: dict[str, Any] = {"uid": uid, "allowed": self.allowed}
+        response: dict[str, Any] = {}
+        if uid or patch_encoding == "base64":
+            response["uid"] = uid
+        response["allowed"] = self.allowed
         if not self.allowed:
             status: dict[str, Any] = {
                 "code": self.status_code(),

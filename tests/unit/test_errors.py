@@ -70,13 +70,13 @@ def test_allowed_patch_encodings() -> None:
     v = Verdict.allow(patch=patch, warnings=["w"])
     arr = v.to_response()
     assert arr == {
-        "uid": "",
         "allowed": True,
         "patchType": "JSONPatch",
         "patch": patch,
         "warnings": ["w"],
     }
     wire = v.to_response("u", patch_encoding="base64")
+    assert wire["uid"] == "u"
     assert json.loads(base64.b64decode(wire["patch"])) == patch
 
 
