@@ -159,6 +159,18 @@ def _answer(
     return EXIT_OK if verdict.allowed else EXIT_REFUSED
 
 
+def _request(op: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> AdmissionRequest:
+    """The request the API server would send; an object without a namespace is in ``default``."""
+    meta = (obj or old or {}).get("metadata") or {}
+    return AdmissionRequest(
+        operation=cast(Operation, op),
+        object=obj,
+        old_object=old,
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+    )
+
+
 def admit_review(
     files: Sequence[str],
     *,
@@ -176,17 +188,11 @@ def admit_review(
     if not bundle.deployments and op != "DELETE":
         raise UsageError("admit: no ModelDeployment in " + ", ".join(files))
     obj = bundle.deployments[0] if bundle.deployments else None
-    meta = (obj or old or {}).get("metadata") or {}
-    ns = str(meta.get("namespace") or "default")
-    request = AdmissionRequest(
-        operation=cast(Operation, op),
-        object=obj,
-        old_object=old,
-        namespace=ns,
-        name=str(meta.get("name") or ""),
-    )
+    request = _request(op, obj, old)
     verdict: Verdict = review_deployment(
-        request, lookups=bundle.lookups(default_namespace=ns), settings=bundle.settings
+        request,
+        lookups=bundle.lookups(default_namespace=request.namespace),
+        settings=bundle.settings,
     )
     defaulted = None
     if obj is not None:
@@ -211,17 +217,11 @@ def inject_review(
     if op not in ("CREATE", "UPDATE"):
         raise UsageError(f"inject: --operation {op} is not a Pod webhook operation")
     pod = bundle.pods[0]
-    meta = pod.get("metadata") or {}
-    ns = str(meta.get("namespace") or "default")
-    request = AdmissionRequest(
-        operation=cast(Operation, op),
-        object=pod,
-        old_object=old,
-        namespace=ns,
-        name=str(meta.get("name") or ""),
-    )
+    request = _request(op, pod, old)
     verdict: Verdict = review_pod(
-        request, lookups=bundle.lookups(default_namespace=ns), settings=bundle.settings
+        request,
+        lookups=bundle.lookups(default_namespace=request.namespace),
+        settings=bundle.settings,
     )
     return verdict, pod
 

@@ -39,6 +39,8 @@ PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 PortProtocol = Literal["TCP", "UDP", "SCTP"]
 
 ROLE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: The startup budget of a role that names none, seconds (per seed).
+DEFAULT_STARTUP_TIMEOUT_SECONDS = 1800
 MAX_ROLES = 10
 
 
@@ -318,7 +320,7 @@ class RoleSpec(SpecModel):
             le=86400,
             description="Startup budget; the startup probe allows ceil(value / 10) failures.",
         ),
-    ] = 1800
+    ] = DEFAULT_STARTUP_TIMEOUT_SECONDS
     elastic_ep: Annotated[
         ElasticEPSpec | None,
         Field(description="Elastic expert parallelism; refused in this release."),
