@@ -11,7 +11,6 @@ re-listing to the informer (``watches.py``).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
+
+from gpustack_render import nesting
 
 #: Where a Pod finds its service account's namespace.
 SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -200,10 +201,10 @@ class Kube:
         if not 200 <= response.status <= 299:
             reason = ""
             with contextlib.suppress(ValueError, AttributeError):
-                reason = str(json.loads(text).get("reason") or "")
+                reason = str(nesting.loads(text).get("reason") or "")
             raise ApiError(response.status, reason or str(response.reason or ""), text)
         try:
-            data = json.loads(text) if text else {}
+            data = nesting.loads(text) if text else {}
         except ValueError as exc:
             raise ApiError(response.status, "UndecodableBody", text) from exc
         return data if isinstance(data, dict) else {"value": data}
@@ -291,7 +292,7 @@ class Kube:
                     if not line.strip():
                         continue
                     try:
-                        event = json.loads(line)
+                        event = nesting.loads(line)
                     except ValueError:
                         continue
                     kind = str(event.get("type") or "")

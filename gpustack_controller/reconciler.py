@@ -38,7 +38,7 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_controller.recorder import EventRecorder
-from gpustack_controller.watches import Informer
+from gpustack_controller.watches import Informer, object_key
 from gpustack_render import claims, events, labels
 from gpustack_render.api.inputs import (
     InstanceType,
@@ -49,6 +49,7 @@ from gpustack_render.api.inputs import (
 from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
 from gpustack_render.decoding import decode_deployment, decode_model
 from gpustack_render.errors import RenderError
+from gpustack_render.events import Event
 from gpustack_render.lookups import StaticLookups
 from gpustack_render.observed import (
     ObservedPod,
@@ -79,6 +80,7 @@ HOLD_SECONDS: Final = 2.0
 WRITE_CONCURRENCY: Final = 32
 
 T = TypeVar("T")
+M = TypeVar("M", InstanceType, KVCachePoolBinding, KVCachePool, KVCacheBackend)
 
 
 def utc_now() -> str:
@@ -141,6 +143,8 @@ class DeploymentReconciler:
         self.settings = settings
         self.now = now
         self._queues_ensured: set[tuple[str, str]] = set()
+        # (kind, key, resourceVersion) of each unreadable input already logged.
+        self._unreadable_logged: set[tuple[str, str, str]] = set()
 
     async def __call__(self, key: str) -> float | None:
         namespace, name = split_key(key)
@@ -176,39 +180,57 @@ class DeploymentReconciler:
             return cached
         return await self.kube.get(informer.resource, name, namespace)
 
-    async def _lookups(self, md: ModelDeployment) -> tuple[StaticLookups, dict[str, Any] | None]:
-        """The objects the render reads, and the raw Binding (for the claim)."""
+    def _decode(
+        self, model: type[M], obj: dict[str, Any] | None, unreadable: list[Event]
+    ) -> M | None:
+        """``obj`` as ``model``; an object that does not decode is None, logged once per
+        stored version and reported in ``unreadable`` (an Event on the deployment)."""
+        if obj is None:
+            return None
+        decoded, errs = decode_model(model, obj)
+        if decoded is not None:
+            return decoded
+        key = object_key(obj)
+        unreadable.append(events.input_unreadable(model.__name__, key, errs))
+        seen = (model.__name__, key, str((obj.get("metadata") or {}).get("resourceVersion")))
+        if seen not in self._unreadable_logged:
+            self._unreadable_logged.add(seen)
+            first = errs[0].message() if errs else "does not decode"
+            log.error("%s %s is unreadable: %s", model.__name__, key, first[:512])
+        return None
+
+    async def _lookups(
+        self, md: ModelDeployment, *, unreadable: list[Event] | None = None
+    ) -> tuple[StaticLookups, dict[str, Any] | None]:
+        """The objects the render reads, and the raw Binding (for the claim, None when it
+        does not decode). An object that does not decode is left out and named in
+        ``unreadable``."""
+        bad: list[Event] = [] if unreadable is None else unreadable
         namespace = md.metadata.namespace
         out = StaticLookups()
         for role in md.spec.roles:
             if role.instance_type in out.instance_types:
                 continue
             obj = await self._read(self.caches.instance_types, role.instance_type)
-            it, _ = decode_model(InstanceType, obj) if obj is not None else (None, None)
+            it = self._decode(InstanceType, obj, bad)
             if it is not None:
                 out.instance_types[role.instance_type] = it
         raw_binding = None
         if md.spec.kv_cache is not None and md.spec.kv_cache.pool_ref.name:
             ref = md.spec.kv_cache.pool_ref.name
             raw_binding = await self._read(self.caches.bindings, ref, namespace)
-            binding, _ = (
-                decode_model(KVCachePoolBinding, raw_binding)
-                if raw_binding is not None
-                else (None, None)
-            )
-            if binding is not None:
+            binding = self._decode(KVCachePoolBinding, raw_binding, bad)
+            if binding is None:
+                raw_binding = None  # never claim an object we cannot read
+            else:
                 out.bindings[(namespace, ref)] = binding
                 pool_obj = await self._read(self.caches.pools, binding.spec.pool_ref.name)
-                pool, _ = decode_model(KVCachePool, pool_obj) if pool_obj else (None, None)
+                pool = self._decode(KVCachePool, pool_obj, bad)
                 if pool is not None:
                     out.pools[pool.name] = pool
                     if pool.spec.backends:
                         backend_obj = await self._read(self.caches.backends, pool.spec.backends[0])
-                        backend, _ = (
-                            decode_model(KVCacheBackend, backend_obj)
-                            if backend_obj
-                            else (None, None)
-                        )
+                        backend = self._decode(KVCacheBackend, backend_obj, bad)
                         if backend is not None:
                             out.backends[backend.name] = backend
         return out, raw_binding
@@ -232,7 +254,10 @@ class DeploymentReconciler:
 
     async def _converge(self, md: ModelDeployment, raw: dict[str, Any]) -> float | None:
         namespace, name = md.metadata.namespace, md.metadata.name
-        lookups, raw_binding = await self._lookups(md)
+        unreadable: list[Event] = []
+        lookups, raw_binding = await self._lookups(md, unreadable=unreadable)
+        for event in unreadable:
+            await self.recorder.record(raw, event)
         if raw_binding is not None:
             await self._claim(raw_binding, name)
         settings = self.settings()

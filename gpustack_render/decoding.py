@@ -24,6 +24,7 @@ from gpustack_render.api.inputs import (
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.errors import ErrorList, FieldError
+from gpustack_render.nesting import MAX_DEPTH, too_deep
 from gpustack_render.paths import ROLES, FieldPath
 
 M = TypeVar("M", bound=BaseModel)
@@ -176,18 +177,48 @@ def schema_duplicates(data: Mapping[str, Any]) -> ErrorList:
     return out
 
 
+def nesting_errors(data: Any) -> ErrorList:
+    """An error at the first value nested deeper than the bound (:mod:`gpustack_render.nesting`)."""
+    path = too_deep(data)
+    if path is None:
+        return ErrorList()
+    return ErrorList(
+        [
+            errors.invalid(
+                path,
+                None,
+                f"nested deeper than {MAX_DEPTH} levels of objects and lists",
+                origin="nesting",
+            )
+        ]
+    )
+
+
 def decode_model(cls: type[M], data: Any) -> tuple[M | None, ErrorList]:
-    """Validate ``data`` as ``cls``; returns the model or the field errors, never raises."""
+    """Validate ``data`` as ``cls``; returns the model or the field errors, never raises.
+
+    Nesting past the bound is refused before the model sees it; any other failure of the
+    model (``RecursionError`` and ``MemoryError`` included) is one error on this object only.
+    """
+    deep = nesting_errors(data)
+    if deep:
+        return None, deep
     try:
         return cls.model_validate(data), ErrorList()
     except ValidationError as exc:
         return None, translate(exc, data)
+    except Exception as exc:  # RecursionError and MemoryError included
+        detail = f"cannot be decoded as a {cls.__name__} ({type(exc).__name__})"
+        return None, ErrorList([errors.invalid("", None, detail, origin="decode")])
 
 
 def decode_deployment(data: Any) -> tuple[ModelDeployment | None, ErrorList]:
     """A ModelDeployment with schema defaults applied, or every schema error found."""
     if not isinstance(data, dict):
         return None, ErrorList([errors.invalid("", type(data).__name__, "must be an object")])
+    deep = nesting_errors(data)
+    if deep:
+        return None, deep
     dupes = schema_duplicates(data)
     md, errs = decode_model(ModelDeployment, data)
     errs = ErrorList([*errs, *dupes])

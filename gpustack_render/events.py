@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from gpustack_render.errors import RenderError
+from gpustack_render.errors import ErrorList, RenderError
 from gpustack_render.observed import ObservedPod
 
 WARNING: Final = "Warning"
@@ -24,6 +24,9 @@ REPLICA_EVICTED: Final = "ReplicaEvicted"
 REPLICA_LEAVING: Final = "ReplicaLeaving"
 REPLICA_RESTARTED: Final = "ReplicaRestarted"
 RENDER_FAILED: Final = "RenderFailed"
+#: An object the deployment reads is stored but cannot be decoded (one hostile object must
+#: stop only the deployments that read it).
+INPUT_UNREADABLE: Final = "InputUnreadable"
 #: The store's ``kv_lease_duration`` default (the injection seed's "Workload impact").
 KV_LEASE_SECONDS: Final = 30
 #: A repeat within this window updates the existing Event (D24).
@@ -72,6 +75,16 @@ def departure_events(pods: Iterable[ObservedPod]) -> list[Event]:
 def render_failed(error: RenderError) -> Event:
     """``RenderFailed`` with the renderer's own message (render.md §21)."""
     return Event(RENDER_FAILED, str(error))
+
+
+def input_unreadable(kind: str, key: str, errors: ErrorList) -> Event:
+    """``InputUnreadable``: the stored ``kind`` ``key`` (``namespace/name``) does not decode."""
+    first = errors[0].message() if errors else "it does not decode"
+    return Event(
+        INPUT_UNREADABLE,
+        f"{kind} {key} is stored but cannot be read ({first}); this deployment is not "
+        f"reconciled against it until that object is fixed or replaced",
+    )
 
 
 def dedup_key(event: Event, *, namespace: str, name: str) -> tuple[str, str, str, str]:

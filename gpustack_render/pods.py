@@ -18,11 +18,10 @@ The ``main`` container (render.md §8–§16, D7, D17, D19, D21):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, Final
 
-from gpustack_render import compilecache, connectors, naming
+from gpustack_render import compilecache, connectors, naming, nesting
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.drain import prestop_hook
 from gpustack_render.errors import RenderError
@@ -423,7 +422,7 @@ def vllm_engram_enabled(argv: Sequence[str], engine: str) -> bool:
         if value is None:
             continue
         try:
-            doc = json.loads(value)
+            doc = nesting.loads(value)
         except ValueError:
             continue
         if isinstance(doc, dict) and ENGRAM_CPU_OFFLOAD in doc:

@@ -15,6 +15,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from gpustack_render import nesting
+
 
 class DocumentError(ValueError):
     """Input that cannot be read as YAML or JSON documents; names the source and document."""
@@ -53,7 +55,7 @@ def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]
     docs: list[Any]
     if stripped.startswith(("{", "[")):
         try:
-            docs = [json.loads(text)]
+            docs = [nesting.loads(text)]
         except json.JSONDecodeError as exc:
             raise DocumentError(f"{source}: not valid JSON: {exc}") from exc
         if isinstance(docs[0], list):
@@ -63,6 +65,8 @@ def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]
             docs = list(_yaml().load_all(text))
         except YAMLError as exc:
             raise DocumentError(f"{source}: not valid YAML: {_one_line(str(exc))}") from exc
+        except RecursionError:
+            raise DocumentError(f"{source}: not valid YAML: nested too deep") from None
     out: list[dict[str, Any]] = []
     for i, doc in enumerate(docs, start=1):
         if doc is None:

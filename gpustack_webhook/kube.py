@@ -20,7 +20,6 @@ reader is built.
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
 
+from gpustack_render import nesting
 from gpustack_render.api.common import GROUP, VERSION
 from gpustack_webhook.lookups import ReadError
 
@@ -180,7 +180,7 @@ class KubeReader:
         except (aiohttp.ClientError, TimeoutError, OSError, ConfigException) as exc:
             raise _failure(exc) from None
         try:
-            return json.loads(body)
+            return nesting.loads(body)
         except ValueError:
             raise ReadError("the API server answered something that is not JSON") from None
 

@@ -8,10 +8,10 @@ written by an older operator.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_render import nesting
 from gpustack_render.connectors import compact_json
 
 
@@ -56,7 +56,7 @@ class InjectionRecord:
 def parse_record(text: str) -> InjectionRecord | None:
     """Read an annotation value back; ``None`` when it is not a record (legacy keys ignored)."""
     try:
-        data = json.loads(text)
+        data = nesting.loads(text)
     except ValueError:
         return None
     if not isinstance(data, dict):

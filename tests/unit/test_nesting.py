@@ -1,0 +1,143 @@
+"""One hostile object stays one unreadable object: bounded JSON nesting and per-object decoding
+(the parser, the models, the controller's list and watch decoding, the webhook's live reads)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gpustack_render import nesting
+from gpustack_render.api.inputs import KVCachePoolBinding
+from gpustack_render.decoding import decode_deployment, decode_model
+from gpustack_render.lookups import LookupFailed
+from gpustack_webhook.lookups import LiveSources, ReadKey
+
+DEEP = 1200
+
+
+def deep_text(depth: int, leaf: str = "1") -> str:
+    return '{"x":' * depth + leaf + "}" * depth
+
+
+def binding_text(name: str, *, depth: int = 0) -> str:
+    extra = f',"unknownField":{deep_text(depth)}' if depth else ""
+    return (
+        '{"apiVersion":"worker.gpustack.ai/v1","kind":"KVCachePoolBinding",'
+        f'"metadata":{{"name":"{name}","namespace":"team-a"}},'
+        '"spec":{"poolRef":{"name":"pool"},"domain":{"blockSize":16,"dtype":"bfloat16"}'
+        f"{extra}}}}}"
+    )
+
+
+def test_plain_json_is_json_loads() -> None:
+    text = '{"a":[1,{"b":"x\\"]}"}],"c":null}'
+    assert nesting.loads(text) == json.loads(text)
+    assert nesting.loads(text.encode()) == json.loads(text)
+
+
+def test_nesting_past_the_parser_cuts_only_the_deep_value() -> None:
+    # The plain parser gives up near 1,000 levels (RecursionError, not a ValueError).
+    with pytest.raises(RecursionError):
+        json.loads(deep_text(DEEP))
+    text = (
+        '{"items":['
+        + binding_text("deep", depth=DEEP)
+        + ","
+        + binding_text("fine")
+        + '],"metadata":{"resourceVersion":"7"}}'
+    )
+    listed = nesting.loads(text)
+    deep, fine = listed["items"]
+    assert listed["metadata"] == {"resourceVersion": "7"}
+    assert fine == json.loads(binding_text("fine"))
+    assert deep["metadata"]["name"] == "deep"
+    path = nesting.too_deep(deep)
+    assert path is not None and str(path).startswith("spec.unknownField.x.x")
+    assert nesting.too_deep(fine) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("[" * DEEP + "]" * (DEEP - 1), id="unbalanced"),
+        pytest.param('{"a":tru,"b":' + deep_text(DEEP) + "}", id="bad-shallow-value"),
+        pytest.param('["' + "[" * DEEP, id="unterminated-string"),
+    ],
+)
+def test_broken_deep_text_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        nesting.loads(text)
+
+
+def test_a_broken_value_inside_a_cut_subtree_is_still_unreadable() -> None:
+    value = nesting.loads('{"a":' + deep_text(DEEP, leaf="tru") + "}")
+    assert nesting.too_deep(value) is not None
+
+
+def test_strings_with_brackets_do_not_count_as_nesting() -> None:
+    text = json.dumps({"s": "[" * 5000 + '\\"{' * 10})
+    assert nesting.loads(text) == json.loads(text)
+
+
+def test_too_deep_walks_any_depth_without_recursion() -> None:
+    value: Any = 1
+    for _ in range(50_000):
+        value = [value]
+    path = nesting.too_deep({"spec": value})
+    assert path is not None and len(path.parts) == nesting.MAX_DEPTH
+    shallow: Any = 1
+    for _ in range(nesting.MAX_DEPTH):  # exactly the bound: allowed
+        shallow = {"k": shallow}
+    assert nesting.too_deep(shallow) is None
+    assert nesting.too_deep({"k": shallow}) is not None
+    assert nesting.too_deep({"k": {"k": []}}, max_depth=2) is not None
+
+
+def test_models_never_see_a_deep_object() -> None:
+    data = json.loads(binding_text("deep", depth=500))  # parses, but past the bound
+    model, errs = decode_model(KVCachePoolBinding, data)
+    assert model is None
+    (err,) = errs
+    assert err.origin == "nesting" and err.field.startswith("spec.unknownField.x")
+    md, md_errs = decode_deployment({"apiVersion": "x", "spec": {"roles": [data]}})
+    assert md is None and [e.origin for e in md_errs] == ["nesting"]
+
+
+@pytest.mark.parametrize("error", [RecursionError, MemoryError, TypeError])
+def test_any_model_failure_is_one_error_on_that_object(
+    error: type[BaseException], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(data: Any) -> Any:
+        raise error("boom")
+
+    monkeypatch.setattr(KVCachePoolBinding, "model_validate", boom)
+    model, errs = decode_model(KVCachePoolBinding, json.loads(binding_text("b")))
+    assert model is None
+    (err,) = errs
+    assert err.origin == "decode" and error.__name__ in err.detail
+
+
+class DeepReader:
+    """Answers the stored deep Binding as the API server's text would decode."""
+
+    async def get_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        value = nesting.loads(binding_text(name, depth=DEEP))
+        assert isinstance(value, dict)
+        return value
+
+    async def get_config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        return None
+
+
+async def test_the_webhook_names_the_unreadable_object() -> None:
+    sources = LiveSources(DeepReader(), namespace="ops")
+    with pytest.raises(LookupFailed) as info:
+        await sources.read(ReadKey("KVCachePoolBinding", "team-a", "deep"))
+    assert (info.value.kind, info.value.namespace, info.value.name) == (
+        "KVCachePoolBinding",
+        "team-a",
+        "deep",
+    )
+    assert "does not decode" in info.value.reason and "nested deeper than" in info.value.reason
