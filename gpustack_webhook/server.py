@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +31,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from gpustack_render import nesting
 from gpustack_render.admission import mutate_deployment, validate_deployment
 from gpustack_render.api.common import GROUP
 from gpustack_render.api.inputs import InputObject
@@ -115,11 +115,16 @@ class BadReview(ValueError):
 def parse_review(raw: bytes, hook: Webhook) -> dict[str, Any]:
     """The decoded AdmissionReview; raises :class:`BadReview` naming the first problem."""
     try:
-        review = json.loads(raw)
+        review = nesting.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadReview(f"body is not JSON: {exc}") from None
     if not isinstance(review, dict):
         raise BadReview("body is not a JSON object")
+    deep = nesting.too_deep(review)
+    if deep is not None:
+        raise BadReview(
+            f"body nests deeper than {nesting.MAX_DEPTH} levels of objects and lists at {deep}"
+        )
     if review.get("apiVersion") != ADMISSION_API_VERSION or review.get("kind") != "AdmissionReview":
         raise BadReview(
             f"expected apiVersion {ADMISSION_API_VERSION} kind AdmissionReview, got "
@@ -131,11 +136,15 @@ def parse_review(raw: bytes, hook: Webhook) -> dict[str, Any]:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise BadReview("request.uid is missing")
+    check_request_fields(request)
     if request.get("operation") not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
         raise BadReview(f"request.operation {request.get('operation')!r} is not an operation")
     kind = request.get("kind")
     if not isinstance(kind, dict):
         raise BadReview("request.kind is missing")
+    for key in ("group", "version", "kind"):
+        if kind.get(key) is not None and not isinstance(kind.get(key), str):
+            raise BadReview(f"request.kind.{key} must be a string")
     got = (kind.get("group") or "", kind.get("version"), kind.get("kind"))
     if got != (hook.group, hook.version, hook.kind):
         group, version, name = got
@@ -153,6 +162,54 @@ def parse_review(raw: bytes, hook: Webhook) -> dict[str, Any]:
     if request.get("operation") == "UPDATE" and not isinstance(request.get("oldObject"), dict):
         raise BadReview("request.oldObject is missing on UPDATE")
     return review
+
+
+#: Optional members of an ``admission.k8s.io/v1`` AdmissionRequest, by the JSON type they must
+#: have when present (``null`` counts as absent).
+_REQUEST_STRINGS = ("name", "namespace", "subResource", "requestSubResource")
+_REQUEST_OBJECTS = ("resource", "requestKind", "requestResource", "options", "userInfo")
+_USER_STRINGS = ("username", "uid")
+
+
+def _fail_unless(ok: bool, path: str, what: str) -> None:
+    if not ok:
+        raise BadReview(f"{path} must be {what}")
+
+
+def check_request_fields(request: Mapping[str, Any]) -> None:
+    """Raise :class:`BadReview` naming the first member of ``request`` whose JSON type is not
+    the one ``admission.k8s.io/v1`` gives it (an API server never sends one; anything else
+    that does is answered 400, never a crash)."""
+    for key in _REQUEST_STRINGS:
+        value = request.get(key)
+        _fail_unless(value is None or isinstance(value, str), f"request.{key}", "a string")
+    for key in _REQUEST_OBJECTS:
+        value = request.get(key)
+        _fail_unless(value is None or isinstance(value, dict), f"request.{key}", "an object")
+    dry_run = request.get("dryRun")
+    _fail_unless(dry_run is None or isinstance(dry_run, bool), "request.dryRun", "a boolean")
+    user = request.get("userInfo") or {}
+    for key in _USER_STRINGS:
+        value = user.get(key)
+        _fail_unless(value is None or isinstance(value, str), f"request.userInfo.{key}", "a string")
+    groups = user.get("groups")
+    _fail_unless(
+        groups is None or (isinstance(groups, list) and all(isinstance(g, str) for g in groups)),
+        "request.userInfo.groups",
+        "a list of strings",
+    )
+    extra = user.get("extra")
+    _fail_unless(
+        extra is None
+        or (
+            isinstance(extra, dict)
+            and all(
+                isinstance(v, list) and all(isinstance(s, str) for s in v) for v in extra.values()
+            )
+        ),
+        "request.userInfo.extra",
+        "an object of lists of strings",
+    )
 
 
 def encode_review(verdict: Verdict, uid: str) -> dict[str, Any]:
@@ -276,9 +333,14 @@ class WebhookServer:
             )
         try:
             review = parse_review(raw, hook)
+            admission = AdmissionRequest.from_review(review)
         except BadReview as exc:
             return self._refuse_request(hook, started, 400, str(exc))
-        admission = AdmissionRequest.from_review(review)
+        except Exception as exc:  # RecursionError, MemoryError: still the body's fault
+            log.exception("request could not be read", extra=fields(webhook=hook.name))
+            return self._refuse_request(
+                hook, started, 400, f"body could not be read as an AdmissionReview ({exc!r:.200})"
+            )
         verdict = await self.review(hook, admission)
         elapsed = time.perf_counter() - started
         self.metrics.observe_review(hook.name, verdict.kind.value, elapsed)
