@@ -58,6 +58,13 @@ class Metrics:
             ["kind", "result"],
             registry=self.registry,
         )
+        self.connections_closed = Counter(
+            "gpustack_webhook_connections_closed",
+            "Connections closed or refused by a limit, by reason (header_timeout, body_timeout, "
+            "idle_timeout, over_capacity).",
+            ["reason"],
+            registry=self.registry,
+        )
         self.cert_reloads = Counter(
             "gpustack_webhook_certificate_reloads",
             "Serving certificate reloads, by result (loaded, failed).",
@@ -69,6 +76,9 @@ class Metrics:
         """Count one answered request and record how long it took."""
         self.reviews.labels(webhook, verdict).inc()
         self.latency.labels(webhook, verdict).observe(seconds)
+
+    def observe_closed(self, reason: str) -> None:
+        self.connections_closed.labels(reason).inc()
 
     def observe_lookup(self, kind: str, result: str) -> None:
         self.lookups.labels(kind, result).inc()

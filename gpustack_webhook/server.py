@@ -40,6 +40,7 @@ from gpustack_render.injection import review_pod
 from gpustack_render.lookups import LookupFailed, Lookups
 from gpustack_render.review import AdmissionRequest
 from gpustack_render.settings import Settings
+from gpustack_webhook.limits import ConnectionLimits, Guard, GuardedSite
 from gpustack_webhook.logs import LOGGER_NAME, fields
 from gpustack_webhook.lookups import NeedRead, ReadKey, ReviewReads, Sources
 from gpustack_webhook.metrics import CONTENT_TYPE, MALFORMED, Metrics
@@ -269,6 +270,7 @@ class WebhookServer:
         review_timeout: float = DEFAULT_REVIEW_TIMEOUT,
         max_reads: int = 64,
         shutdown_timeout: float = 15.0,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.sources = sources
         self.webhooks = tuple(webhooks if webhooks is not None else default_webhooks())
@@ -280,6 +282,12 @@ class WebhookServer:
         self.port = 0
         self.probe_port = 0
         self.max_reads = max_reads
+        self.limits = limits or ConnectionLimits()
+        #: One per listener: the HTTPS one, then the plain-HTTP probe one.
+        self.guards = (
+            Guard(self.limits, observe=self.metrics.observe_closed),
+            Guard(self.limits, observe=self.metrics.observe_closed),
+        )
         self._runners: list[web.AppRunner] = []
 
     # ---- applications ----------------------------------------------------------------------
@@ -287,7 +295,9 @@ class WebhookServer:
     def app(self) -> web.Application:
         """The HTTPS application: the webhooks, the probes and the metrics."""
         # One byte of slack: aiohttp refuses a body whose size reaches client_max_size.
-        app = web.Application(client_max_size=self.max_body_bytes + 1)
+        app = web.Application(
+            client_max_size=self.max_body_bytes + 1, middlewares=[self.guards[0].middleware()]
+        )
         for hook in self.webhooks:
             app.router.add_post(hook.path, functools.partial(self._handle, hook=hook))
         self._add_probes(app)
@@ -295,7 +305,7 @@ class WebhookServer:
 
     def probe_app(self) -> web.Application:
         """The plain-HTTP application: probes and metrics only."""
-        app = web.Application(client_max_size=1024)
+        app = web.Application(client_max_size=1024, middlewares=[self.guards[1].middleware()])
         self._add_probes(app)
         return app
 
@@ -326,11 +336,19 @@ class WebhookServer:
                 hook, started, 413, f"body of {length} bytes is over {self.max_body_bytes}"
             )
         try:
-            raw = await request.read()
+            async with asyncio.timeout(self.limits.body_timeout):
+                raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._refuse_request(
                 hook, started, 413, f"body is over {self.max_body_bytes} bytes"
             )
+        except TimeoutError:
+            self.metrics.observe_closed("body_timeout")
+            response = self._refuse_request(
+                hook, started, 408, f"body did not arrive within {self.limits.body_timeout:g}s"
+            )
+            response.force_close()
+            return response
         try:
             review = parse_review(raw, hook)
             admission = AdmissionRequest.from_review(review)
@@ -465,10 +483,10 @@ class WebhookServer:
     ) -> None:
         """Listen for reviews on ``host:port`` (TLS; an empty host is every address);
         optionally probes and metrics on plain HTTP."""
-        self.port = await self._listen(self.app(), host, port, ssl_context)
+        self.port = await self._listen(self.app(), host, port, ssl_context, self.guards[0])
         if probe_port is not None:
             self.probe_port = await self._listen(
-                self.probe_app(), probe_host or host, probe_port, None
+                self.probe_app(), probe_host or host, probe_port, None, self.guards[1]
             )
         self.ready = True
         log.info(
@@ -476,11 +494,19 @@ class WebhookServer:
             extra=fields(host=host, port=self.port, probePort=self.probe_port or None),
         )
 
-    async def _listen(self, app: web.Application, host: str, port: int, ssl_context: Any) -> int:
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout)
+    async def _listen(
+        self, app: web.Application, host: str, port: int, ssl_context: Any, guard: Guard
+    ) -> int:
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            shutdown_timeout=self.shutdown_timeout,
+            keepalive_timeout=self.limits.idle_timeout,
+            lingering_time=self.limits.linger,
+        )
         await runner.setup()
         self._runners.append(runner)
-        site = web.TCPSite(runner, host or None, port, ssl_context=ssl_context)
+        site = GuardedSite(runner, host or None, port, ssl_context=ssl_context, guard=guard)
         await site.start()
         bound: Iterable[Any] = runner.addresses
         return int(next(iter(bound))[1])

@@ -222,3 +222,38 @@ def test_deployment_runs_two_guarded_replicas_with_the_servers_flags() -> None:
     assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
     https = next(p for p in service["spec"]["ports"] if p["name"] == "https")
     assert https == {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
+
+
+#: bench/webhook_slowloris.py on the reference machine: the warm server and the cost of one
+#: held TLS connection (with the shrunken TLS read buffer).
+MEASURED_BASELINE_MIB = 87
+MEASURED_PER_CONNECTION_KIB = 43
+
+
+def _mebibytes(quantity: str) -> float:
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024}
+    return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+def test_the_memory_limit_covers_the_connection_cap_with_margin() -> None:
+    (container,) = one("Deployment")["spec"]["template"]["spec"]["containers"]
+    args = parser().parse_args(container["args"])
+    assert 0 < args.header_timeout <= 10 and 0 < args.body_timeout <= 10
+    assert 0 < args.idle_timeout <= 60
+    at_cap = MEASURED_BASELINE_MIB + args.max_connections * MEASURED_PER_CONNECTION_KIB / 1024
+    limit = _mebibytes(container["resources"]["limits"]["memory"])
+    assert limit >= 1.5 * at_cap
+
+
+def test_a_network_policy_admits_only_the_webhook_port() -> None:
+    policy = one("NetworkPolicy")
+    deployment = one("Deployment")
+    assert policy["spec"]["podSelector"] == deployment["spec"]["selector"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert "from" not in rule  # the API server's addresses cannot be selected
+    (port,) = rule["ports"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    named = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert port["protocol"] == "TCP"
+    assert named.get(port["port"], port["port"]) == parser().parse_args(container["args"]).port
