@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import ssl
 import sys
 import tempfile
@@ -182,6 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--server-args", default="", help="extra flags for the server, space-separated")
     args = p.parse_args(argv if argv is not None else [])
     limits = ConnectionLimits()
+    # Both ends hold every connection: raise the soft descriptor limit (the server inherits it).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 2 * (args.held + args.slowloris) + 256
+    if soft < wanted:
+        limit = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
     scope = uuid.uuid4().hex[:8]
     namespace = f"bench-{scope}"
     with started_control_plane() as cp, tempfile.TemporaryDirectory(prefix="bench-sl-") as tmp:
