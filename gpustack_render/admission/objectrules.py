@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from gpustack_render import errors
+from gpustack_render import errors, mountpaths
 from gpustack_render.admission.arguments import (
     role_parallelism,
     validate_degrees,
@@ -197,14 +197,19 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
                     origin="R7c",
                 )
             )
-        if vol.mount_path in operator_paths:
+        owned = next((p for p in operator_paths if mountpaths.overlap(vol.mount_path, p)), None)
+        if owned is not None:
+            relation = (
+                "two mounts at one path"
+                if mountpaths.normalize(vol.mount_path) == owned
+                else "a mount inside or above the other, which shadows or hides it"
+            )
             out.append(
                 errors.invalid(
                     vpath.child("mountPath"),
                     vol.mount_path,
-                    f"the operator mounts {operator_paths[vol.mount_path]} at "
-                    f"{vol.mount_path} on this role; the Pod would carry two mounts at one "
-                    f"path. Mount the volume elsewhere",
+                    f"the operator mounts {operator_paths[owned]} at {owned} on this role; "
+                    f"the Pod would carry {relation}. Mount the volume elsewhere",
                     origin="R7e",
                 )
             )

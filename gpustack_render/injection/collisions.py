@@ -1,8 +1,10 @@
 """Keys of the target container that injection refuses instead of overwriting (steps 17–18).
 
 O1–O6: keys this Pod's own engine would be given and a merge could not settle (the mechanism,
-``--kv-cache-dtype`` while a dtype is rendered, the volume and mount). F1–F2: on SGLang, keys
-selecting another configuration source, which would leave every injected variable unread.
+``--kv-cache-dtype`` while a dtype is rendered, the volume and mount, a mount path compared as
+a path: at, inside or above the owned one). F1–F3: on SGLang, keys selecting another
+configuration source, which would leave every injected variable unread (F3: an ``envFrom``
+that could supply one).
 Flags are read with the shared token rule of :mod:`gpustack_render.flags`. Only keys this
 render writes are checked, so the same key on an engine that does not read it is not refused;
 the volume and mount checks therefore apply to the vLLM family, the only engines given a volume.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gpustack_render import connectors, flags
+from gpustack_render import connectors, flags, mountpaths
 from gpustack_render.connectors import StoreClient
 from gpustack_render.injection import podview
 from gpustack_render.injection import refusal as r
@@ -51,7 +53,7 @@ def check_collisions(
     pod_spec: Mapping[str, Any], target: Target, *, engine: str, client: StoreClient, dtype: str
 ) -> Refusal | None:
     """Steps 17–18 of §2 in order: env, flags, dtype flag, Pod volume, mounts (O1–O6), then the
-    configuration-source keys (F1, F2)."""
+    configuration-source keys (F1, F2, F3)."""
     fam = family(engine)
     vllm = fam == "vllm"
     container = target.container
@@ -92,7 +94,7 @@ def check_collisions(
                 "KV-cache injection webhook; rename yours",
             )
     mount_names = {podview.name_of(m) for m in client.mounts}
-    mount_paths = {_clean(podview.mapping(m).get("mountPath")) for m in client.mounts}
+    mount_paths = [mountpaths.normalize(podview.mapping(m).get("mountPath")) for m in client.mounts]
     mounts = podview.items(container.get("volumeMounts"))
     for mount in mounts:
         if podview.name_of(mount) in mount_names:
@@ -101,13 +103,17 @@ def check_collisions(
                 f"container {name} mounts a volume named {podview.name_of(mount)}, a name owned "
                 "by the KV-cache injection webhook; rename yours",
             )
-    for mount in mounts:
-        path = _clean(podview.mapping(mount).get("mountPath"))
-        if path in mount_paths:
+    for k, mount in enumerate(mounts):
+        path = mountpaths.normalize(podview.mapping(mount).get("mountPath"))
+        owned = next((p for p in mount_paths if mountpaths.overlap(path, p)), None)
+        if owned is not None:
+            where = "at" if path == owned else ("inside" if len(path) > len(owned) else "above")
             return Refusal(
                 r.O6_OWNED_MOUNT_PATH,
-                f"container {name} mounts something at {path}, the path the KV-cache injection "
-                "webhook mounts its client configuration at; move yours",
+                f"container {name} volumeMounts[{k}] mounts something at {path}, {where} "
+                f"{owned}, where the KV-cache injection webhook mounts its client "
+                "configuration (a mount at, inside or above that path, subPath included, "
+                "shadows or hides it); mount yours elsewhere",
             )
     if fam == "sglang":
         if connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH in env_names:
@@ -126,10 +132,30 @@ def check_collisions(
                 f"container {name} passes {spelled}: that configuration outranks the "
                 "environment, so the injected MOONCAKE_* variables would go unread; remove it",
             )
+        return _config_source_env_from(container, name)
     return None
 
 
-def _clean(path: object) -> str:
-    """A mount path compared without trailing slashes (``/a/`` mounts where ``/a`` does)."""
-    text = path if isinstance(path, str) else ""
-    return text.rstrip("/") or text
+def _config_source_env_from(container: Mapping[str, Any], name: str) -> Refusal | None:
+    """F3: an ``envFrom`` entry whose keys could include the configuration-source variable.
+
+    ``env`` outranks ``envFrom``, so every variable injection writes wins over a ConfigMap or
+    Secret; this one is never written (no value of it means "read the environment"), and
+    admission cannot read the source's keys. An entry whose ``prefix`` cannot begin the name
+    cannot supply it.
+    """
+    variable = connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH
+    for k, source in enumerate(podview.items(container.get("envFrom"))):
+        prefix = podview.mapping(source).get("prefix")
+        prefix = prefix if isinstance(prefix, str) else ""
+        if variable.startswith(prefix):
+            return Refusal(
+                r.F3_CONFIG_SOURCE_ENV_FROM,
+                f"container {name} envFrom[{k}] could supply {variable} (admission cannot read "
+                "a ConfigMap's or Secret's keys, and the webhook never overwrites that "
+                "variable): it would point sglang at its own file, so the injected MOONCAKE_* "
+                "variables would go unread; give the entry a prefix that cannot begin "
+                f"{variable} (such as APP_), move the variables you need into env, or drop the "
+                "inject label",
+            )
+    return None

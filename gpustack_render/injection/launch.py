@@ -14,7 +14,11 @@ Decisions beyond the reference (each pinned by tests):
 - a long launcher option may be abbreviated to any unique prefix of that launcher's long
   options, as ``getopt_long`` reads it (``env --split`` is ``--split-string``);
 - ``python3`` may carry interpreter options before ``-m`` (``python3 -u -m
-  sglang.launch_server``), and ``-m`` may be bundled or attached (``-um mod``, ``-mmod``).
+  sglang.launch_server``), and ``-m`` may be bundled or attached (``-um mod``, ``-mmod``);
+- ``env`` is transparent only for the arguments: its assignments, ``-u`` and ``-i`` change the
+  environment at exec time, after admission wrote it, so one that sets or unsets a KV-cache
+  variable (:data:`OWNED_ENV`), or clears the environment, is refused (A10) whatever the
+  forwarding declaration says (it declares arguments, not the environment).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from gpustack_render import owned
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import ANNOTATION_LAUNCH_ARGS_FORWARDED, FORWARDED_TRUE
 from gpustack_render.injection.refusal import Refusal
@@ -43,6 +48,12 @@ SCRIPT_SUFFIX: Final = ".sh"
 SHELL_VALUE_OPTIONS: Final[frozenset[str]] = frozenset({"--rcfile", "--init-file"})
 
 _ASSIGNMENT = re.compile(r"^[^=-][^=]*=")
+
+#: Variables injection writes or refuses on either engine: an ``env`` launcher may not set or
+#: unset one (the same list for both engines, so the rule reads the same everywhere).
+OWNED_ENV: Final[frozenset[str]] = frozenset({*owned.VLLM_OWNED_ENV, *owned.SGLANG_OWNED_ENV})
+#: What :func:`strip_launchers` reports for an ``env`` that clears the whole environment.
+CLEARS_ENVIRONMENT: Final = "-i"
 
 
 @dataclass(frozen=True)
@@ -139,8 +150,14 @@ def basename(token: str) -> str:
     return token.rsplit("/", 1)[-1]
 
 
-def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:
-    """Read one launcher's segment; returns the outcome and the program's index."""
+def _segment(
+    spec: Launcher, argv: Sequence[str], touched: list[str] | None = None
+) -> tuple[_Strip, int]:
+    """Read one launcher's segment; returns the outcome and the program's index. ``env``'s
+    effects on the environment are appended to ``touched``: each assigned or unset name, and
+    :data:`CLEARS_ENVIRONMENT` for ``-i``/``--ignore-environment``/``-``."""
+    env = spec is LAUNCHERS["env"]
+    seen: list[str] = touched if touched is not None and env else []
     n = len(argv)
     i = 1
     operands = spec.operands
@@ -152,11 +169,16 @@ def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:
             i += 1
             continue
         if options and token == "-":
+            seen.append(CLEARS_ENVIRONMENT)
             i += 1
             continue
         if options and token.startswith("--"):
             raw, eq, value = token.partition("=")
             name = spec.long_option(raw)
+            if name == "--ignore-environment":
+                seen.append(CLEARS_ENVIRONMENT)
+            if name == "--unset":
+                seen.append(value if eq else (argv[i + 1] if i + 1 < n else ""))
             if name in spec.opaque_long:
                 if eq:
                     if value:
@@ -181,6 +203,10 @@ def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:
             letters = token[1:]
             for k, letter in enumerate(letters):
                 rest = letters[k + 1 :]
+                if letter == "i":
+                    seen.append(CLEARS_ENVIRONMENT)
+                if letter == "u":
+                    seen.append(rest or (argv[i + 1] if i + 1 < n else ""))
                 if letter in spec.opaque_short:
                     if rest:
                         return _Strip.HIDDEN, 0
@@ -199,6 +225,7 @@ def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:
             i += step
             continue
         if _ASSIGNMENT.match(token):
+            seen.append(token.partition("=")[0])
             options = False
             i += 1
             continue
@@ -211,18 +238,21 @@ def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:
     return _Strip.NOTHING, 0
 
 
-def strip_launchers(argv: Sequence[str]) -> tuple[str, list[str], str]:
+def strip_launchers(
+    argv: Sequence[str], *, touched: list[str] | None = None
+) -> tuple[str, list[str], str]:
     """Remove transparent launcher prefixes.
 
     Returns the outcome (``"ok"``, ``"hidden"``: a command line inside one token, or
     ``"nothing"``: a launcher with no program after it), the argv left, and the last launcher
-    read (``""`` when none).
+    read (``""`` when none). What each ``env`` does to the environment is appended to
+    ``touched`` (see :func:`_segment`).
     """
     rest = list(argv)
     launcher = ""
     while rest and basename(rest[0]) in LAUNCHERS:
         launcher = basename(rest[0])
-        outcome, at = _segment(LAUNCHERS[launcher], rest)
+        outcome, at = _segment(LAUNCHERS[launcher], rest, touched)
         if outcome is not _Strip.OK:
             return outcome.value, [], launcher
         rest = rest[at:]
@@ -317,7 +347,11 @@ def check_launch(
             f'command, or declare {ANNOTATION_LAUNCH_ARGS_FORWARDED}="true" only if the '
             "ENTRYPOINT forwards them",
         )
-    outcome, argv, launcher = strip_launchers([*command, *args])
+    touched: list[str] = []
+    outcome, argv, launcher = strip_launchers([*command, *args], touched=touched)
+    refusal = _launcher_env(container, touched)
+    if refusal is not None:
+        return refusal
     if outcome == _Strip.HIDDEN.value:
         if declared:
             return Launch("", True)
@@ -358,6 +392,24 @@ def check_launch(
         f"(vllm, or python3 -m {MODULE_SGLANG}); launch the engine directly, or declare "
         f'{ANNOTATION_LAUNCH_ARGS_FORWARDED}="true" only if that launcher forwards appended '
         "arguments",
+    )
+
+
+def _launcher_env(container: str, touched: Sequence[str]) -> Refusal | None:
+    """A10: an ``env`` launcher that sets, unsets or clears a KV-cache variable."""
+    if CLEARS_ENVIRONMENT in touched:
+        what = "clears the environment (-i)"
+    else:
+        names = sorted({t for t in touched if t in OWNED_ENV})
+        if not names:
+            return None
+        what = f"sets or unsets {', '.join(names)}"
+    return Refusal(
+        r.A10_LAUNCHER_ENV,
+        f"container {container} runs env, which {what} when the engine starts, after the "
+        "webhook wrote the KV-cache variables: the engine would not run with the configuration "
+        "the Pod records; remove that from the env command line (set other variables in the "
+        "container's env), or drop the inject label",
     )
 
 

@@ -85,6 +85,8 @@ O6_OWNED_MOUNT_PATH: Final = "O6"
 F1_CONFIG_SOURCE_ENV: Final = "F1"
 #: SGLang: ``--hicache-storage-backend-extra-config`` on the command line.
 F2_CONFIG_SOURCE_FLAG: Final = "F2"
+#: SGLang: an ``envFrom`` source that could supply ``SGLANG_HICACHE_MOONCAKE_CONFIG_PATH``.
+F3_CONFIG_SOURCE_ENV_FROM: Final = "F3"
 # --- CREATE: launch recognition (§7) --------------------------------------------------------------
 #: Neither ``command`` nor ``args``.
 A1_NO_LAUNCH: Final = "A1"
@@ -104,6 +106,8 @@ A7_NOTHING_TO_RUN: Final = "A7"
 A8_OTHER_ENGINE: Final = "A8"
 #: An unrecognised program and no declaration.
 A9_UNRECOGNISED: Final = "A9"
+#: ``env`` setting, unsetting (``-u``) or clearing (``-i``) a KV-cache variable at exec time.
+A10_LAUNCHER_ENV: Final = "A10"
 # --- UPDATE freeze (§10) --------------------------------------------------------------------------
 #: The inject label added to a live Pod.
 U1_LABEL_ADDED: Final = "U1"

@@ -379,6 +379,43 @@ async def test_frozen_label_and_annotations_are_refused(
     await core.delete_namespaced_pod(name, env.namespace, grace_period_seconds=0)
 
 
+async def test_the_freeze_covers_the_status_subresource(
+    env: Env, k8s_client: k8s.ApiClient
+) -> None:
+    """``PATCH pods/NAME/status`` writes metadata too: the frozen tenant must not change there.
+    ``pods/ephemeralcontainers`` keeps the stored metadata, so the freeze has nothing to see."""
+    core = k8s.CoreV1Api(k8s_client)
+    name = _unique("pod")
+    await create_pod(core, env.namespace, labelled_pod(name, env.binding))
+    stored = (await core.read_namespaced_pod(name, env.namespace)).metadata.annotations
+    swapped = json.loads(stored[CLIENT_CONFIG])
+    swapped["tenant_id"] = "team-b-chat"
+    exc = await refused(
+        core.patch_namespaced_pod_status(
+            name,
+            env.namespace,
+            {"metadata": {"annotations": {CLIENT_CONFIG: json.dumps(swapped)}}},
+        )
+    )
+    assert exc.status == 422
+    assert _causes(exc) == [(f"metadata.annotations[{CLIENT_CONFIG}]", "FieldValueForbidden")]
+    # Status itself stays writable through the subresource.
+    await core.patch_namespaced_pod_status(
+        name, env.namespace, {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    )
+    await core.patch_namespaced_pod_ephemeralcontainers(
+        name,
+        env.namespace,
+        {
+            "metadata": {"annotations": {CLIENT_CONFIG: json.dumps(swapped), INJECTED: "{}"}},
+            "spec": {"ephemeralContainers": [{"name": "debug", "image": "busybox"}]},
+        },
+    )
+    after = (await core.read_namespaced_pod(name, env.namespace)).metadata.annotations
+    assert after[CLIENT_CONFIG] == stored[CLIENT_CONFIG] and after[INJECTED] == stored[INJECTED]
+    await core.delete_namespaced_pod(name, env.namespace, grace_period_seconds=0)
+
+
 async def test_metrics_and_logs_of_the_running_server(
     env: Env, api: k8s.CustomObjectsApi, k8s_client: k8s.ApiClient
 ) -> None:

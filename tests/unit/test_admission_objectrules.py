@@ -248,6 +248,28 @@ CASES = [
         [("R7e", "spec.roles[0].additionalVolumes[0].mountPath", INV)],
         id="R7e-client-config-path",
     ),
+    # Paths compare as paths, both ways: a subPath file over the projected file, a parent.
+    pytest.param(
+        deployment(
+            role(
+                additionalVolumes=[
+                    {
+                        "mountPath": "/etc/gpustack/kvcache/mooncake.json",
+                        "subPath": "mooncake.json",
+                        "secret": {"name": "s"},
+                    },
+                    {"mountPath": "/etc/gpustack", "configMap": {"name": "c"}},
+                    {"mountPath": "/etc/gpustack-kvcache", "configMap": {"name": "d"}},
+                ]
+            ),
+            **CACHE,
+        ),
+        [
+            ("R7e", "spec.roles[0].additionalVolumes[0].mountPath", INV),
+            ("R7e", "spec.roles[0].additionalVolumes[1].mountPath", INV),
+        ],
+        id="R7e-inside-and-above",
+    ),
     # R8 reserved ports declared
     pytest.param(
         pd(

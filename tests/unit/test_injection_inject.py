@@ -407,6 +407,58 @@ OWNED = [
         "O6",
         id="O6-trailing-slash",
     ),
+    # Paths compare as paths, both ways: a file mounted over the projected one with subPath,
+    # a deeper directory, a parent, and spellings the runtime resolves to the same path.
+    pytest.param(
+        "vLLM",
+        {
+            "volumeMounts": [
+                {
+                    "name": "cfg",
+                    "mountPath": "/etc/gpustack/kvcache/mooncake.json",
+                    "subPath": "mooncake.json",
+                }
+            ]
+        },
+        None,
+        "O6",
+        id="O6-subpath-file-inside",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack/kvcache/x/y"}]},
+        None,
+        "O6",
+        id="O6-inside",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack"}]},
+        None,
+        "O6",
+        id="O6-parent",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "c", "mountPath": "//etc/./gpustack/x/../kvcache//"}]},
+        None,
+        "O6",
+        id="O6-unnormalised",
+    ),
+    pytest.param(
+        "SGLang",
+        {"envFrom": [{"configMapRef": {"name": "mine"}}]},
+        None,
+        "F3",
+        id="F3-env-from-no-prefix",
+    ),
+    pytest.param(
+        "SGLang",
+        {"envFrom": [{"prefix": "APP_", "secretRef": {"name": "s"}}, {"prefix": "SGLANG_HI"}]},
+        None,
+        "F3",
+        id="F3-env-from-prefix-that-spells-it",
+    ),
     pytest.param(
         "SGLang",
         {"env": [{"name": "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", "value": "/c"}]},
@@ -511,9 +563,18 @@ NOT_REFUSED = [
     ),
     pytest.param(
         "vLLM",
-        {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack"}]},
+        {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack-kvcache"}]},
         None,
-        id="parent-path",
+        id="sibling-with-the-same-prefix-string",
+    ),
+    pytest.param(
+        "SGLang",
+        {"envFrom": [{"prefix": "APP_", "configMapRef": {"name": "mine"}}]},
+        None,
+        id="env-from-with-a-safe-prefix",
+    ),
+    pytest.param(
+        "vLLM", {"envFrom": [{"configMapRef": {"name": "mine"}}]}, None, id="env-from-on-vllm"
     ),
 ]
 

@@ -64,7 +64,7 @@ ADMITTED = [
     pytest.param(["env", "FOO=1", "vllm"], [], "vllm", None, "vllm", False, id="env-assignment"),
     pytest.param(["env", "-u", "FOO", "vllm"], [], "vllm", None, "vllm", False, id="env-u-split"),
     pytest.param(["env", "-uFOO", "vllm"], [], "vllm", None, "vllm", False, id="env-u-attached"),
-    pytest.param(["env", "-iu", "FOO", "vllm"], [], "vllm", None, "vllm", False, id="env-bundle-u"),
+    pytest.param(["env", "-vu", "FOO", "vllm"], [], "vllm", None, "vllm", False, id="env-bundle-u"),
     pytest.param(
         ["env", "--unset=FOO", "vllm"], [], "vllm", None, "vllm", False, id="env-unset-eq"
     ),
@@ -80,12 +80,11 @@ ADMITTED = [
         False,
         id="env-chdir-argv0",
     ),
-    pytest.param(["env", "-i", "vllm"], [], "vllm", None, "vllm", False, id="env-flag"),
-    pytest.param(["env", "-", "vllm"], [], "vllm", None, "vllm", False, id="env-lone-dash"),
+    pytest.param(["env", "-0", "vllm"], [], "vllm", None, "vllm", False, id="env-flag"),
     pytest.param(["env", "--", "vllm"], [], "vllm", None, "vllm", False, id="env-double-dash"),
     pytest.param(["env", "-S", "", "vllm"], [], "vllm", None, "vllm", False, id="env-S-empty-next"),
     pytest.param(
-        ["env", "-iS", "", "vllm"], [], "vllm", None, "vllm", False, id="env-bundle-S-empty-next"
+        ["env", "-vS", "", "vllm"], [], "vllm", None, "vllm", False, id="env-bundle-S-empty-next"
     ),
     pytest.param(
         ["env", "--split-string=", "vllm"],
@@ -213,7 +212,46 @@ REFUSED = [
     pytest.param([], ["vllm", "serve"], "vllm", None, "A3", id="A3-args-only"),
     pytest.param(["env", "-S", "vllm serve"], [], "vllm", None, "A4", id="A4-S-split"),
     pytest.param(["env", "-Svllm serve"], [], "vllm", None, "A4", id="A4-S-attached"),
-    pytest.param(["env", "-iS", "vllm serve"], [], "vllm", None, "A4", id="A4-bundle"),
+    pytest.param(["env", "-vS", "vllm serve"], [], "vllm", None, "A4", id="A4-bundle"),
+    # A10: env changing a KV-cache variable at exec time; a forwarding declaration is about
+    # arguments, so it never admits one.
+    pytest.param(
+        ["env", "MOONCAKE_TENANT_ID=team-b-chat", *SG], [], "sglang", None, "A10", id="A10-assign"
+    ),
+    pytest.param(
+        ["/usr/bin/env", "MOONCAKE_TENANT_ID=b", *SG], [], "sglang", None, "A10", id="A10-path"
+    ),
+    pytest.param(["env", "-i", "vllm"], [], "vllm", None, "A10", id="A10-i"),
+    pytest.param(["env", "-", "vllm"], [], "vllm", None, "A10", id="A10-lone-dash"),
+    pytest.param(["env", "-iu", "FOO", "vllm"], [], "vllm", None, "A10", id="A10-bundle-i"),
+    pytest.param(["env", "--ignore-env", "vllm"], [], "vllm", "true", "A10", id="A10-long-i"),
+    pytest.param(["env", "-iS", "vllm serve"], [], "vllm", "true", "A10", id="A10-before-A4"),
+    pytest.param(["env", "-u", "MOONCAKE_TENANT_ID", *SG], [], "sglang", None, "A10", id="A10-u"),
+    pytest.param(
+        ["env", "MOONCAKE_CONFIG_PATH=/x", "vllm"], [], "vllm", None, "A10", id="A10-vllm"
+    ),
+    pytest.param(
+        ["env", "-u", "MOONCAKE_CONFIG_PATH", "vllm"],
+        [],
+        "vllm",
+        "true",
+        "A10",
+        id="A10-u-declared",
+    ),
+    pytest.param(
+        ["env", "-uMOONCAKE_CONFIG_PATH", "vllm"], [], "vllm", None, "A10", id="A10-u-attached"
+    ),
+    pytest.param(
+        ["env", "--unset=SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", *SG],
+        [],
+        "sglang",
+        None,
+        "A10",
+        id="A10-unset-eq",
+    ),
+    pytest.param(
+        ["tini", "--", "env", "MOONCAKE_MASTER=x:1", *SG], [], "sglang", None, "A10", id="A10-tini"
+    ),
     pytest.param(["env", "--split-string=vllm serve"], [], "vllm", None, "A4", id="A4-long-eq"),
     pytest.param(
         ["env", "--split-string", "vllm serve"], [], "vllm", None, "A4", id="A4-long-split"

@@ -120,7 +120,7 @@ def test_configuration_names_follow_kv_injection_section_12() -> None:
             "ValidatingWebhookConfiguration",
             PATH_POD_FREEZE,
             "",
-            "pods",
+            "pods,pods/status",
             ["UPDATE"],
             "Ignore",
             INJECT_SELECTOR,
@@ -151,7 +151,7 @@ def test_registration(
             "apiGroups": [group],
             "apiVersions": ["v1"],
             "operations": operations,
-            "resources": [resource],
+            "resources": resource.split(","),
             "scope": "Namespaced",
         }
     ]
