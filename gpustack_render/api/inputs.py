@@ -106,19 +106,65 @@ class InstanceType(InputObject):
 # --- KVCachePoolBinding (namespaced) --------------------------------------------------------
 
 
+#: CRD-only rules of the Binding's identity fields (the API server enforces them on every write;
+#: the library reads stored objects as they are, and refuses a bad domain itself, K3).
+DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+def immutable(field: str) -> dict[str, Any]:
+    """A CEL transition rule: once set, ``field`` keeps its value."""
+    return {
+        "x-kubernetes-validations": [
+            {"rule": "self == oldSelf", "message": f"{field} is immutable"}
+        ]
+    }
+
+
 class BindingDomain(OpenModel):
-    name: Annotated[str | None, Field(max_length=63)] = None
+    name: Annotated[
+        str | None,
+        Field(
+            max_length=63,
+            json_schema_extra={
+                "pattern": DNS1123_LABEL_PATTERN,
+                **immutable("spec.domain.name"),
+            },
+        ),
+    ] = None
     block_size: Int32
     dtype: Annotated[str, Field(max_length=32)]
 
 
 class PoolReference(OpenModel):
-    name: str
+    name: Annotated[
+        str,
+        Field(
+            json_schema_extra={
+                "maxLength": 253,
+                "pattern": DNS1123_SUBDOMAIN_PATTERN,
+                **immutable("spec.poolRef.name"),
+            }
+        ),
+    ]
 
 
 class KVCachePoolBindingSpec(OpenModel):
     pool_ref: PoolReference
-    domain: BindingDomain
+    domain: Annotated[
+        BindingDomain,
+        # A transition rule on the name alone skips adding or removing it: the domain holds.
+        Field(
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "has(self.name) == has(oldSelf.name)",
+                        "message": "spec.domain.name is immutable",
+                    }
+                ]
+            }
+        ),
+    ]
     quota_ceiling: int | str | None = None
 
 

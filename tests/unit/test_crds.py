@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from gpustack_render.crd import all_crds, crd_file_name
+from gpustack_render.naming import is_dns1123_label
 from gpustack_render.yamlio import dump_yaml_one, load_documents
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
@@ -87,3 +89,20 @@ def test_input_kinds_preserve_unknown_fields() -> None:
             continue
         spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
         assert spec.get("x-kubernetes-preserve-unknown-fields") is True, crd["metadata"]["name"]
+
+
+def test_the_binding_identity_is_a_dns_label_and_immutable() -> None:
+    """The API server checks these on every write (tests/integration/test_binding_crd.py)."""
+    (crd,) = [c for c in all_crds() if c["spec"]["names"]["kind"] == "KVCachePoolBinding"]
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    domain = spec["properties"]["domain"]
+    name = domain["properties"]["name"]
+    pool = spec["properties"]["poolRef"]["properties"]["name"]
+    for field in (name, pool):
+        assert [v["rule"] for v in field["x-kubernetes-validations"]] == ["self == oldSelf"]
+    assert [v["rule"] for v in domain["x-kubernetes-validations"]] == [
+        "has(self.name) == has(oldSelf.name)"
+    ]
+    for sample in ("team-a-chat", "a", "Team_B", "-x", "x" * 64):
+        fits = re.match(name["pattern"], sample) is not None and len(sample) <= name["maxLength"]
+        assert fits == is_dns1123_label(sample), sample
