@@ -54,7 +54,13 @@ ci: lint test ## what CI runs: lint, then every test
 verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree
 	git diff --exit-code
 
+FUZZ_EXAMPLES ?= 20000
+
+fuzz: setup ## long random fuzz run of the entry points (FUZZ_EXAMPLES per test, default 20000)
+	GPUSTACK_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/fuzz -q -p no:cacheprovider \
+		--hypothesis-show-statistics
+
 bench: setup ## run the benchmarks (figures are ratios against an in-run baseline)
 	$(BIN)/python -m bench
 
-.PHONY: help setup demo envtest test test-unit fmt lint crds docs golden-update ci verify bench
+.PHONY: help setup demo envtest test test-unit fmt lint crds docs golden-update ci verify bench fuzz

@@ -29,7 +29,7 @@ from gpustack_render.admission.instancetypes import validate_instance_types
 from gpustack_render.admission.objectrules import validate_object
 from gpustack_render.admission.ports import validate_port_flag, validate_reserved_port_flag
 from gpustack_render.api.modeldeployment import ModelDeployment
-from gpustack_render.decoding import decode_deployment
+from gpustack_render.decoding import decode_deployment, nesting_errors
 from gpustack_render.defaulting import default_accelerators
 from gpustack_render.errors import ErrorList, Verdict
 from gpustack_render.lookups import Lookups
@@ -210,6 +210,9 @@ def mutate_deployment(
     if request.operation not in JUDGED or request.object is None:
         return Verdict.allow()
     obj = request.object
+    deep = nesting_errors(obj)  # compared and diffed below: bounded first, as decoding does
+    if deep:
+        return _refuse(deep, _name_of(obj, request))
     mutated, errs = default_accelerators(obj, lookups=memoised(lookups))
     if errs:
         return _refuse(errs, _name_of(obj, request))

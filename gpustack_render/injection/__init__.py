@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpustack_render import connectors
+from gpustack_render.decoding import nesting_errors
 from gpustack_render.errors import Verdict
 from gpustack_render.injection import podview
+from gpustack_render.injection import refusal as r
 from gpustack_render.injection.collisions import check_collisions, names_flag
 from gpustack_render.injection.contract import Contract, opted_in, read_contract
 from gpustack_render.injection.freeze import freeze_pod
@@ -86,6 +88,11 @@ def inject_pod(
     """
     if not opted_in(podview.labels_of(pod)):
         return InjectionResult(pod)
+    deep = nesting_errors(pod)  # read, compared and diffed below: bounded first
+    if deep:
+        return InjectionResult(
+            pod, refusal=Refusal(r.N1_NESTING, f"the Pod is unreadable: {deep[0].message()}")
+        )
     contract = read_contract(podview.annotations_of(pod))
     if isinstance(contract, Refusal):
         return InjectionResult(pod, refusal=contract)
@@ -181,6 +188,9 @@ def review_pod(request: AdmissionRequest, *, lookups: Lookups, settings: Setting
             return Verdict.allow()
         return Verdict.allow(patch=make_patch(pod, result.pod))
     if request.operation == "UPDATE":
+        errs = nesting_errors(request.object) or nesting_errors(request.old_object)
+        if errs:
+            return Verdict.from_errors(errs, group_kind="Pod", name=_name(request, pod))
         errs = freeze_pod(request.old_object, request.object)
         return Verdict.from_errors(errs, group_kind="Pod", name=_name(request, pod))
     return Verdict.allow()

@@ -108,6 +108,9 @@ A8_OTHER_ENGINE: Final = "A8"
 A9_UNRECOGNISED: Final = "A9"
 #: ``env`` setting, unsetting (``-u``) or clearing (``-i``) a KV-cache variable at exec time.
 A10_LAUNCHER_ENV: Final = "A10"
+# --- bounds -------------------------------------------------------------------------------------
+#: The Pod nests deeper than the bound of :mod:`gpustack_render.nesting` (no API server sends one).
+N1_NESTING: Final = "N1"
 # --- UPDATE freeze (§10) --------------------------------------------------------------------------
 #: The inject label added to a live Pod.
 U1_LABEL_ADDED: Final = "U1"

@@ -141,3 +141,52 @@ async def test_the_webhook_names_the_unreadable_object() -> None:
         "deep",
     )
     assert "does not decode" in info.value.reason and "nested deeper than" in info.value.reason
+
+
+def test_the_mutating_review_bounds_nesting_before_it_compares() -> None:
+    """Found by the fuzz suite: the mutating webhook compared and diffed the raw object, and a
+    999-deep value raised RecursionError there (the validating one decodes first)."""
+    from gpustack_render.admission import mutate_deployment
+    from gpustack_render.lookups import StaticLookups
+    from gpustack_render.review import AdmissionRequest
+    from gpustack_render.settings import Settings
+
+    value: Any = 1
+    for _ in range(999):
+        value = [value]
+    obj = {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment", "spec": value}
+    verdict = mutate_deployment(
+        AdmissionRequest("CREATE", obj, namespace="team-a"),
+        lookups=StaticLookups(),
+        settings=Settings(),
+    )
+    assert not verdict.allowed
+    assert [e.origin for e in verdict.errors] == ["nesting"]
+
+
+def test_pod_reviews_bound_nesting_before_they_read_the_pod() -> None:
+    """Found by the fuzz suite: a 3,000-deep value in ``args`` raised RecursionError where the
+    launch check turned a non-string token into text."""
+    from gpustack_render.injection import review_pod
+    from gpustack_render.lookups import StaticLookups
+    from gpustack_render.review import AdmissionRequest
+    from gpustack_render.settings import Settings
+
+    value: Any = 1
+    for _ in range(3000):
+        value = [value]
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"kvcache.gpustack.ai/inject": "true"}},
+        "spec": {"containers": [{"name": "main", "command": ["vllm"], "args": [value]}]},
+    }
+    world: dict[str, Any] = {"lookups": StaticLookups(), "settings": Settings()}
+    created = review_pod(AdmissionRequest("CREATE", pod, namespace="team-a"), **world)
+    assert not created.allowed and created.origin == "N1"
+    assert "nested deeper than" in created.message
+    old = {**pod, "spec": {}}
+    updated = review_pod(
+        AdmissionRequest("UPDATE", pod, old_object=old, namespace="team-a"), **world
+    )
+    assert not updated.allowed and [e.origin for e in updated.errors] == ["nesting"]
