@@ -10,8 +10,11 @@ Four webhooks, each a ``POST`` of an ``admission.k8s.io/v1`` AdmissionReview (pa
 
 plus ``GET /healthz``, ``/readyz`` and ``/metrics``. Every rule lives in the library; this module
 only routes, bounds and reports. A body that is not a v1 AdmissionReview for the webhook's kind is
-answered ``400`` (the API server then applies the webhook's failure policy); a body over the limit
-``413``. Objects are read live while the library runs (:mod:`gpustack_webhook.lookups`); a read
+answered ``400`` with the problem named, never ``5xx`` (nesting past the bound and members of
+the wrong JSON type included); a body over the limit ``413``; a body slower than the body
+timeout ``408``. Each listener's connections go through :mod:`gpustack_webhook.limits`
+(header and idle timeouts, a connection cap). Objects are read live while the library runs
+(:mod:`gpustack_webhook.lookups`); a read
 that fails is raised to the library where it asked, which reports it as the specification says
 (an ``InternalError`` cause on a ModelDeployment; a refusal naming the error on a Pod, rules
 B4/P2/P8). Settings that cannot be read, a failure that escapes the library, or a library crash
