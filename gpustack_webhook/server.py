@@ -14,12 +14,11 @@ answered ``400`` with the problem named, never ``5xx`` (nesting past the bound a
 the wrong JSON type included); a body over the limit ``413``; a body slower than the body
 timeout ``408``. Each listener's connections go through :mod:`gpustack_webhook.limits`
 (header and idle timeouts, a connection cap). Objects are read live while the library runs
-(:mod:`gpustack_webhook.lookups`); a read
-that fails is raised to the library where it asked, which reports it as the specification says
-(an ``InternalError`` cause on a ModelDeployment; a refusal naming the error on a Pod, rules
-B4/P2/P8). Settings that cannot be read, a failure that escapes the library, or a library crash
-are answered ``allowed: false`` with an ``InternalError`` (500) status and logged: never a
-verdict on the object.
+(:mod:`gpustack_webhook.lookups`); a read that fails is raised to the library where it asked,
+which reports it as the specification says (an ``InternalError`` cause on a ModelDeployment; a
+refusal naming the error on a Pod, rules B4/P2/P8). Settings that cannot be read, a failure
+that escapes the library, or a library crash are answered ``allowed: false`` with an
+``InternalError`` (500) status and logged: never a verdict on the object.
 """
 
 from __future__ import annotations
