@@ -167,7 +167,10 @@ def _namespace(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:
 def _name(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:
     meta = podview.metadata_of(pod)
     name = request.name or meta.get("name") or meta.get("generateName") or ""
-    return name if isinstance(name, str) else str(name)
+    if isinstance(name, str):
+        return name
+    # A scalar of the wrong type is named as written; an object or list (of any depth) is not.
+    return str(name) if isinstance(name, (int, float, bool)) else ""
 
 
 def review_pod(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:

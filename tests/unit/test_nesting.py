@@ -190,3 +190,9 @@ def test_pod_reviews_bound_nesting_before_they_read_the_pod() -> None:
         AdmissionRequest("UPDATE", pod, old_object=old, namespace="team-a"), **world
     )
     assert not updated.allowed and [e.origin for e in updated.errors] == ["nesting"]
+    # The long fuzz run: the deep value as the Pod's name, which the verdict names.
+    named = {**old, "metadata": {**pod["metadata"], "name": value}}
+    renamed = review_pod(
+        AdmissionRequest("UPDATE", named, old_object=old, namespace="team-a"), **world
+    )
+    assert not renamed.allowed and [e.origin for e in renamed.errors] == ["nesting"]
