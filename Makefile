@@ -21,8 +21,17 @@ setup: $(STAMP) ## create .venv and install the project with its dev tools
 demo: setup ## render the bundled example (examples/qwen-chat.yaml)
 	$(BIN)/gpustack-render render examples/qwen-chat.yaml
 
-envtest: ## build (or reuse) kube-apiserver and etcd for the integration tests
-	bash hack/envtest/build.sh
+envtest: ## build (or reuse) the simulated cluster's components (kube-*, etcd, Kueue, KWOK, kubectl)
+	bash hack/envtest/build.sh >/dev/null
+
+cluster: setup envtest ## start a simulated GPU cluster in the background (kubeconfig: .cluster/kubeconfig)
+	$(BIN)/python hack/cluster.py up
+
+cluster-demo: setup ## apply examples/ on the running simulated cluster and wait until each is Ready
+	$(BIN)/python hack/cluster.py demo
+
+cluster-down: ## stop the simulated cluster (every process it started) and remove .cluster/
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY)) hack/cluster.py down
 
 test: setup envtest ## run the whole test suite (unit, golden, property, integration)
 	$(BIN)/pytest
@@ -57,4 +66,4 @@ verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree
 bench: setup ## run the benchmarks (figures are ratios against an in-run baseline)
 	$(BIN)/python -m bench
 
-.PHONY: help setup demo envtest test test-unit fmt lint crds docs golden-update ci verify bench
+.PHONY: help setup demo envtest cluster cluster-demo cluster-down test test-unit fmt lint crds docs golden-update ci verify bench
