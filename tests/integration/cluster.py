@@ -82,6 +82,8 @@ COVERED_RESOURCES: tuple[str, ...] = (
     "memory",
     "ephemeral-storage",
     "nvidia.com/gpu",
+    "nvidia.com/gpu.sliced",
+    "nvidia.com/gpu.partitioned",
     "huawei.com/npu",
     "vpc.amazonaws.com/efa",
     "device.gpustack.ai/rdma",
