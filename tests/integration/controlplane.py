@@ -364,6 +364,7 @@ class ManagedProcess:
     name: str
     popen: subprocess.Popen[bytes]
     log_path: Path
+    argv: tuple[str, ...] = ()
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -407,7 +408,7 @@ def start_process(
         )
     finally:
         log.close()
-    return ManagedProcess(name, popen, log_path)
+    return ManagedProcess(name, popen, log_path, tuple(argv))
 
 
 # --------------------------------------------------------------------------------------------
@@ -616,6 +617,17 @@ class ControlPlane:
         except (OSError, APIError):
             return False
         return status == 200
+
+    def pause_apiserver(self, seconds: float) -> None:
+        """Stop the API server, keep it down for ``seconds``, start it again on the same port
+        with the same flags (etcd keeps running), and wait until it is ready."""
+        index = next(i for i, p in enumerate(self.processes) if p.name == "kube-apiserver")
+        old = self.processes[index]
+        old.stop()
+        time.sleep(seconds)
+        new = start_process(old.name, old.argv, old.log_path, append=True)
+        self.processes[index] = new
+        self._wait(new, self._ready, time.monotonic())
 
     # ---- client configuration --------------------------------------------------------------
 
