@@ -240,8 +240,9 @@ def check(root: Path) -> list[Broken]:
                 for sid in _section_ids(tail):
                     if not _resolves(sid, contract):
                         report(f"{target} has no section §{sid}")
-                if end > 0 and (r := RULE.match(tail)) and r["id"] not in contract.rules:
-                    report(f"{target} defines no rule {r['id']}")
+                rule = RULE.match(tail) if end > 0 else None
+                if rule and not DECISION.fullmatch(rule["id"]) and rule["id"] not in contract.rules:
+                    report(f"{target} defines no rule {rule['id']}")
             if cited and not in_contract:
                 context = cited[-1][2]
     return broken
