@@ -305,9 +305,10 @@ async def test_teardown_leaves_the_workload_of_a_pod_it_does_not_own(
         ]
         assert admitted(after[0])
         assert await kube.get(PODS, "stranger", ns) is not None
-    # Not the controller's: the test removes it. KWOK plays no kubelet termination (a deleted
-    # Pod never reaches a terminal phase), so Kueue keeps its finalizer on the deleted Pod
-    # until the group's Workload goes; deleting the Workload is what releases it.
+    # Not the controller's: the test removes it. Deleted, it turns Failed (the kubelet's part,
+    # KWOK's pod-terminate stage), but Kueue keeps its finalizer on a failed member of a group
+    # (a retriable group waits for a replacement) until the group's Workload goes: deleting
+    # the Workload, as an administrator would, is what releases it.
     await kube.delete(PODS, "stranger", ns)
     await kube.delete(KUEUE_WORKLOADS, "stranger-group", ns)
     await eventually(lambda: _empty(pods_of(kube, ns, "mine")), timeout=60, what="stranger gone")
