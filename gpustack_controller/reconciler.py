@@ -273,7 +273,7 @@ class DeploymentReconciler:
         )
         if stored is None or status_to_json(new_status) != status_to_json(stored):
             await self._write_status(md, new_status)
-        for event in events.departure_events(pods_after):
+        for event in events.departure_events(pods_after, seen_before=pods):
             await self.recorder.record(raw, event)
         error = create_error or service_error
         if error is not None:

@@ -45,11 +45,20 @@ class Event:
     pod: str | None = None
 
 
-def departure_events(pods: Iterable[ObservedPod]) -> list[Event]:
+def departure_events(
+    pods: Iterable[ObservedPod], *, seen_before: Iterable[ObservedPod] = ()
+) -> list[Event]:
     """``ReplicaEvicted``, ``ReplicaLeaving`` and ``ReplicaRestarted`` for the owned Pods, in
-    Pod-name order (a Pod may carry more than one)."""
+    Pod-name order (a Pod may carry more than one).
+
+    ``seen_before`` is an earlier observation in the same pass (the one the pass acted on): a
+    Pod in it that is no longer in ``pods`` finished leaving during the pass (its Workload's
+    deletion released Kueue's finalizer, say) and still gets its events, as it was seen then.
+    """
+    current = {p.uid: p for p in pods}
+    gone = [p for p in seen_before if p.uid not in current]
     out: list[Event] = []
-    for pod in sorted((p for p in pods if p.owned), key=lambda p: p.name):
+    for pod in sorted((p for p in (*current.values(), *gone) if p.owned), key=lambda p: p.name):
         where = f"replica Pod {pod.name}"
         if pod.role is not None and pod.ordinal is not None:
             where += f" (role {pod.role}, replica {pod.ordinal}, member {pod.member})"

@@ -292,3 +292,30 @@ def gpu_usage(cluster: Cluster, name: str) -> int:
             if resource.get("name") == "nvidia.com/gpu":
                 total += int(str(resource.get("total", "0")))
     return total
+
+
+# ---- teardown, waited for -----------------------------------------------------------------
+
+
+async def deployment_gone(kube: Kube, namespace: str, name: str) -> bool:
+    """The deployment and its Pods are gone, and no Workload is left in the namespace (each
+    test has its own)."""
+    if await get_md(kube, namespace, name) is not None:
+        return False
+    if await pods_of(kube, namespace, name):
+        return False
+    return not await workloads_in(kube, namespace)
+
+
+async def tear_down(kube: Kube, namespace: str, *names: str, timeout: float = 60.0) -> None:
+    """Delete each deployment and wait until it is gone with its Pods and the namespace's
+    Workloads (a controller must be running), so no test leaves quota or Node capacity
+    behind."""
+    for name in names:
+        await kube.delete(MODEL_DEPLOYMENTS, name, namespace)
+    for name in names:
+        await eventually(
+            lambda name=name: deployment_gone(kube, namespace, name),
+            timeout=timeout,
+            what=f"{namespace}/{name} torn down",
+        )
