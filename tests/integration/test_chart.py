@@ -221,3 +221,11 @@ def test_the_rendered_chart_passes_a_server_side_dry_run(cluster: Cluster, helm:
             "GET", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/gpustack-controller"
         )
     assert info.value.status == 404
+
+
+def test_the_dashboard_ships_in_a_configmap(helm: Path) -> None:
+    objects = template(helm, "--set", "metrics.dashboard.enabled=true")
+    configmap = _one(objects, "ConfigMap", "gpustack-render-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = CHART / "files" / "dashboards" / "gpustack-render.json"
+    assert json.loads(configmap["data"]["gpustack-render.json"]) == json.loads(shipped.read_text())
