@@ -10,7 +10,9 @@ With helm built from its Go module by hack/envtest/build.sh (like kubectl):
   cert-manager, ServiceMonitors);
 * the values reach the objects (image, replicas, resources, scheduling, Settings, caBundle) and
   a certificate mode that is not available is refused with its field named;
-* the rendered objects pass ``kubectl apply --dry-run=server`` on the simulated cluster.
+* the rendered objects pass ``kubectl apply --dry-run=server`` on the simulated cluster: the
+  defaults with the input CRDs, and every switch on (cert-manager's and the Prometheus
+  Operator's kinds then stand in as schema-less CRDs, so only their kinds are checked).
 """
 
 from __future__ import annotations
@@ -229,3 +231,62 @@ def test_the_dashboard_ships_in_a_configmap(helm: Path) -> None:
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped = CHART / "files" / "dashboards" / "gpustack-render.json"
     assert json.loads(configmap["data"]["gpustack-render.json"]) == json.loads(shipped.read_text())
+
+
+def _stub_crd(group: str, kind: str, plural: str) -> dict[str, Any]:
+    """A schema-less CRD standing in for an add-on's (cert-manager, Prometheus Operator)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_every_switch_on_passes_a_server_side_dry_run(cluster: Cluster, helm: Path) -> None:
+    """cert-manager, ServiceMonitors and the dashboard on: the add-ons' kinds exist as stubs
+    (no schema), so their objects are only known to be well-kinded; every other object (the
+    annotated webhook configurations, the metrics Service, the dashboard ConfigMap) is checked
+    in full."""
+    stubs = [
+        _stub_crd("cert-manager.io", "Issuer", "issuers"),
+        _stub_crd("cert-manager.io", "Certificate", "certificates"),
+        _stub_crd("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+    ]
+    cluster.control_plane.install_crds(stubs)
+    try:
+        rendered = run(
+            helm, "template", "gpustack-render", CHART, "--namespace", NAMESPACE,
+            "--kube-version", KUBE_VERSION, "--set", "certificates.mode=certManager",
+            "--set", "metrics.serviceMonitor.enabled=true",
+            "--set", "metrics.dashboard.enabled=true",
+        )  # fmt: skip
+        kinds = {o["kind"] for o in yaml_stream(rendered)}
+        assert {"Issuer", "Certificate", "ServiceMonitor"} <= kinds
+        result = cluster.kubectl(
+            "apply", "--dry-run=server", "--validate=strict", "-f", "-", input=rendered, check=False
+        )
+        assert result.returncode == 0, result.stderr
+    finally:
+        for stub in stubs:
+            cluster.control_plane.request(
+                "DELETE",
+                f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{stub['metadata']['name']}",
+            )
