@@ -21,7 +21,7 @@ setup: $(STAMP) ## create .venv and install the project with its dev tools
 demo: setup ## render the bundled example (examples/qwen-chat.yaml)
 	$(BIN)/gpustack-render render examples/qwen-chat.yaml
 
-envtest: ## build (or reuse) the simulated cluster's components (kube-*, etcd, Kueue, KWOK, kubectl)
+envtest: ## build (or reuse) the simulated cluster's components (kube-*, etcd, Kueue, KWOK, kubectl, helm)
 	bash hack/envtest/build.sh >/dev/null
 
 cluster: setup envtest ## start a simulated GPU cluster in the background (kubeconfig: .cluster/kubeconfig)
@@ -63,7 +63,10 @@ ci: lint test ## what CI runs: lint, then every test
 verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree
 	git diff --exit-code
 
+image: ## build the container image with docker, podman or buildah (says so and exits 0 without one)
+	bash hack/image.sh
+
 bench: setup ## run the benchmarks (figures are ratios against an in-run baseline)
 	$(BIN)/python -m bench
 
-.PHONY: help setup demo envtest cluster cluster-demo cluster-down test test-unit fmt lint crds docs golden-update ci verify bench
+.PHONY: help setup demo image envtest cluster cluster-demo cluster-down test test-unit fmt lint crds docs golden-update ci verify bench

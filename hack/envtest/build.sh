@@ -57,6 +57,7 @@ k8s_version="$(module_version "${here}/kubernetes/go.mod" k8s.io/kubernetes)"
 etcd_version="$(module_version "${here}/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 kueue_version="$(module_version "${here}/kueue/go.mod" sigs.k8s.io/kueue)"
 kwok_version="$(module_version "${here}/kwok/go.mod" sigs.k8s.io/kwok)"
+helm_version="$(module_version "${here}/helm/go.mod" helm.sh/helm/v3)"
 for v in k8s_version etcd_version kueue_version kwok_version; do
     if [[ -z "${!v}" ]]; then
         echo "build.sh: cannot read ${v%_version}'s pinned version from hack/envtest/*/go.mod" >&2
@@ -119,6 +120,10 @@ fi
 if wanted kwok; then
     build "${here}/kwok" sigs.k8s.io/kwok/cmd/kwok "${kwok_dir}/kwok"
 fi
+if wanted helm; then
+    build "${here}/helm" helm.sh/helm/v3/cmd/helm "${cache_root}/helm-${helm_version}/helm" \
+        "-X helm.sh/helm/v3/internal/version.version=${helm_version}"
+fi
 
 # Kueue's CRDs and webhook manifests, taken from the same module the binary is built from.
 if [[ ! -f "${kueue_dir}/.manifests-complete" ]]; then
@@ -180,6 +185,7 @@ for cmd in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
 done
 link "${kueue_dir}/kueue"
 link "${kwok_dir}/kwok"
+link "${cache_root}/helm-${helm_version}/helm"
 ln -sfn "${kueue_dir}/crds" "${bin_dir}/kueue-crds"
 ln -sfn "${kueue_dir}/webhook" "${bin_dir}/kueue-webhook"
 ln -sfn "${kwok_dir}/stages" "${bin_dir}/kwok-stages"

@@ -101,6 +101,7 @@ _CONTROLLERS = (
     "pod-garbage-collector-controller",
     "disruption-controller",
     "serviceaccount-controller",
+    "clusterrole-aggregation-controller",
 )
 
 
