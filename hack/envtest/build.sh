@@ -5,8 +5,9 @@
 #   etcd/        go.etcd.io/etcd       etcd
 #   kueue/       sigs.k8s.io/kueue     kueue (the manager; its CRDs and webhook manifests are copied too)
 #   kwok/        sigs.k8s.io/kwok      kwok (fake Nodes and the Pod lifecycle)
+#   helm/        helm.sh/helm/v3       helm (the chart's lint, template and dry-run tests)
 #
-# The kubernetes, kueue and kwok modules name their upstream commands with go.mod `tool`
+# The kubernetes, kueue, kwok and helm modules name their upstream commands with go.mod `tool`
 # directives, so `go build <upstream package>` builds the release code as it is; etcd has a
 # one-line wrapper (its main package is not importable by path).
 #
@@ -16,6 +17,7 @@
 #       etcd-<v>/etcd
 #       kueue-<v>/kueue  kueue-<v>/crds/{bases,patches,kustomization.yaml}  kueue-<v>/webhook/manifests.yaml
 #       kwok-<v>/kwok  kwok-<v>/stages/*.yaml
+#       helm-<v>/helm
 #       bin-<k8s>-<etcd>-<kueue>-<kwok>/   symbolic links to all of the above (printed on stdout)
 #
 # A binary that already exists is not rebuilt; delete its directory to force a rebuild. The only
