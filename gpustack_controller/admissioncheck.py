@@ -1,6 +1,6 @@
 """Runs the joint multi-role AdmissionCheck (controller.md §9): the object, its ``Active``
 condition, and one verdict per Workload, written by server-side apply with the check's own
-field manager. The verdict itself is ``gpustack_render.jointcheck.joint_verdict``.
+field manager. The verdict itself is ``gpustack_render.reconcile.jointcheck.joint_verdict``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from gpustack_controller.kube import (
 )
 from gpustack_controller.reconciler import FIELD_MANAGER, deployment_selector, split_key
 from gpustack_controller.watches import Informer
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.jointcheck import (
+from gpustack_render.reconcile.jointcheck import (
     CHECK_NAME,
     CONTROLLER_NAME,
     PENDING,
@@ -33,7 +32,8 @@ from gpustack_render.jointcheck import (
     joint_verdict,
     needs_verdict,
 )
-from gpustack_render.observed import observe_pod, observe_workload
+from gpustack_render.reconcile.observed import observe_pod, observe_workload
+from gpustack_render.schema.decoding import decode_deployment
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """The controller's only door to the API server (the one module importing kubernetes_asyncio).
 
 Objects travel as plain JSON dicts: one REST path per :class:`Resource`, JSON in and out, so
-the library's readers (``gpustack_render.observed``, the pydantic models) see exactly what the
+the library's readers (``gpustack_render.reconcile.observed``, the pydantic models) see exactly
+what the
 API server stores. Writes are the four the controller needs: create (POST), delete, JSON merge
 patch and server-side apply (``application/apply-patch+yaml`` with a field manager and
 ``force``). Watches are raw event streams: :meth:`Kube.watch` yields decoded events and leaves

@@ -39,7 +39,6 @@ from gpustack_controller.kube import (
 )
 from gpustack_controller.recorder import EventRecorder
 from gpustack_controller.watches import Informer
-from gpustack_render import claims, events, labels
 from gpustack_render.api.inputs import (
     InstanceType,
     KVCacheBackend,
@@ -47,20 +46,20 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
-from gpustack_render.decoding import decode_deployment, decode_model
-from gpustack_render.errors import RenderError
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.observed import (
+from gpustack_render.cli.gcpause import paused_gc
+from gpustack_render.core import labels
+from gpustack_render.core.errors import RenderError
+from gpustack_render.core.settings import Settings
+from gpustack_render.reconcile import claims, events
+from gpustack_render.reconcile.observed import (
     ObservedPod,
     ObservedWorkload,
     controlled_by,
     observe_pod,
     observe_workload,
 )
-from gpustack_render.render import Rendering, render
-from gpustack_render.rollout import Plan, plan
-from gpustack_render.settings import Settings
-from gpustack_render.status import (
+from gpustack_render.reconcile.rollout import Plan, plan
+from gpustack_render.reconcile.status import (
     cache_hold,
     deleting_status,
     deployment_status,
@@ -68,6 +67,9 @@ from gpustack_render.status import (
     status_to_json,
     with_replacing,
 )
+from gpustack_render.rendering.renderer import Rendering, render
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.lookups import StaticLookups
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +239,8 @@ class DeploymentReconciler:
             await self._claim(raw_binding, name)
         settings = self.settings()
         try:
-            rendering = render(md, lookups=lookups, settings=settings)
+            with paused_gc():
+                rendering = render(md, lookups=lookups, settings=settings)
         except RenderError as exc:
             await self.recorder.record(raw, events.render_failed(exc))
             raise

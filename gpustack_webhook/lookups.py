@@ -1,7 +1,7 @@
 """Where one review's inputs come from: Settings and the objects its rules read.
 
-The library is synchronous and pure; it asks a :class:`~gpustack_render.lookups.Lookups` for the
-objects a rule needs. The server answers with :class:`ReviewReads`, the reads of one review: an
+The library is synchronous and pure; it asks a :class:`~gpustack_render.schema.lookups.Lookups` for
+the objects a rule needs. The server answers with :class:`ReviewReads`, the reads of one review: an
 object already read is returned (memoised per name for that review only, never shared between
 reviews — a stale cache must not decide admission); an object not yet read stops the library
 with :class:`NeedRead`, the server GETs it live on the event loop (through :class:`Sources`) and
@@ -15,9 +15,9 @@ so it is as live as a read of its own. A GET sent before the review began is nev
 nothing is kept once a GET has answered.
 
 Not-found is ``None``; any other failure (an error answer, a timeout, the review's deadline, a
-stored object that does not decode) is a :class:`~gpustack_render.lookups.LookupFailed`, raised to
-the library where it asked, so it is reported as the library reports read failures, never as a
-verdict on a missing object.
+stored object that does not decode) is a :class:`~gpustack_render.schema.lookups.LookupFailed`,
+raised to the library where it asked, so it is reported as the library reports read failures,
+never as a verdict on a missing object.
 
 Settings come from the ConfigMap ``gpustack-settings`` in the server's namespace. They are
 operator configuration, not an object a rule reads, so :class:`LiveSources` may reuse a read for
@@ -42,9 +42,9 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
     ModelArtifact,
 )
-from gpustack_render.decoding import decode_model
-from gpustack_render.lookups import LookupFailed, StaticLookups
-from gpustack_render.settings import CONFIGMAP_NAME, Settings, settings_from_data
+from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
+from gpustack_render.schema.decoding import decode_model
+from gpustack_render.schema.lookups import LookupFailed, StaticLookups
 from gpustack_webhook.logs import LOGGER_NAME, fields
 
 log = logging.getLogger(f"{LOGGER_NAME}.lookups")

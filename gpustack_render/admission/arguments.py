@@ -1,25 +1,26 @@
 """Rules on a role's command line and environment: owned keys (R1, R4), parallel degrees (R2,
 R3), the served model name (§8.1) and ``--kv-cache-dtype`` while a pool is set (§10.3).
 
-Spelling follows :mod:`gpustack_render.flags`; the owned sets follow :mod:`gpustack_render.owned`.
+Spelling follows :mod:`gpustack_render.engines.flags`; the owned sets follow
+:mod:`gpustack_render.engines.owned`.
 """
 
 from __future__ import annotations
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context, whole_cards
 from gpustack_render.api.modeldeployment import RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.flags import find_flag, resolves_to, spelled, values_at
-from gpustack_render.owned import (
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import FieldPath
+from gpustack_render.engines.flags import find_flag, resolves_to, spelled, values_at
+from gpustack_render.engines.owned import (
     KV_CACHE_DTYPE_FLAG,
     SERVED_MODEL_NAME_FLAG,
     is_vllm_family,
     owned_args,
     owned_env,
 )
-from gpustack_render.parallelism import INT64_MAX, Parallelism, parse_role_parallelism
-from gpustack_render.paths import FieldPath
+from gpustack_render.engines.parallelism import INT64_MAX, Parallelism, parse_role_parallelism
 
 
 def role_parallelism(ctx: Context, role: RoleSpec) -> Parallelism:

@@ -1,8 +1,8 @@
 """Cache-dependent rules (``reference/admission.md`` §10.1, §10.2): fabric interfaces and the
 transport of a new pool binding. Both read the Binding → pool → backend chain.
 
-Offers and the transport checks are those of :mod:`gpustack_render.connectors` (api.md §11.4,
-kv-injection.md §11), so admission and the renderer agree on what a pool offers.
+Offers and the transport checks are those of :mod:`gpustack_render.engines.connectors` (api.md
+§11.4, kv-injection.md §11), so admission and the renderer agree on what a pool offers.
 """
 
 from __future__ import annotations
@@ -10,19 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context, quantity_value
 from gpustack_render.api.inputs import KVCacheBackend
 from gpustack_render.api.modeldeployment import RoleSpec
-from gpustack_render.connectors import (
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, FieldError
+from gpustack_render.core.paths import KV_CACHE, ROLES, FieldPath
+from gpustack_render.engines.connectors import (
     TransportFailure,
     check_transport,
     distinct_offers,
     transport_offers,
 )
-from gpustack_render.errors import ErrorList, FieldError
-from gpustack_render.lookups import LookupFailed
-from gpustack_render.paths import KV_CACHE, ROLES, FieldPath
+from gpustack_render.schema.lookups import LookupFailed
 
 RDMA: Final = "rdma"
 EFA: Final = "efa"

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
-from gpustack_render import errors
 from gpustack_render.api.inputs import (
     InstanceType,
     KVCacheBackend,
@@ -20,11 +19,14 @@ from gpustack_render.api.inputs import (
     ModelArtifact,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment, RoleSpec
-from gpustack_render.connectors import artifact_transport
-from gpustack_render.errors import ErrorList
-from gpustack_render.flags import engine_of
-from gpustack_render.lookups import LookupFailed, Lookups
-from gpustack_render.owned import (
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ROLES, FieldPath
+from gpustack_render.core.quantity import QuantityError, parse_quantity
+from gpustack_render.core.settings import Settings
+from gpustack_render.engines.connectors import artifact_transport
+from gpustack_render.engines.flags import engine_of
+from gpustack_render.engines.owned import (
     BOOTSTRAP_PORT,
     DEFAULT_SERVING_PORT,
     KV_EVENTS_PORT,
@@ -35,9 +37,7 @@ from gpustack_render.owned import (
     VLLM_ASCEND,
     is_vllm_family,
 )
-from gpustack_render.paths import ROLES, FieldPath
-from gpustack_render.quantity import QuantityError, parse_quantity
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import LookupFailed, Lookups
 
 #: The group/kind a refusal names (admission.md §1).
 GROUP_KIND: Final = "ModelDeployment.worker.gpustack.ai"

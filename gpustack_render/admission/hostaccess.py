@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context
 from gpustack_render.api.modeldeployment import AdditionalVolume, RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.paths import ROLES
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ROLES
 
 PRIVILEGED_SETTING: Final = "instance-privileged-allowed"
 HOST_PATH_SETTING: Final = "instance-host-path-volume-allowed"

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from gpustack_render import errors
 from gpustack_render.api.modeldeployment import ModelDeployment
-from gpustack_render.errors import ErrorList, FieldError
-from gpustack_render.paths import ENGINE, KV_CACHE, MODEL, ROLES, ROUTER, FieldPath
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, FieldError
+from gpustack_render.core.paths import ENGINE, KV_CACHE, MODEL, ROLES, ROUTER, FieldPath
 
 ORIGIN: Final = "11"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpustack_render import errors
 from gpustack_render.admission.context import (
     Context,
     is_partition_request,
@@ -20,9 +19,10 @@ from gpustack_render.admission.context import (
 )
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.api.modeldeployment import RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.lookups import LookupFailed
-from gpustack_render.paths import ROLES, FieldPath
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ROLES, FieldPath
+from gpustack_render.schema.lookups import LookupFailed
 
 
 def _profiles(itype: InstanceType) -> list[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from gpustack_render import errors
 from gpustack_render.admission.arguments import (
     role_parallelism,
     validate_degrees,
@@ -24,8 +23,9 @@ from gpustack_render.admission.context import ENCODE, SERVER, Context, quantity_
 from gpustack_render.admission.ports import validate_declared_ports
 from gpustack_render.admission.router import validate_router
 from gpustack_render.api.modeldeployment import MAX_ROLES, RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.naming import (
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.naming import (
     MAX_LABEL_LENGTH,
     deployment_service_name,
     instance_name,
@@ -35,13 +35,13 @@ from gpustack_render.naming import (
     role_service_name,
     router_service_name,
 )
-from gpustack_render.owned import (
+from gpustack_render.core.paths import KV_CACHE, MODEL, ROLES, FieldPath
+from gpustack_render.engines.owned import (
     ASCEND_DRIVER_PATH,
     CLIENT_CONFIG_MOUNT_PATH,
     VLLM_ASCEND,
     is_vllm_family,
 )
-from gpustack_render.paths import KV_CACHE, MODEL, ROLES, FieldPath
 
 #: The implicit lowest topology level; naming it explicitly is refused (R16b).
 HOSTNAME_LEVEL: Final = "kubernetes.io/hostname"

@@ -19,7 +19,6 @@ from typing import Any
 
 import jsonpatch
 
-from gpustack_render import errors
 from gpustack_render.admission.arguments import validate_kv_cache_dtype, validate_served_name
 from gpustack_render.admission.cache import validate_interfaces, validate_pool_transport
 from gpustack_render.admission.context import GROUP_KIND, Context, memoised
@@ -29,13 +28,14 @@ from gpustack_render.admission.instancetypes import validate_instance_types
 from gpustack_render.admission.objectrules import validate_object
 from gpustack_render.admission.ports import validate_port_flag, validate_reserved_port_flag
 from gpustack_render.api.modeldeployment import ModelDeployment
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.defaulting import default_accelerators
-from gpustack_render.errors import ErrorList, Verdict
-from gpustack_render.lookups import Lookups
-from gpustack_render.paths import ROLES
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, Verdict
+from gpustack_render.core.paths import ROLES
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.deployment.defaulting import default_accelerators
+from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.lookups import Lookups
 
 #: Operations the webhooks judge; every other one is allowed untouched.
 JUDGED = ("CREATE", "UPDATE")

@@ -6,14 +6,14 @@ The reserved set of a role is :meth:`Context.reserved_ports` (admission.md §15)
 
 from __future__ import annotations
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context
 from gpustack_render.api.modeldeployment import RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.flags import find_flag
-from gpustack_render.owned import PORT_FLAG
-from gpustack_render.parallelism import parse_int
-from gpustack_render.paths import ROUTER, FieldPath
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ROUTER, FieldPath
+from gpustack_render.engines.flags import find_flag
+from gpustack_render.engines.owned import PORT_FLAG
+from gpustack_render.engines.parallelism import parse_int
 
 
 def _reserved_text(reserved: dict[int, str]) -> str:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context, serving_port, serving_protocol
 from gpustack_render.admission.ports import own_port
-from gpustack_render.errors import ErrorList
-from gpustack_render.flags import find_flag
-from gpustack_render.owned import (
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ENGINE, ROUTER
+from gpustack_render.engines.flags import find_flag
+from gpustack_render.engines.owned import (
     DEFAULT_SERVING_PORT,
     LLM_D_ROUTER,
     ROUTER_OWNED_ARGS,
@@ -24,8 +25,7 @@ from gpustack_render.owned import (
     VLLM,
     VLLM_ROUTER,
 )
-from gpustack_render.parallelism import parse_int
-from gpustack_render.paths import ENGINE, ROUTER
+from gpustack_render.engines.parallelism import parse_int
 
 #: Engines each router fronts (rule 3), by base engine.
 FRONTED_ENGINES: Final[dict[str, tuple[str, ...]]] = {

@@ -9,10 +9,10 @@ Entry points:
 
 - :func:`review_pod` — one admission request (CREATE: injection; UPDATE: freeze) → Verdict;
 - :func:`inject_pod` — the CREATE decision on a raw Pod → :class:`InjectionResult`;
-- :func:`freeze_pod` — the UPDATE freeze → :class:`~gpustack_render.errors.ErrorList`.
+- :func:`freeze_pod` — the UPDATE freeze → :class:`~gpustack_render.core.errors.ErrorList`.
 
-The client documents and vehicles come from :mod:`gpustack_render.connectors`, shared with the
-deployment renderer.
+The client documents and vehicles come from :mod:`gpustack_render.engines.connectors`, shared with
+the deployment renderer.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpustack_render import connectors
-from gpustack_render.errors import Verdict
+from gpustack_render.core.errors import Verdict
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.engines import connectors
 from gpustack_render.injection import podview
 from gpustack_render.injection.collisions import check_collisions, names_flag
 from gpustack_render.injection.contract import Contract, opted_in, read_contract
@@ -34,9 +36,7 @@ from gpustack_render.injection.record import InjectionRecord, parse_record
 from gpustack_render.injection.refusal import Refusal
 from gpustack_render.injection.resolve import Resolution, resolve
 from gpustack_render.injection.target import Target, select_container
-from gpustack_render.lookups import Lookups
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import Lookups
 
 __all__ = [
     "InjectionRecord",

@@ -3,7 +3,7 @@
 O1–O6: keys this Pod's own engine would be given and a merge could not settle (the mechanism,
 ``--kv-cache-dtype`` while a dtype is rendered, the volume and mount). F1–F2: on SGLang, keys
 selecting another configuration source, which would leave every injected variable unread.
-Flags are read with the shared token rule of :mod:`gpustack_render.flags`. Only keys this
+Flags are read with the shared token rule of :mod:`gpustack_render.engines.flags`. Only keys this
 render writes are checked, so the same key on an engine that does not read it is not refused;
 the volume and mount checks therefore apply to the vLLM family, the only engines given a volume.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gpustack_render import connectors, flags
-from gpustack_render.connectors import StoreClient
+from gpustack_render.engines import connectors, flags
+from gpustack_render.engines.connectors import StoreClient
 from gpustack_render.injection import podview
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from gpustack_render.connectors import CLIENT_CONFIG_ANNOTATION
+from gpustack_render.engines.connectors import CLIENT_CONFIG_ANNOTATION
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
 
@@ -41,7 +41,7 @@ ANNOTATION_DOMAIN: Final = "kvcache.gpustack.ai/domain"
 #: Annotation written by the webhook (the injection record, §9); refused at CREATE, frozen.
 ANNOTATION_INJECTED: Final = "kvcache.gpustack.ai/injected"
 #: Annotation written by the webhook on the vLLM family (the client document); refused at
-#: CREATE, frozen. Declared once in :mod:`gpustack_render.connectors`.
+#: CREATE, frozen. Declared once in :mod:`gpustack_render.engines.connectors`.
 ANNOTATION_CLIENT_CONFIG: Final = CLIENT_CONFIG_ANNOTATION
 
 #: The accepted author keys, in the order messages list them (§1).

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpustack_render import errors
-from gpustack_render.connectors import CLIENT_CONFIG_PATH
-from gpustack_render.errors import ErrorList
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import METADATA
+from gpustack_render.engines.connectors import CLIENT_CONFIG_PATH
 from gpustack_render.injection import podview
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import (
@@ -23,7 +24,6 @@ from gpustack_render.injection.contract import (
     LABEL_INJECT,
     WRITTEN_KEYS,
 )
-from gpustack_render.paths import METADATA
 
 _ABSENT = object()
 

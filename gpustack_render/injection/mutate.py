@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpustack_render import connectors
-from gpustack_render.connectors import StoreClient
+from gpustack_render.engines import connectors
+from gpustack_render.engines.connectors import StoreClient
 from gpustack_render.injection import podview
 from gpustack_render.injection.contract import ANNOTATION_INJECTED
 from gpustack_render.injection.record import InjectionRecord

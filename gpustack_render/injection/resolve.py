@@ -1,8 +1,9 @@
 """Resolving what a Pod's Binding names: Binding, pool, ledger, backend, endpoint, transport.
 
 Steps 7–14 of the CREATE processing order (kv-injection.md §2, §3, §11). Reads go through the
-caller's :class:`~gpustack_render.lookups.Lookups`: ``None`` is "not found", and a failed read
-(:class:`~gpustack_render.lookups.LookupFailed`) is refused with the object and the error
+caller's :class:`~gpustack_render.schema.lookups.Lookups`: ``None`` is "not found", and a failed
+read
+(:class:`~gpustack_render.schema.lookups.LookupFailed`) is refused with the object and the error
 (B4, P2, P8) rather than guessed around.
 """
 
@@ -11,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpustack_render import connectors
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
-from gpustack_render.connectors import LedgerState, TransportFailure
+from gpustack_render.core.settings import Settings
+from gpustack_render.engines import connectors
+from gpustack_render.engines.connectors import LedgerState, TransportFailure
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import ANNOTATION_BINDING, Contract
 from gpustack_render.injection.refusal import Refusal
-from gpustack_render.lookups import LookupFailed, Lookups
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import LookupFailed, Lookups
 
 
 @dataclass(frozen=True, slots=True)

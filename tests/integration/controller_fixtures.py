@@ -31,7 +31,7 @@ from gpustack_controller.kube import (
     Kube,
     Resource,
 )
-from gpustack_render import labels
+from gpustack_render.core import labels
 
 T = TypeVar("T")
 NAMESPACES: Resource = Resource("", "v1", "namespaces", "Namespace", namespaced=False)

@@ -32,9 +32,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gpustack_render.api.inputs import InputObject
-from gpustack_render.decoding import KINDS, decode_deployment, decode_model
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.settings import Settings
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.decoding import KINDS, decode_deployment, decode_model
+from gpustack_render.schema.lookups import StaticLookups
 
 API_VERSION = "worker.gpustack.ai/v1"
 NAMESPACE = "team-a"
@@ -247,8 +247,9 @@ def input_objects(inputs: Sequence[dict[str, Any]]) -> list[InputObject]:
 
 
 def render_case(case: Case) -> Any:
-    """Decode and render ``case``; returns the :class:`gpustack_render.render.Rendering`."""
-    from gpustack_render.render import render
+    """Decode and render ``case``; returns the
+    :class:`gpustack_render.rendering.renderer.Rendering`."""
+    from gpustack_render.rendering.renderer import render
 
     md, errs = decode_deployment(case.deployment)
     if md is None:

@@ -33,13 +33,13 @@ from gpustack_render.api.inputs import (
     KVCachePool,
     KVCachePoolBinding,
 )
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.defaulting import default_accelerators
-from gpustack_render.errors import Verdict, VerdictKind
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.paths import FieldPath
-from gpustack_render.review import AdmissionRequest, Operation
-from gpustack_render.settings import Settings
+from gpustack_render.core.errors import Verdict, VerdictKind
+from gpustack_render.core.paths import FieldPath
+from gpustack_render.core.review import AdmissionRequest, Operation
+from gpustack_render.core.settings import Settings
+from gpustack_render.deployment.defaulting import default_accelerators
+from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.lookups import StaticLookups
 
 from .strategies import Case, cases
 

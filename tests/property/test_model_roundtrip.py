@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.errors import ErrorType
-from gpustack_render.paths import FieldPath
+from gpustack_render.core.errors import ErrorType
+from gpustack_render.core.paths import FieldPath
+from gpustack_render.schema.decoding import decode_deployment
 
 from .strategies import cases
 

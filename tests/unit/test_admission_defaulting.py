@@ -9,10 +9,10 @@ import pytest
 from admission_support import CPU, causes, deployment, lookups_of, review, role
 
 from gpustack_render.admission import mutate_deployment
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.defaulting import default_accelerators, default_deployment
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.deployment.defaulting import default_accelerators, default_deployment
+from gpustack_render.schema.decoding import decode_deployment
 
 
 def _accelerators(data: dict[str, Any]) -> list[Any]:

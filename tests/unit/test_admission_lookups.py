@@ -19,7 +19,7 @@ from admission_support import (
 )
 
 from gpustack_render.api.inputs import InputObject, InstanceType
-from gpustack_render.decoding import decode_deployment
+from gpustack_render.schema.decoding import decode_deployment
 
 INV, FORB, NF, INT = (
     "FieldValueInvalid",

@@ -18,8 +18,8 @@ from admission_support import (
 
 from gpustack_render.admission import validate_model_deployment
 from gpustack_render.api.modeldeployment import ModelDeployment
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.settings import Settings
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.lookups import StaticLookups
 
 INV, REQ, FORB, DUP = (
     "FieldValueInvalid",

@@ -17,11 +17,11 @@ from admission_support import (
     stored,
 )
 
-from gpustack_render import cli
 from gpustack_render.admission import GROUP_KIND, validate_deployment
-from gpustack_render.errors import VerdictKind
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.cli import commands as cli
+from gpustack_render.core.errors import VerdictKind
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 

@@ -18,8 +18,8 @@ from admission_support import (
     role,
 )
 
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.settings import Settings
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.decoding import decode_deployment
 
 INV, FORB = "FieldValueInvalid", "FieldValueForbidden"
 CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gpustack_render import connectors as c
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.engines import connectors as c
 
 
 def backend(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpustack_render.crd import all_crds, crd_file_name
-from gpustack_render.yamlio import dump_yaml_one, load_documents
+from gpustack_render.cli.yamlio import dump_yaml_one, load_documents
+from gpustack_render.schema.crd import all_crds, crd_file_name
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpustack_render.yamlio import load_documents
+from gpustack_render.cli.yamlio import load_documents
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -32,7 +32,7 @@ def test_every_part_lists_existing_files_only() -> None:
 
 
 def test_system_namespace_matches_the_settings_default() -> None:
-    from gpustack_render.settings import DEFAULT_SYSTEM_NAMESPACE
+    from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
 
     (ns,) = load_documents((DEPLOY / "namespace" / "namespace.yaml").read_text())
     assert ns["metadata"]["name"] == DEFAULT_SYSTEM_NAMESPACE

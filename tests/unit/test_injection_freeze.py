@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_render.errors import ErrorType
+from gpustack_render.core.errors import ErrorType
 from gpustack_render.injection import InjectionRecord, freeze_pod, parse_record
 
 P = "kvcache.gpustack.ai/"

@@ -10,11 +10,11 @@ import jsonpatch
 import pytest
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
-from gpustack_render.errors import Verdict, VerdictKind
+from gpustack_render.core.errors import Verdict, VerdictKind
+from gpustack_render.core.review import AdmissionRequest, Operation
+from gpustack_render.core.settings import Settings
 from gpustack_render.injection import InjectionResult, inject_pod, parse_record, review_pod
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.review import AdmissionRequest, Operation
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import StaticLookups
 
 P = "kvcache.gpustack.ai/"
 NS = "team-a"

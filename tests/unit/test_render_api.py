@@ -18,13 +18,13 @@ from property.strategies import (
     role,
 )
 
-from gpustack_render import cli
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.errors import RenderError
-from gpustack_render.localqueues import local_queues
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.render import render
-from gpustack_render.settings import Settings
+from gpustack_render.cli import commands as cli
+from gpustack_render.core.errors import RenderError
+from gpustack_render.core.settings import Settings
+from gpustack_render.rendering.localqueues import local_queues
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.lookups import StaticLookups
 
 
 def _pair_case() -> Case:

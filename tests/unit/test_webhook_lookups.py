@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from gpustack_render.api.inputs import InstanceType, KVCachePoolBinding
-from gpustack_render.lookups import LookupFailed
-from gpustack_render.settings import Settings
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.lookups import LookupFailed
 from gpustack_webhook import logs
 from gpustack_webhook.lookups import LiveSources, NeedRead, ReadError, ReadKey, ReviewReads
 
