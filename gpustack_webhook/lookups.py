@@ -43,8 +43,7 @@ from gpustack_render.api.inputs import (
     ModelArtifact,
 )
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
-from gpustack_render.schema.decoding import decode_model
-from gpustack_render.schema.lookups import LookupFailed, StaticLookups
+from gpustack_render.schema.lookups import LookupFailed, StaticLookups, decode_stored
 from gpustack_webhook.logs import LOGGER_NAME, fields
 
 log = logging.getLogger(f"{LOGGER_NAME}.lookups")
@@ -243,10 +242,11 @@ class LiveSources:
         if data is None:
             self._observe(key.kind, NOT_FOUND)
             return None
-        obj, errs = decode_model(model, data)
-        if obj is None:
-            first = errs[0].message() if errs else "does not decode"
-            raise failed(f"the stored object does not decode ({first})")
+        try:
+            obj = decode_stored(model, data, name=key.name, namespace=key.namespace)
+        except LookupFailed:
+            self._observe(key.kind, FAILED)
+            raise
         self._observe(key.kind, FOUND)
         return obj
 

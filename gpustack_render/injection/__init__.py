@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_render.core import jsonview
 from gpustack_render.core.errors import Verdict
 from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.core.settings import Settings
 from gpustack_render.engines import connectors
-from gpustack_render.injection import podview
 from gpustack_render.injection.collisions import check_collisions, names_flag
 from gpustack_render.injection.contract import Contract, opted_in, read_contract
 from gpustack_render.injection.freeze import freeze_pod
@@ -84,9 +84,9 @@ def inject_pod(
     failing step wins. Never raises on malformed Pods (a field of the wrong type reads as
     absent).
     """
-    if not opted_in(podview.labels_of(pod)):
+    if not opted_in(jsonview.labels_of(pod)):
         return InjectionResult(pod)
-    contract = read_contract(podview.annotations_of(pod))
+    contract = read_contract(jsonview.annotations_of(pod))
     if isinstance(contract, Refusal):
         return InjectionResult(pod, refusal=contract)
     resolution = resolve(
@@ -102,7 +102,7 @@ def inject_pod(
         dtype=resolution.dtype,
         kv_role=connectors.kv_role_for(contract.role),
     )
-    pod_spec = podview.spec_of(pod)
+    pod_spec = jsonview.spec_of(pod)
     target = select_container(pod_spec, named=contract.container)
     if isinstance(target, Refusal):
         return InjectionResult(pod, refusal=target)
@@ -113,8 +113,8 @@ def inject_pod(
         return InjectionResult(pod, refusal=refused)
     launch = check_launch(
         target.name,
-        podview.tokens(target.container.get("command")),
-        podview.tokens(target.container.get("args")),
+        jsonview.tokens(target.container.get("command")),
+        jsonview.tokens(target.container.get("args")),
         engine=contract.engine,
         forwarded=contract.forwarded,
     )
@@ -153,12 +153,12 @@ def _inject(
 
 
 def _namespace(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:
-    ns = podview.metadata_of(pod).get("namespace")
+    ns = jsonview.metadata_of(pod).get("namespace")
     return request.namespace or (ns if isinstance(ns, str) and ns else DEFAULT_NAMESPACE)
 
 
 def _name(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:
-    meta = podview.metadata_of(pod)
+    meta = jsonview.metadata_of(pod)
     name = request.name or meta.get("name") or meta.get("generateName") or ""
     return name if isinstance(name, str) else str(name)
 

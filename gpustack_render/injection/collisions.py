@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gpustack_render.core import jsonview
 from gpustack_render.engines import connectors, flags
 from gpustack_render.engines.connectors import StoreClient
-from gpustack_render.injection import podview
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
 from gpustack_render.injection.target import Target
@@ -35,7 +35,7 @@ def family(engine: str) -> str:
 def find_spelled(container: Mapping[str, Any], flag: str, *, engine: str) -> str | None:
     """How the container's own tokens name ``flag`` (``args`` first, then ``command``, value
     tokens included, kv-injection.md §8), in any spelling ``engine`` reads; ``None`` if not."""
-    for argv in (podview.tokens(container.get("args")), podview.tokens(container.get("command"))):
+    for argv in (jsonview.tokens(container.get("args")), jsonview.tokens(container.get("command"))):
         hits = flags.find_flag(argv, flag, engine)
         if hits:
             return flags.spelled(argv[hits[0].position], flag)
@@ -56,7 +56,7 @@ def check_collisions(
     vllm = fam == "vllm"
     container = target.container
     name = target.name
-    env_names = {podview.name_of(e) for e in podview.items(container.get("env"))}
+    env_names = {jsonview.name_of(e) for e in jsonview.items(container.get("env"))}
 
     if vllm and connectors.ENV_MOONCAKE_CONFIG_PATH in env_names:
         return Refusal(
@@ -83,26 +83,26 @@ def check_collisions(
                 "blocks wrong; remove yours and name a Binding declaring the dtype you want (the "
                 "Setting model-deployment-kv-cache-dtype-owned off admits it)",
             )
-    owned_volumes = {podview.name_of(v) for v in client.volumes}
-    for volume in podview.items(pod_spec.get("volumes")):
-        if podview.name_of(volume) in owned_volumes:
+    owned_volumes = {jsonview.name_of(v) for v in client.volumes}
+    for volume in jsonview.items(pod_spec.get("volumes")):
+        if jsonview.name_of(volume) in owned_volumes:
             return Refusal(
                 r.O4_OWNED_VOLUME,
-                f"the Pod declares volume {podview.name_of(volume)}, a name owned by the "
+                f"the Pod declares volume {jsonview.name_of(volume)}, a name owned by the "
                 "KV-cache injection webhook; rename yours",
             )
-    mount_names = {podview.name_of(m) for m in client.mounts}
-    mount_paths = {_clean(podview.mapping(m).get("mountPath")) for m in client.mounts}
-    mounts = podview.items(container.get("volumeMounts"))
+    mount_names = {jsonview.name_of(m) for m in client.mounts}
+    mount_paths = {_clean(jsonview.mapping(m).get("mountPath")) for m in client.mounts}
+    mounts = jsonview.items(container.get("volumeMounts"))
     for mount in mounts:
-        if podview.name_of(mount) in mount_names:
+        if jsonview.name_of(mount) in mount_names:
             return Refusal(
                 r.O5_OWNED_MOUNT_NAME,
-                f"container {name} mounts a volume named {podview.name_of(mount)}, a name owned "
+                f"container {name} mounts a volume named {jsonview.name_of(mount)}, a name owned "
                 "by the KV-cache injection webhook; rename yours",
             )
     for mount in mounts:
-        path = _clean(podview.mapping(mount).get("mountPath"))
+        path = _clean(jsonview.mapping(mount).get("mountPath"))
         if path in mount_paths:
             return Refusal(
                 r.O6_OWNED_MOUNT_PATH,

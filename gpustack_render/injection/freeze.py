@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpustack_render.core import errors
+from gpustack_render.core import errors, jsonview
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import METADATA
 from gpustack_render.engines.connectors import CLIENT_CONFIG_PATH
-from gpustack_render.injection import podview
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import (
     ANNOTATION_CLIENT_CONFIG,
@@ -40,8 +39,8 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
     """The freeze violations of an UPDATE from ``old`` to ``new`` (empty = allowed)."""
     old_pod: Mapping[str, Any] = old or {}
     new_pod: Mapping[str, Any] = new or {}
-    was = podview.labels_of(old_pod).get(LABEL_INJECT) == INJECT_TRUE
-    now = podview.labels_of(new_pod).get(LABEL_INJECT) == INJECT_TRUE
+    was = jsonview.labels_of(old_pod).get(LABEL_INJECT) == INJECT_TRUE
+    now = jsonview.labels_of(new_pod).get(LABEL_INJECT) == INJECT_TRUE
     errs = ErrorList()
     if not was and not now:
         return errs
@@ -65,8 +64,8 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
                 origin=r.U2_LABEL_REMOVED,
             )
         )
-    old_notes = podview.annotations_of(old_pod)
-    new_notes = podview.annotations_of(new_pod)
+    old_notes = jsonview.annotations_of(old_pod)
+    new_notes = jsonview.annotations_of(new_pod)
     for key in WRITTEN_KEYS:
         before = old_notes.get(key, _ABSENT)
         after = new_notes.get(key, _ABSENT)

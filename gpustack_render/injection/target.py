@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpustack_render.injection import podview
+from gpustack_render.core import jsonview
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import ANNOTATION_CONTAINER
 from gpustack_render.injection.refusal import Refusal
@@ -28,8 +28,8 @@ class Target:
 
 def select_container(pod_spec: Mapping[str, Any], *, named: str) -> Target | Refusal:
     """The target app container; ``named`` is the container annotation (``""`` = unset)."""
-    containers = podview.items(pod_spec.get("containers"))
-    names = [podview.name_of(c) for c in containers]
+    containers = jsonview.items(pod_spec.get("containers"))
+    names = [jsonview.name_of(c) for c in containers]
     if not containers:
         return Refusal(r.C1_NO_CONTAINERS, "the Pod has no containers: nothing to inject into")
     listed = ", ".join(names)
@@ -41,11 +41,11 @@ def select_container(pod_spec: Mapping[str, Any], *, named: str) -> Target | Ref
                 f"{ANNOTATION_CONTAINER} names none: set it to the engine's container; the "
                 "first is never chosen",
             )
-        return Target(0, names[0], podview.mapping(containers[0]))
+        return Target(0, names[0], jsonview.mapping(containers[0]))
     if named in names:
         index = names.index(named)
-        return Target(index, named, podview.mapping(containers[index]))
-    init_names = [podview.name_of(c) for c in podview.items(pod_spec.get("initContainers"))]
+        return Target(index, named, jsonview.mapping(containers[index]))
+    init_names = [jsonview.name_of(c) for c in jsonview.items(pod_spec.get("initContainers"))]
     if named in init_names:
         return Refusal(
             r.C3_INIT_CONTAINER,

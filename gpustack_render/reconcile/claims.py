@@ -64,3 +64,15 @@ def released(
     if all(_key(e) != mine for e in current):
         return None
     return [e for e in current if _key(e) != mine]
+
+
+def release_from(raw_binding: Mapping[str, Any], deployment: str) -> list[dict[str, Any]] | None:
+    """The Binding's ``usedBy`` without the deployment's claim (``None``: nothing to write)."""
+    used_by: Sequence[Mapping[str, Any]] | None = (raw_binding.get("status") or {}).get("usedBy")
+    return released(used_by, deployment)
+
+
+def claim_on(raw_binding: Mapping[str, Any], deployment: str) -> list[dict[str, Any]] | None:
+    """The Binding's ``usedBy`` with the deployment's claim (``None``: nothing to write)."""
+    used_by: Sequence[Mapping[str, Any]] | None = (raw_binding.get("status") or {}).get("usedBy")
+    return claimed(used_by, deployment)

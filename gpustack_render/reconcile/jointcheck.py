@@ -12,12 +12,22 @@ to apply. The caller passes ``now`` (an aware datetime); nothing here reads a cl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from gpustack_render.reconcile.observed import CheckState, ObservedPod, ObservedWorkload
+from gpustack_render.api.modeldeployment import KIND, ModelDeployment
+from gpustack_render.core import jsonview, ownerrefs
+from gpustack_render.reconcile.observed import (
+    CheckState,
+    ObservedPod,
+    ObservedWorkload,
+    observe_pod,
+    observe_workload,
+)
+from gpustack_render.reconcile.replicas import ReplicaIndex
+from gpustack_render.reconcile.rollout import remembered_replacing
 
 #: The AdmissionCheck's name; ClusterQueues serving ModelDeployments list it (D11).
 CHECK_NAME: Final = "gpustack-model-deployment-joint"
@@ -95,12 +105,7 @@ def joint_verdict(
             f"ModelDeployment {deployment.name} has a single role: not one replica of a "
             "multi-role deployment, nothing to wait for",
         )
-    live = [p for p in deployment.pods if p.owned and not p.terminating]
-    terminating = [p for p in deployment.pods if p.owned and p.terminating]
-    by_pod: dict[str, list[ObservedWorkload]] = {}
-    for wl in deployment.workloads:
-        for uid in wl.owner_pods:
-            by_pod.setdefault(uid, []).append(wl)
+    index = ReplicaIndex.of(deployment.pods, deployment.workloads)
     total = 0
     reserved = 0
     waiting_roles: list[str] = []
@@ -110,13 +115,13 @@ def joint_verdict(
         role_assembling = False
         for ordinal in range(replicas):
             total += 1
-            members = [p for p in live if p.role == role and p.ordinal == ordinal]
-            leaving = [p for p in terminating if p.role == role and p.ordinal == ordinal]
-            wls = {w.name: w for p in members for w in by_pod.get(p.uid, ())}
+            members = index.live_at(role, ordinal)
+            leaving = index.leaving_at(role, ordinal)
+            wls = index.workloads_of(members)
             want = next((p.group_total for p in members if p.group_total), None) or len(members)
             if not members:
                 role_assembling = True
-            holds_quota = any(w.quota_reserved for w in wls.values())
+            holds_quota = any(w.quota_reserved for w in wls)
             # Mid-rollout counts only for the slot this operator is rebuilding (its remembered
             # replacement, D6): a fresh deployment whose groups merely lack Workloads yet must
             # not be admitted role by role (per seed: all or nothing).
@@ -215,6 +220,51 @@ def admission_check_object() -> dict[str, Any]:
         "metadata": {"name": CHECK_NAME},
         "spec": {"controllerName": CONTROLLER_NAME},
     }
+
+
+def active_since(stored: Mapping[str, Any]) -> str | None:
+    """When the stored AdmissionCheck last became ``Active=True`` (kept across restarts)."""
+    since = None
+    for cond in jsonview.items(jsonview.view(stored.get("status")).get("conditions")):
+        cond = jsonview.view(cond)
+        if cond.get("type") == "Active" and cond.get("status") == "True":
+            since = cond.get("lastTransitionTime")
+    return since if isinstance(since, str) else None
+
+
+def verdict_changed(previous: CheckState | None, verdict: CheckVerdict) -> bool:
+    """True when the Workload's stored entry does not already say ``verdict``."""
+    return previous is None or (previous.state, previous.message) != (
+        verdict.state,
+        verdict.message,
+    )
+
+
+def owner_pods(workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The references to the Pods that own ``workload``."""
+    return ownerrefs.owners_of_kind(workload, kind="Pod", api_version="v1")
+
+
+def controlling_deployment(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The reference to the ModelDeployment that controls ``pod``, if one does."""
+    return ownerrefs.controller_of(pod, kind=KIND)
+
+
+def joint_deployment(
+    md: ModelDeployment,
+    *,
+    pods: Iterable[Mapping[str, Any]],
+    workloads: Iterable[Mapping[str, Any]],
+) -> JointDeployment:
+    """The deployment as the verdict reads it, from its Pods and the namespace's Workloads."""
+    return JointDeployment(
+        name=md.metadata.name,
+        roles=tuple((r.name, r.replicas) for r in md.spec.roles),
+        pods=[observe_pod(p, owner_uid=md.metadata.uid) for p in pods],
+        workloads=[observe_workload(w) for w in workloads],
+        replacing=remembered_replacing(md),
+        deleting=md.metadata.deletion_timestamp is not None,
+    )
 
 
 def active_condition_apply(*, previous_since: str | None, now: datetime) -> dict[str, Any]:

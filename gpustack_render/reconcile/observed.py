@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpustack_render.core import labels
+from gpustack_render.core import jsonview, labels, ownerrefs
 from gpustack_render.rendering.hashing import pod_render_version
 
 #: Scheduling gate Kueue's Pod webhook adds to every member of a group and removes on admission
@@ -32,18 +32,6 @@ PREEMPTED_REASON = "Preempted"
 POD_EVICTED_REASON = "Evicted"
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _strings(value: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _mapping(value).items() if isinstance(v, str)}
-
-
 def _non_negative_int(text: str | None) -> int | None:
     if text is None:
         return None
@@ -51,20 +39,6 @@ def _non_negative_int(text: str | None) -> int | None:
     if not text or not text.isascii() or not text.isdigit():
         return None
     return int(text)
-
-
-def controlled_by(obj: Mapping[str, Any], owner_uid: str) -> bool:
-    """The ownership test (controller.md §1): a ``controller: true`` reference to ``owner_uid``.
-
-    Labels alone never adopt an object.
-    """
-    if not owner_uid:
-        return False
-    for ref in _list(_mapping(obj.get("metadata")).get("ownerReferences")):
-        ref = _mapping(ref)
-        if ref.get("controller") is True and ref.get("uid") == owner_uid:
-            return True
-    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,19 +89,19 @@ _MANAGED_MARKER = labels.PROMETHEUS_SCRAPE
 
 def observe_pod(obj: Mapping[str, Any], *, owner_uid: str = "") -> ObservedPod:
     """Summarize a Pod object (plain JSON) for the planner and the status rules."""
-    meta = _mapping(obj.get("metadata"))
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
-    pod_labels = _strings(meta.get("labels"))
-    annotations = _strings(meta.get("annotations"))
+    meta = jsonview.view(obj.get("metadata"))
+    spec = jsonview.view(obj.get("spec"))
+    status = jsonview.view(obj.get("status"))
+    pod_labels = jsonview.strings(meta.get("labels"))
+    annotations = jsonview.strings(meta.get("annotations"))
     ready = any(
-        _mapping(c).get("type") == "Ready" and _mapping(c).get("status") == "True"
-        for c in _list(status.get("conditions"))
+        jsonview.view(c).get("type") == "Ready" and jsonview.view(c).get("status") == "True"
+        for c in jsonview.items(status.get("conditions"))
     )
-    gates = {_mapping(g).get("name") for g in _list(spec.get("schedulingGates"))}
+    gates = {jsonview.view(g).get("name") for g in jsonview.items(spec.get("schedulingGates"))}
     restarts = 0
-    for cs in _list(status.get("containerStatuses")):
-        count = _mapping(cs).get("restartCount")
+    for cs in jsonview.items(status.get("containerStatuses")):
+        count = jsonview.view(cs).get("restartCount")
         if isinstance(count, int) and count > 0:
             restarts += count
     member = _non_negative_int(pod_labels.get(labels.MEMBER_INDEX))
@@ -148,7 +122,7 @@ def observe_pod(obj: Mapping[str, Any], *, owner_uid: str = "") -> ObservedPod:
         ready=ready,
         gated=KUEUE_ADMISSION_GATE in gates,
         restarts=restarts,
-        owned=controlled_by(obj, owner_uid) if owner_uid else True,
+        owned=ownerrefs.controlled_by(obj, owner_uid) if owner_uid else True,
         takeover=_MANAGED_MARKER not in annotations,
         node_name=str(spec.get("nodeName") or ""),
     )
@@ -192,18 +166,17 @@ class ObservedWorkload:
 
 def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
     """Summarize a Kueue Workload object (``v1beta1`` or ``v1beta2``, plain JSON)."""
-    meta = _mapping(obj.get("metadata"))
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
+    meta = jsonview.view(obj.get("metadata"))
+    spec = jsonview.view(obj.get("spec"))
+    status = jsonview.view(obj.get("status"))
     owners = frozenset(
-        str(_mapping(ref).get("uid"))
-        for ref in _list(meta.get("ownerReferences"))
-        if _mapping(ref).get("kind") == "Pod"
-        and _mapping(ref).get("apiVersion") == "v1"
-        and _mapping(ref).get("uid")
+        str(ref.get("uid"))
+        for ref in ownerrefs.owners_of_kind(obj, kind="Pod", api_version="v1")
+        if ref.get("uid")
     )
     conditions = {
-        str(_mapping(c).get("type")): _mapping(c) for c in _list(status.get("conditions"))
+        str(jsonview.view(c).get("type")): jsonview.view(c)
+        for c in jsonview.items(status.get("conditions"))
     }
 
     def true(type_: str) -> bool:
@@ -222,11 +195,11 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         or EVICTED in conditions
         or PREEMPTED in conditions
         or "PodsReady" in conditions
-        or bool(_mapping(status.get("requeueState")))
+        or bool(jsonview.view(status.get("requeueState")))
     )
     checks: dict[str, CheckState] = {}
-    for entry in _list(status.get("admissionChecks")):
-        entry = _mapping(entry)
+    for entry in jsonview.items(status.get("admissionChecks")):
+        entry = jsonview.view(entry)
         name = entry.get("name")
         if isinstance(name, str):
             checks[name] = CheckState(
@@ -237,11 +210,13 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
                 ),
             )
     flavors: dict[str, tuple[str, ...]] = {}
-    for assignment in _list(_mapping(status.get("admission")).get("podSetAssignments")):
-        assignment = _mapping(assignment)
+    for assignment in jsonview.items(
+        jsonview.view(status.get("admission")).get("podSetAssignments")
+    ):
+        assignment = jsonview.view(assignment)
         name = assignment.get("name")
         if isinstance(name, str):
-            values = _mapping(assignment.get("flavors")).values()
+            values = jsonview.view(assignment.get("flavors")).values()
             flavors[name] = tuple(sorted({str(v) for v in values if isinstance(v, str)}))
     active = spec.get("active")
     return ObservedWorkload(

@@ -36,7 +36,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.replicas import ReplicaIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,35 +183,11 @@ def is_pod_outdated(pod: ObservedPod, role: DesiredRole, *, floor: int) -> bool:
     return seat is None or pod.pod_spec_hash != seat or pod.render_version < floor
 
 
-class _Workloads:
-    """Workloads indexed by owner Pod uid."""
-
-    def __init__(self, workloads: Iterable[ObservedWorkload]) -> None:
-        self.all = tuple(workloads)
-        self.by_pod: dict[str, list[ObservedWorkload]] = {}
-        for wl in self.all:
-            for uid in wl.owner_pods:
-                self.by_pod.setdefault(uid, []).append(wl)
-
-    def of(self, pods: Iterable[ObservedPod]) -> list[ObservedWorkload]:
-        seen: dict[str, ObservedWorkload] = {}
-        for pod in pods:
-            for wl in self.by_pod.get(pod.uid, ()):
-                seen.setdefault(wl.name, wl)
-        return list(seen.values())
-
-    def admitted(self, pods: Iterable[ObservedPod]) -> bool:
-        return any(wl.admitted for wl in self.of(pods))
-
-    def never_admitted(self, pods: Iterable[ObservedPod]) -> bool:
-        return not any(wl.ever_admitted for wl in self.of(pods))
-
-
 class _Actions:
     """Ordered, de-duplicated deletions and creations of one pass."""
 
-    def __init__(self, workloads: _Workloads, standing: Sequence[ObservedPod]) -> None:
-        self._workloads = workloads
+    def __init__(self, index: ReplicaIndex, standing: Sequence[ObservedPod]) -> None:
+        self._index = index
         self._standing = standing
         self.pods: dict[str, ObservedPod] = {}
         self.workloads: dict[str, None] = {}
@@ -222,7 +200,7 @@ class _Actions:
             self.pods[pod.uid] = pod
         leaving = set(self.pods)
         staying = {p.uid for p in self._standing if p.uid not in leaving}
-        for wl in self._workloads.of(batch):
+        for wl in self._index.workloads_of(batch):
             # A Workload shared with a Pod that stays (a duplicate seat's sibling) is kept:
             # deleting it would take the staying replica's admission with it.
             if not wl.owns_any(staying):
@@ -242,11 +220,17 @@ def _desc(pods: Iterable[ObservedPod]) -> list[ObservedPod]:
     return sorted(pods, key=_ordinal_key, reverse=True)
 
 
+def remembered_replacing(md: ModelDeployment) -> dict[str, int | None]:
+    """``status.roles[].replacing`` by role (D6): the replacement a restart resumes."""
+    return {r.name: r.replacing for r in (md.status.roles or ())} if md.status is not None else {}
+
+
 def plan(
     *,
     desired: Desired,
-    pods: Sequence[ObservedPod],
-    workloads: Sequence[ObservedWorkload],
+    pods: Sequence[ObservedPod] = (),
+    workloads: Sequence[ObservedWorkload] = (),
+    index: ReplicaIndex | None = None,
     replacing: Mapping[str, int | None],
     cache_hold: bool = False,
 ) -> Plan:
@@ -259,9 +243,12 @@ def plan(
     deployment has resolved a cache connection before (``status.kvCache`` set) but none resolved
     this pass: outdated roles then delete nothing (``RolloutHeldByCache``).
     """
-    wls = _Workloads(workloads)
-    standing = [p for p in pods if p.owned and not p.terminating]
-    actions = _Actions(wls, standing)
+    if index is None:
+        index = ReplicaIndex.of(pods, workloads)
+    elif pods or workloads:
+        raise ValueError("plan: pass the observed Pods and Workloads or their index, not both")
+    standing = list(index.live)
+    actions = _Actions(index, standing)
     requeue = False
 
     # Pods of a role no longer in the spec (controller.md §4.5).
@@ -274,27 +261,27 @@ def plan(
     # Stranded Workloads (§4.6): a Pod already terminating at pass start (a drain, a kubelet
     # eviction, `kubectl delete pod`) is held by Kueue's finalizer while its Workload stands.
     standing_uids = {p.uid for p in standing}
-    terminating = [p for p in pods if p.owned and p.terminating]
-    stranded = [wl.name for wl in wls.of(terminating) if not wl.owns_any(standing_uids)]
+    terminating = index.terminating
+    stranded = [wl.name for wl in index.workloads_of(terminating) if not wl.owns_any(standing_uids)]
     if stranded:
         actions.delete_workloads(stranded)
     if terminating:
         requeue = True
 
     # Any Pod on the API server holding a group name blocks recreating that ordinal (§5).
-    held_groups = {p.group for p in pods if p.group}
+    held_groups = {p.group for p in index.pods if p.group}
 
     steps: list[RoleStep] = []
     new_replacing: dict[str, int | None] = {}
     persist_first = False
     for role in desired.roles:
-        role_pods = [p for p in standing if p.role == role.name]
+        role_pods = index.live_of(role.name)
         remembered = replacing.get(role.name)
         step, role_requeue = _plan_role(
             role,
             role_pods,
             actions=actions,
-            workloads=wls,
+            index=index,
             held_groups=held_groups,
             remembered=remembered,
             floor=desired.floor,
@@ -317,12 +304,18 @@ def plan(
     )
 
 
+def requeue_after(step: Plan, after: ReplicaIndex) -> bool:
+    """Whether the pass looks again shortly: the plan holds something, or an owned Pod is
+    still terminating once the pass's writes are done."""
+    return step.requeue or bool(after.terminating)
+
+
 def _plan_role(
     role: DesiredRole,
     pods: list[ObservedPod],
     *,
     actions: _Actions,
-    workloads: _Workloads,
+    index: ReplicaIndex,
     held_groups: set[str],
     remembered: int | None,
     floor: int,
@@ -389,7 +382,7 @@ def _plan_role(
             slot = occupied.get(replacing)
             if slot is not None:
                 stale = any(is_pod_outdated(p, role, floor=floor) for p in slot.pods)
-                if not slot.broken(role) and workloads.admitted(slot.pods):
+                if not slot.broken(role) and index.admitted(slot.pods):
                     # Resolved: the replacement holds its fresh admission. Should a newer edit
                     # have outdated it meanwhile, it is now an ordinary running replica and
                     # waits for the admission gate like any other (per seed: only a
@@ -414,10 +407,10 @@ def _plan_role(
                     actions.delete(_desc(orphans))
                     deleted = True
         if replacing is None and not deleted and not hold:
-            choice = _choose(role, occupied, orphans, workloads, floor=floor)
+            choice = _choose(role, occupied, orphans, index, floor=floor)
             if choice is not None:
                 ordinal, chosen_tier, victims = choice
-                if chosen_tier == Tier.HEALTHY and not _gate_open(role, occupied, workloads):
+                if chosen_tier == Tier.HEALTHY and not _gate_open(role, occupied, index):
                     held_by_admission = True
                     requeue = True
                 else:
@@ -486,7 +479,7 @@ def _choose(
     role: DesiredRole,
     occupied: Mapping[int, _Replica],
     orphans: Sequence[ObservedPod],
-    workloads: _Workloads,
+    index: ReplicaIndex,
     *,
     floor: int,
 ) -> tuple[int | None, str, list[ObservedPod]] | None:
@@ -504,7 +497,7 @@ def _choose(
     queued = [
         o
         for o in stale
-        if all(p.gated for p in occupied[o].pods) and workloads.never_admitted(occupied[o].pods)
+        if all(p.gated for p in occupied[o].pods) and index.never_admitted(occupied[o].pods)
     ]
     if queued:
         ordinal = max(queued)
@@ -515,10 +508,10 @@ def _choose(
     return None
 
 
-def _gate_open(role: DesiredRole, occupied: Mapping[int, _Replica], workloads: _Workloads) -> bool:
+def _gate_open(role: DesiredRole, occupied: Mapping[int, _Replica], index: ReplicaIndex) -> bool:
     """Every replica the role declares holds a Workload with ``Admitted=True`` (per seed)."""
     for ordinal in range(role.replicas):
         replica = occupied.get(ordinal)
-        if replica is None or not workloads.admitted(replica.pods):
+        if replica is None or not index.admitted(replica.pods):
             return False
     return True

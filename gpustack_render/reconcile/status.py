@@ -12,7 +12,7 @@ The only state carried across passes is the previous ``ReplicasUpToDate`` reason
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -36,6 +36,7 @@ from gpustack_render.engines.parallelism import Parallelism, flag_table
 from gpustack_render.engines.transfer import KV_EVENTS_PORT, KV_EVENTS_TOPIC, KV_REPLAY_PORT
 from gpustack_render.reconcile.jointcheck import CHECK_NAME as JOINT_CHECK
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import (
     Desired,
     DesiredRole,
@@ -155,41 +156,23 @@ class _Replica:
 
 
 class _View:
-    """Observed Pods and Workloads of one deployment, indexed for the status rules."""
+    """Observed Pods and Workloads of one deployment, read per role for the status rules."""
 
-    def __init__(
-        self,
-        desired: Desired,
-        pods: Iterable[ObservedPod],
-        workloads: Iterable[ObservedWorkload],
-    ) -> None:
-        self.owned = [p for p in pods if p.owned]
-        self.live = [p for p in self.owned if not p.terminating]
-        self.terminating = [p for p in self.owned if p.terminating]
-        uids = {p.uid for p in self.owned}
-        self.workloads = [w for w in workloads if w.owns_any(uids)]
-        by_pod: dict[str, list[ObservedWorkload]] = {}
-        for wl in self.workloads:
-            for uid in wl.owner_pods:
-                by_pod.setdefault(uid, []).append(wl)
+    def __init__(self, desired: Desired, index: ReplicaIndex) -> None:
+        self.owned = list(index.owned)
+        self.live = list(index.live)
+        self.terminating = list(index.terminating)
+        self.workloads = index.owned_workloads()
         self.replicas: dict[str, list[_Replica]] = {}
         for role in desired.roles:
-            slots: dict[int, list[ObservedPod]] = {}
-            for pod in self.live:
-                if (
-                    pod.role == role.name
-                    and pod.ordinal is not None
-                    and pod.ordinal < role.replicas
-                ):
-                    slots.setdefault(pod.ordinal, []).append(pod)
             out = []
-            for ordinal in sorted(slots):
-                members = tuple(sorted(slots[ordinal], key=lambda p: (p.member, p.name)))
-                seen: dict[str, ObservedWorkload] = {}
-                for pod in members:
-                    for wl in by_pod.get(pod.uid, ()):
-                        seen.setdefault(wl.name, wl)
-                out.append(_Replica(role.name, ordinal, members, tuple(seen.values()), role.size))
+            for ordinal in range(role.replicas):
+                live = index.live_at(role.name, ordinal)
+                if not live:
+                    continue
+                members = tuple(sorted(live, key=lambda p: (p.member, p.name)))
+                workloads = tuple(index.workloads_of(members))
+                out.append(_Replica(role.name, ordinal, members, workloads, role.size))
             self.replicas[role.name] = out
 
     def all_replicas(self) -> list[_Replica]:
@@ -676,8 +659,9 @@ def deployment_status(
     md: ModelDeployment,
     *,
     rendering: Rendering,
-    pods: Sequence[ObservedPod],
-    workloads: Sequence[ObservedWorkload],
+    pods: Sequence[ObservedPod] = (),
+    workloads: Sequence[ObservedWorkload] = (),
+    index: ReplicaIndex | None = None,
     plan: Plan | None,
     system_namespace: str,
     now: str,
@@ -689,7 +673,11 @@ def deployment_status(
     whose status changed.
     """
     desired = desired_from_rendering(rendering)
-    view = _View(desired, pods, workloads)
+    if index is None:
+        index = ReplicaIndex.of(pods, workloads)
+    elif pods or workloads:
+        raise ValueError("deployment_status: pass the observed Pods and Workloads or their index")
+    view = _View(desired, index)
     ready_by_role: dict[str, int] = {}
     roles: list[RoleStatus] = []
     for role in rendering.roles:
@@ -779,6 +767,11 @@ def deleting_status(md: ModelDeployment, *, remaining: int, now: str) -> ModelDe
 def status_to_json(status: ModelDeploymentStatus) -> dict[str, Any]:
     """The wire form of a status (camelCase keys, unset fields left out)."""
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def status_changed(stored: ModelDeploymentStatus | None, new: ModelDeploymentStatus) -> bool:
+    """True when ``new`` differs from the stored status on the wire (nothing stored: true)."""
+    return stored is None or status_to_json(new) != status_to_json(stored)
 
 
 def with_replacing(

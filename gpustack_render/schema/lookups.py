@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from gpustack_render.api.inputs import (
     InputObject,
@@ -21,6 +21,9 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
     ModelArtifact,
 )
+from gpustack_render.schema.decoding import decode_model
+
+M = TypeVar("M", bound=InputObject)
 
 
 class LookupFailed(Exception):
@@ -33,6 +36,25 @@ class LookupFailed(Exception):
         self.name = name
         self.namespace = namespace
         self.reason = reason
+
+
+def decode_stored(model: type[M], data: Any, *, name: str, namespace: str = "") -> M:
+    """``data``, a stored object read for a rule, decoded into ``model``.
+
+    The one policy for a stored object that does not decode, shared by the webhook and the
+    controller: the read failed (:class:`LookupFailed`, so the caller answers with an internal
+    error or retries), it is never taken for an absent object.
+    """
+    obj, errs = decode_model(model, data)
+    if obj is None:
+        first = errs[0].message() if errs else "does not decode"
+        raise LookupFailed(
+            model.__name__,
+            name,
+            f"the stored object does not decode ({first})",
+            namespace=namespace,
+        )
+    return obj
 
 
 class Lookups(Protocol):
@@ -60,6 +82,8 @@ class StaticLookups:
     artifacts: dict[tuple[str, str], ModelArtifact] = field(default_factory=dict)
     #: (kind, namespace, name) triples whose read raises LookupFailed (for tests and faults).
     failing: set[tuple[str, str, str]] = field(default_factory=set)
+    #: Reads that failed for the caller, by (kind, namespace, name): raised again when asked.
+    failures: dict[tuple[str, str, str], LookupFailed] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -82,6 +106,9 @@ class StaticLookups:
         return out
 
     def _check(self, kind: str, namespace: str, name: str) -> None:
+        failure = self.failures.get((kind, namespace, name))
+        if failure is not None:
+            raise failure
         if (kind, namespace, name) in self.failing:
             raise LookupFailed(kind, name, "injected failure", namespace=namespace)
 

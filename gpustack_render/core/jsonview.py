@@ -1,8 +1,11 @@
-"""Tolerant reads of a raw Pod (plain JSON data), so no shape of input makes injection raise.
+"""Lenient views of plain JSON data (a raw Pod, Workload or Service), so no shape of input
+makes a reader raise.
 
-A Pod reaches a mutating webhook already decoded by the API server, but the library also serves
-the command line and property tests with arbitrary data: a field of the wrong JSON type reads as
-absent, and a non-string token or value reads as its ``str``.
+An object reaches the webhook or the controller already decoded by the API server, but the
+library also serves the command line and property tests with arbitrary data: a field of the
+wrong JSON type reads as absent, and a non-string token or value reads as its ``str``. Every
+module that reads raw objects (injection, the observed Pods and Workloads, owner references)
+reads through these.
 """
 
 from __future__ import annotations
@@ -16,6 +19,17 @@ def mapping(value: object) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         return {}
     return {k: v for k, v in value.items() if isinstance(k, str)}
+
+
+def view(value: object) -> Mapping[str, Any]:
+    """``value`` itself when it is an object, else ``{}``: a read-only view, never a copy (the
+    observation of a large pass reads thousands of objects)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def strings(value: object) -> dict[str, str]:
+    """The string values of an object, keys as strings (labels, annotations, selectors)."""
+    return {str(k): str(v) for k, v in view(value).items() if isinstance(v, str)}
 
 
 def items(value: object) -> list[Any]:
