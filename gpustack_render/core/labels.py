@@ -48,9 +48,13 @@ POD_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
 PODSET_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 #: Never written (per seed): it mis-composes a group the day an instance grows a member.
 POD_GROUP_FAST_ADMISSION = "kueue.x-k8s.io/pod-group-fast-admission"
-#: The engine reads it through a downwardAPI projection: the vLLM store-client document.
+#: The vLLM-family store-client document (render.md §17.1). Written by the renderer and by Pod
+#: injection; the engine reads it through a downwardAPI projection; the injection UPDATE guard
+#: freezes it on a live Pod and refuses it at CREATE.
 KV_CLIENT_CONFIG = "kvcache.gpustack.ai/client-config"
-#: Pod injection's opt-in label; generated Pods never carry it (render.md §2).
+#: Pod injection's opt-in label, set by a Pod's author (``"true"`` opts in; the webhook's
+#: objectSelector reads it, and it is frozen on a live Pod); generated Pods never carry it
+#: (render.md §2).
 KV_INJECT = "kvcache.gpustack.ai/inject"
 #: Routers read it on an SGLang direct-leg prefill Pod: its bootstrap port.
 SGLANG_BOOTSTRAP_PORT = "sglang.ai/bootstrap-port"

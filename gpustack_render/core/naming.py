@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+#: The namespace of an object that names none (the API server's default; D18).
+DEFAULT_NAMESPACE = "default"
 #: Prefix of every Kueue pod-group name this project derives (render.md §6).
 GROUP_NAME_PREFIX = "gpustack-fnv64-"
 

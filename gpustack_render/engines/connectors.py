@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.core import labels
 from gpustack_render.engines import owned
 
 Engine = Literal["vllm", "vllm-ascend", "sglang"]
@@ -42,67 +43,26 @@ Vehicle = Literal["file", "environment"]
 
 #: Every engine this module renders for, in the internal spelling (D1).
 ENGINES: Final[tuple[Engine, ...]] = ("vllm", "vllm-ascend", "sglang")
-#: The engines that read the client configuration file (the "vLLM family").
-VLLM_FAMILY: Final[frozenset[str]] = owned.VLLM_FAMILY
 
 # --- Pod annotation, volume, mount ------------------------------------------------------------
 
-#: Pod annotation holding the vLLM-family client JSON (render.md §17.1). Written by the renderer
-#: and by Pod injection; read by the kubelet through the downwardAPI volume below; frozen on a
-#: live Pod by the injection UPDATE guard.
-CLIENT_CONFIG_ANNOTATION: Final = "kvcache.gpustack.ai/client-config"
 #: The downwardAPI volume projecting the annotation into the engine container (render.md §14
 #: row 2). Owned: a Pod volume of this name is refused by injection (O4).
 CLIENT_CONFIG_VOLUME: Final = "gpustack-kvcache-config"
-#: Where the engine container mounts that volume, read-only (owned: O6).
-CLIENT_CONFIG_DIR: Final = owned.CLIENT_CONFIG_MOUNT_PATH
 #: The projected file's name inside the mount.
 CLIENT_CONFIG_FILE: Final = "mooncake.json"
 #: The file the engine reads: ``MOONCAKE_CONFIG_PATH``'s value.
-CLIENT_CONFIG_PATH: Final = f"{CLIENT_CONFIG_DIR}/{CLIENT_CONFIG_FILE}"
+CLIENT_CONFIG_PATH: Final = f"{owned.CLIENT_CONFIG_MOUNT_PATH}/{CLIENT_CONFIG_FILE}"
 
 # --- Environment variable names ---------------------------------------------------------------
 
-#: vLLM family, owned: where the store client reads its configuration file.
-ENV_MOONCAKE_CONFIG_PATH: Final = owned.MOONCAKE_CONFIG_PATH_ENV
-#: SGLang, owned: the reuse domain (store tenant id); rendered only for a non-empty domain.
-ENV_MOONCAKE_TENANT_ID: Final = owned.MOONCAKE_TENANT_ID_ENV
-#: SGLang, owned: the pool's ``status.clientEndpoint``.
-ENV_MOONCAKE_MASTER: Final = owned.MOONCAKE_MASTER_ENV
-#: SGLang, owned: the metadata plane, always ``P2PHANDSHAKE``.
-ENV_MOONCAKE_TE_META_DATA_SERVER: Final = owned.MOONCAKE_TE_META_DATA_SERVER_ENV
-#: SGLang, owned: the matched transport in artifact spelling.
-ENV_MOONCAKE_PROTOCOL: Final = owned.MOONCAKE_PROTOCOL_ENV
-#: SGLang, owned: the RDMA device filter, always written as ``value: ""`` (D19).
-ENV_MOONCAKE_DEVICE: Final = owned.MOONCAKE_DEVICE_ENV
-#: SGLang, owned: the contributed storage segment, always ``0``.
-ENV_MOONCAKE_GLOBAL_SEGMENT_SIZE: Final = owned.MOONCAKE_GLOBAL_SEGMENT_SIZE_ENV
-#: SGLang, owned: the Pod's own address, a ``fieldRef`` to ``status.podIP``.
-ENV_MOONCAKE_LOCAL_HOSTNAME: Final = owned.MOONCAKE_LOCAL_HOSTNAME_ENV
-#: SGLang, owned and never written: pointing SGLang at its own file leaves the environment
-#: unread, so injection refuses it (F1) and admission owns it.
-ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH: Final = owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV
-#: Defaulted (a user's value wins): the transfer engine's metrics.
-ENV_MC_TE_METRIC: Final = owned.MC_TE_METRIC_ENV
 #: Defaulted by Pod injection only (render.md §10 does not render it): bandwidth metrics.
 ENV_MC_STORE_CLIENT_METRIC_BANDWIDTH: Final = "MC_STORE_CLIENT_METRIC_BANDWIDTH"
-#: Defaulted by the renderer on a native-vLLM direct leg resolving to ``tcp`` (render.md §10).
-ENV_MC_FORCE_TCP: Final = owned.MC_FORCE_TCP_ENV
 #: The value of every defaulted toggle above.
 DEFAULTED_ENV_VALUE: Final = "1"
 
 # --- Engine flags -----------------------------------------------------------------------------
 
-#: vLLM family, owned: the connector document.
-FLAG_KV_TRANSFER_CONFIG: Final = owned.KV_TRANSFER_CONFIG_FLAG
-#: Both engines, owned while a dtype is rendered: the Binding's ``spec.domain.dtype``, verbatim.
-FLAG_KV_CACHE_DTYPE: Final = owned.KV_CACHE_DTYPE_FLAG
-#: SGLang, owned: selects the store backend (value ``mooncake``).
-FLAG_HICACHE_STORAGE_BACKEND: Final = owned.HICACHE_STORAGE_BACKEND_FLAG
-#: SGLang, owned and never written: a configuration source that outranks the environment.
-FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG: Final = owned.HICACHE_STORAGE_BACKEND_EXTRA_CONFIG_FLAG
-#: SGLang, defaulted (dropped when the user names it): the host tier the store hangs off.
-FLAG_ENABLE_HIERARCHICAL_CACHE: Final = owned.ENABLE_HIERARCHICAL_CACHE_FLAG
 #: The ``--hicache-storage-backend`` value selecting Mooncake.
 HICACHE_BACKEND_MOONCAKE: Final = "mooncake"
 
@@ -428,9 +388,7 @@ def client_config_volume() -> dict[str, Any]:
             "items": [
                 {
                     "path": CLIENT_CONFIG_FILE,
-                    "fieldRef": {
-                        "fieldPath": f"metadata.annotations['{CLIENT_CONFIG_ANNOTATION}']"
-                    },
+                    "fieldRef": {"fieldPath": f"metadata.annotations['{labels.KV_CLIENT_CONFIG}']"},
                 }
             ]
         },
@@ -439,28 +397,32 @@ def client_config_volume() -> dict[str, Any]:
 
 def client_config_mount() -> dict[str, Any]:
     """The engine container's read-only mount of :func:`client_config_volume`."""
-    return {"name": CLIENT_CONFIG_VOLUME, "mountPath": CLIENT_CONFIG_DIR, "readOnly": True}
+    return {
+        "name": CLIENT_CONFIG_VOLUME,
+        "mountPath": owned.CLIENT_CONFIG_MOUNT_PATH,
+        "readOnly": True,
+    }
 
 
 def vllm_store_env() -> list[dict[str, Any]]:
     """The vLLM-family owned environment: ``MOONCAKE_CONFIG_PATH``."""
-    return [env_value(ENV_MOONCAKE_CONFIG_PATH, CLIENT_CONFIG_PATH)]
+    return [env_value(owned.MOONCAKE_CONFIG_PATH_ENV, CLIENT_CONFIG_PATH)]
 
 
 def dtype_args(dtype: str) -> list[str]:
     """``--kv-cache-dtype <dtype>`` verbatim, or nothing for an empty dtype."""
-    return [FLAG_KV_CACHE_DTYPE, dtype] if dtype else []
+    return [owned.KV_CACHE_DTYPE_FLAG, dtype] if dtype else []
 
 
 def vllm_store_args(*, engine: str, kv_role: KVRole, dtype: str) -> list[str]:
     """The vLLM-family store-only arguments: the transfer document, then the dtype (§17.4)."""
     doc = compact_json(store_transfer_config(engine=engine, kv_role=kv_role))
-    return [FLAG_KV_TRANSFER_CONFIG, doc, *dtype_args(dtype)]
+    return [owned.KV_TRANSFER_CONFIG_FLAG, doc, *dtype_args(dtype)]
 
 
 def sglang_store_args(*, dtype: str) -> list[str]:
     """The SGLang store arguments: ``--hicache-storage-backend mooncake``, then the dtype."""
-    return [FLAG_HICACHE_STORAGE_BACKEND, HICACHE_BACKEND_MOONCAKE, *dtype_args(dtype)]
+    return [owned.HICACHE_STORAGE_BACKEND_FLAG, HICACHE_BACKEND_MOONCAKE, *dtype_args(dtype)]
 
 
 def sglang_store_env(*, endpoint: str, transport: str, tenant: str) -> list[dict[str, Any]]:
@@ -469,27 +431,27 @@ def sglang_store_env(*, endpoint: str, transport: str, tenant: str) -> list[dict
     ``MOONCAKE_TENANT_ID`` comes first and only for a non-empty tenant; ``MOONCAKE_DEVICE`` is
     written as ``value: ""`` (D19); ``MOONCAKE_LOCAL_HOSTNAME`` is the Pod IP via ``fieldRef``.
     """
-    env = [env_value(ENV_MOONCAKE_TENANT_ID, tenant)] if tenant else []
+    env = [env_value(owned.MOONCAKE_TENANT_ID_ENV, tenant)] if tenant else []
     env += [
-        env_value(ENV_MOONCAKE_MASTER, endpoint),
-        env_value(ENV_MOONCAKE_TE_META_DATA_SERVER, METADATA_SERVER),
-        env_value(ENV_MOONCAKE_PROTOCOL, transport),
-        env_value(ENV_MOONCAKE_DEVICE, ""),
-        env_value(ENV_MOONCAKE_GLOBAL_SEGMENT_SIZE, str(GLOBAL_SEGMENT_SIZE)),
-        env_field_ref(ENV_MOONCAKE_LOCAL_HOSTNAME, "status.podIP"),
+        env_value(owned.MOONCAKE_MASTER_ENV, endpoint),
+        env_value(owned.MOONCAKE_TE_META_DATA_SERVER_ENV, METADATA_SERVER),
+        env_value(owned.MOONCAKE_PROTOCOL_ENV, transport),
+        env_value(owned.MOONCAKE_DEVICE_ENV, ""),
+        env_value(owned.MOONCAKE_GLOBAL_SEGMENT_SIZE_ENV, str(GLOBAL_SEGMENT_SIZE)),
+        env_field_ref(owned.MOONCAKE_LOCAL_HOSTNAME_ENV, "status.podIP"),
     ]
     return env
 
 
 def sglang_defaulted_args() -> list[str]:
     """SGLang's defaulted host-tier switch; the caller drops it when the user names the flag."""
-    return [FLAG_ENABLE_HIERARCHICAL_CACHE]
+    return [owned.ENABLE_HIERARCHICAL_CACHE_FLAG]
 
 
 def observability_env() -> list[dict[str, Any]]:
     """The two observability toggles Pod injection defaults (each only when not declared)."""
     return [
-        env_value(ENV_MC_TE_METRIC, DEFAULTED_ENV_VALUE),
+        env_value(owned.MC_TE_METRIC_ENV, DEFAULTED_ENV_VALUE),
         env_value(ENV_MC_STORE_CLIENT_METRIC_BANDWIDTH, DEFAULTED_ENV_VALUE),
     ]
 
@@ -534,7 +496,7 @@ def store_client(
     SGLang: environment vehicle (``--hicache-storage-backend mooncake``, dtype, the
     ``MOONCAKE_*`` variables, defaulted ``--enable-hierarchical-cache``); ``kv_role`` is unused.
     """
-    if engine in VLLM_FAMILY:
+    if engine in owned.VLLM_FAMILY:
         return StoreClient(
             engine=engine,
             vehicle="file",
@@ -543,7 +505,7 @@ def store_client(
             volumes=[client_config_volume()],
             mounts=[client_config_mount()],
             annotations={
-                CLIENT_CONFIG_ANNOTATION: client_config_json(
+                labels.KV_CLIENT_CONFIG: client_config_json(
                     endpoint=endpoint, transport=transport, tenant=tenant
                 )
             },

@@ -12,24 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from gpustack_render.engines import owned
 from gpustack_render.engines.connectors import KVRole, compact_json
-from gpustack_render.engines.owned import (
-    DISAGGREGATION_BOOTSTRAP_PORT_FLAG as FLAG_DISAGGREGATION_BOOTSTRAP_PORT,
-)
-from gpustack_render.engines.owned import (
-    DISAGGREGATION_DECODE_RETRACTION_BACKUP_FLAG as FLAG_DISAGGREGATION_DECODE_RETRACTION_BACKUP,
-)
-from gpustack_render.engines.owned import DISAGGREGATION_MODE_FLAG as FLAG_DISAGGREGATION_MODE
-from gpustack_render.engines.owned import (
-    DISAGGREGATION_TRANSFER_BACKEND_FLAG as FLAG_DISAGGREGATION_TRANSFER_BACKEND,
-)
-from gpustack_render.engines.owned import KV_EVENTS_CONFIG_FLAG as FLAG_KV_EVENTS_CONFIG
 
-#: The bootstrap port of a direct-leg prefill (both engines); reserved by admission (D22).
-BOOTSTRAP_PORT: Final = 8998
-#: vLLM KV-event publisher and replay ports (D9, D22).
-KV_EVENTS_PORT: Final = 5557
-KV_REPLAY_PORT: Final = 5558
 #: The topic of the KV-event publisher.
 KV_EVENTS_TOPIC: Final = "kv@"
 
@@ -72,7 +57,7 @@ def ascend_leg(
     return {
         "kv_connector": CONNECTOR_MOONCAKE_V1,
         "kv_role": leg_kv_role(kind),
-        "kv_port": BOOTSTRAP_PORT,
+        "kv_port": owned.BOOTSTRAP_PORT,
         "kv_connector_extra_config": {
             "prefill": {"tp_size": prefill_tp, "dp_size": prefill_dp},
             "decode": {"tp_size": decode_tp, "dp_size": decode_dp},
@@ -99,8 +84,8 @@ def kv_events_config() -> dict[str, Any]:
     return {
         "enable_kv_cache_events": True,
         "publisher": "zmq",
-        "endpoint": f"tcp://*:{KV_EVENTS_PORT}",
-        "replay_endpoint": f"tcp://*:{KV_REPLAY_PORT}",
+        "endpoint": f"tcp://*:{owned.KV_EVENTS_PORT}",
+        "replay_endpoint": f"tcp://*:{owned.KV_REPLAY_PORT}",
         "buffer_steps": 10000,
         "hwm": 100000,
         "max_queue_size": 100000,
@@ -110,7 +95,7 @@ def kv_events_config() -> dict[str, Any]:
 
 def kv_events_args() -> list[str]:
     """``--kv-events-config <doc>``."""
-    return [FLAG_KV_EVENTS_CONFIG, compact_json(kv_events_config())]
+    return [owned.KV_EVENTS_CONFIG_FLAG, compact_json(kv_events_config())]
 
 
 def sglang_leg_args(*, kind: str, protocol: str) -> list[str]:
@@ -118,20 +103,20 @@ def sglang_leg_args(*, kind: str, protocol: str) -> list[str]:
     port (render.md §17.5)."""
     backend = SGLANG_BACKEND_TCP if protocol == "tcp" else SGLANG_BACKEND_MOONCAKE
     args = [
-        FLAG_DISAGGREGATION_MODE,
+        owned.DISAGGREGATION_MODE_FLAG,
         "prefill" if kind == "prefill" else "decode",
-        FLAG_DISAGGREGATION_TRANSFER_BACKEND,
+        owned.DISAGGREGATION_TRANSFER_BACKEND_FLAG,
         backend,
     ]
     if kind == "prefill":
-        args += [FLAG_DISAGGREGATION_BOOTSTRAP_PORT, str(BOOTSTRAP_PORT)]
+        args += [owned.DISAGGREGATION_BOOTSTRAP_PORT_FLAG, str(owned.BOOTSTRAP_PORT)]
     return args
 
 
 def sglang_decode_defaulted_args() -> list[str]:
     """The defaulted group of an SGLang decode half: ``--disaggregation-decode-retraction-backup
     cpu_tensor`` (dropped when the role names the flag)."""
-    return [FLAG_DISAGGREGATION_DECODE_RETRACTION_BACKUP, RETRACTION_BACKUP_CPU_TENSOR]
+    return [owned.DISAGGREGATION_DECODE_RETRACTION_BACKUP_FLAG, RETRACTION_BACKUP_CPU_TENSOR]
 
 
 def connector_ports(
@@ -140,12 +125,22 @@ def connector_ports(
     """The connector listeners a role declares, in render.md §11's order."""
     out: list[dict[str, Any]] = []
     if vllm_prefill_leg:
-        out.append({"name": PORT_MC_BOOTSTRAP, "protocol": "TCP", "containerPort": BOOTSTRAP_PORT})
+        out.append(
+            {"name": PORT_MC_BOOTSTRAP, "protocol": "TCP", "containerPort": owned.BOOTSTRAP_PORT}
+        )
     if publisher:
-        out.append({"name": PORT_KV_EVENTS, "protocol": "TCP", "containerPort": KV_EVENTS_PORT})
-        out.append({"name": PORT_KV_REPLAY, "protocol": "TCP", "containerPort": KV_REPLAY_PORT})
+        out.append(
+            {"name": PORT_KV_EVENTS, "protocol": "TCP", "containerPort": owned.KV_EVENTS_PORT}
+        )
+        out.append(
+            {"name": PORT_KV_REPLAY, "protocol": "TCP", "containerPort": owned.KV_REPLAY_PORT}
+        )
     if sglang_prefill_leg:
         out.append(
-            {"name": PORT_SGLANG_BOOTSTRAP, "protocol": "TCP", "containerPort": BOOTSTRAP_PORT}
+            {
+                "name": PORT_SGLANG_BOOTSTRAP,
+                "protocol": "TCP",
+                "containerPort": owned.BOOTSTRAP_PORT,
+            }
         )
     return out

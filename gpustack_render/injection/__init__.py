@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpustack_render.core import jsonview
+from gpustack_render.core import jsonview, naming
 from gpustack_render.core.errors import Verdict
 from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.core.settings import Settings
@@ -47,9 +47,6 @@ __all__ = [
     "parse_record",
     "review_pod",
 ]
-
-#: The namespace of a Pod that names none (D18).
-DEFAULT_NAMESPACE = "default"
 
 
 @dataclass(frozen=True)
@@ -90,7 +87,10 @@ def inject_pod(
     if isinstance(contract, Refusal):
         return InjectionResult(pod, refusal=contract)
     resolution = resolve(
-        contract, namespace=namespace or DEFAULT_NAMESPACE, lookups=lookups, settings=settings
+        contract,
+        namespace=namespace or naming.DEFAULT_NAMESPACE,
+        lookups=lookups,
+        settings=settings,
     )
     if isinstance(resolution, Refusal):
         return InjectionResult(pod, refusal=resolution)
@@ -154,7 +154,7 @@ def _inject(
 
 def _namespace(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:
     ns = jsonview.metadata_of(pod).get("namespace")
-    return request.namespace or (ns if isinstance(ns, str) and ns else DEFAULT_NAMESPACE)
+    return request.namespace or (ns if isinstance(ns, str) and ns else naming.DEFAULT_NAMESPACE)
 
 
 def _name(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gpustack_render.core import jsonview
-from gpustack_render.engines import connectors, flags
+from gpustack_render.engines import flags, owned
 from gpustack_render.engines.connectors import StoreClient
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
@@ -22,14 +22,14 @@ from gpustack_render.injection.target import Target
 
 #: The connector flag each engine family is given and refuses (O2).
 OWNED_CONNECTOR_FLAG: Final[dict[str, str]] = {
-    "vllm": connectors.FLAG_KV_TRANSFER_CONFIG,
-    "sglang": connectors.FLAG_HICACHE_STORAGE_BACKEND,
+    "vllm": owned.KV_TRANSFER_CONFIG_FLAG,
+    "sglang": owned.HICACHE_STORAGE_BACKEND_FLAG,
 }
 
 
 def family(engine: str) -> str:
     """``vllm`` for both vLLM-family engines, else the engine."""
-    return "vllm" if engine in connectors.VLLM_FAMILY else engine
+    return "vllm" if engine in owned.VLLM_FAMILY else engine
 
 
 def find_spelled(container: Mapping[str, Any], flag: str, *, engine: str) -> str | None:
@@ -58,10 +58,10 @@ def check_collisions(
     name = target.name
     env_names = {jsonview.name_of(e) for e in jsonview.items(container.get("env"))}
 
-    if vllm and connectors.ENV_MOONCAKE_CONFIG_PATH in env_names:
+    if vllm and owned.MOONCAKE_CONFIG_PATH_ENV in env_names:
         return Refusal(
             r.O1_OWNED_ENV,
-            f"container {name} declares env {connectors.ENV_MOONCAKE_CONFIG_PATH}: a KV cache "
+            f"container {name} declares env {owned.MOONCAKE_CONFIG_PATH_ENV}: a KV cache "
             "is already configured, and two sources for one setting is undiagnosable (no "
             "merge); remove yours, or drop the inject label",
         )
@@ -74,7 +74,7 @@ def check_collisions(
             "the inject label",
         )
     if dtype:
-        spelled = find_spelled(container, connectors.FLAG_KV_CACHE_DTYPE, engine=engine)
+        spelled = find_spelled(container, owned.KV_CACHE_DTYPE_FLAG, engine=engine)
         if spelled is not None:
             return Refusal(
                 r.O3_DTYPE_FLAG,
@@ -110,15 +110,15 @@ def check_collisions(
                 "webhook mounts its client configuration at; move yours",
             )
     if fam == "sglang":
-        if connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH in env_names:
+        if owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV in env_names:
             return Refusal(
                 r.F1_CONFIG_SOURCE_ENV,
                 f"container {name} declares env "
-                f"{connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH}: it points sglang at its "
+                f"{owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV}: it points sglang at its "
                 "own file, so the injected MOONCAKE_* variables would go unread; remove it",
             )
         spelled = find_spelled(
-            container, connectors.FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG, engine=engine
+            container, owned.HICACHE_STORAGE_BACKEND_EXTRA_CONFIG_FLAG, engine=engine
         )
         if spelled is not None:
             return Refusal(

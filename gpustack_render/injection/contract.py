@@ -11,16 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from gpustack_render.engines.connectors import CLIENT_CONFIG_ANNOTATION
+from gpustack_render.core import labels as keys
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
 
 #: Every key of the contract starts with this prefix.
 PREFIX: Final = "kvcache.gpustack.ai/"
 
-#: Label, set by the Pod's author: ``"true"`` opts the Pod in (the webhook's objectSelector and
-#: the first processing step); frozen on a live Pod.
-LABEL_INJECT: Final = "kvcache.gpustack.ai/inject"
 #: The only label value that opts in.
 INJECT_TRUE: Final = "true"
 
@@ -40,9 +37,6 @@ ANNOTATION_LAUNCH_ARGS_FORWARDED: Final = "kvcache.gpustack.ai/launch-args-forwa
 ANNOTATION_DOMAIN: Final = "kvcache.gpustack.ai/domain"
 #: Annotation written by the webhook (the injection record, §9); refused at CREATE, frozen.
 ANNOTATION_INJECTED: Final = "kvcache.gpustack.ai/injected"
-#: Annotation written by the webhook on the vLLM family (the client document); refused at
-#: CREATE, frozen. Declared once in :mod:`gpustack_render.engines.connectors`.
-ANNOTATION_CLIENT_CONFIG: Final = CLIENT_CONFIG_ANNOTATION
 
 #: The accepted author keys, in the order messages list them (§1).
 ACCEPTED_KEYS: Final[tuple[str, ...]] = (
@@ -54,7 +48,7 @@ ACCEPTED_KEYS: Final[tuple[str, ...]] = (
     ANNOTATION_LAUNCH_ARGS_FORWARDED,
 )
 #: The keys only the webhook writes.
-WRITTEN_KEYS: Final[tuple[str, ...]] = (ANNOTATION_CLIENT_CONFIG, ANNOTATION_INJECTED)
+WRITTEN_KEYS: Final[tuple[str, ...]] = (keys.KV_CLIENT_CONFIG, ANNOTATION_INJECTED)
 
 #: Engine annotation values → the internal engine (before the manufacturer).
 ENGINE_VALUES: Final[dict[str, str]] = {"vLLM": "vllm", "SGLang": "sglang"}
@@ -91,7 +85,7 @@ def text(value: object) -> str:
 
 def opted_in(labels: Mapping[str, object]) -> bool:
     """Step 1: only the label value ``"true"`` opts a Pod in."""
-    return labels.get(LABEL_INJECT) == INJECT_TRUE
+    return labels.get(keys.KV_INJECT) == INJECT_TRUE
 
 
 def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:

@@ -12,15 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpustack_render.core import errors, jsonview
+from gpustack_render.core import labels as keys
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import METADATA
 from gpustack_render.engines.connectors import CLIENT_CONFIG_PATH
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import (
-    ANNOTATION_CLIENT_CONFIG,
     ANNOTATION_INJECTED,
     INJECT_TRUE,
-    LABEL_INJECT,
     WRITTEN_KEYS,
 )
 
@@ -28,7 +27,7 @@ _ABSENT = object()
 
 _WHY = {
     ANNOTATION_INJECTED: "an edited injection record would record a decision nobody made",
-    ANNOTATION_CLIENT_CONFIG: (
+    keys.KV_CLIENT_CONFIG: (
         f"it is projected at {CLIENT_CONFIG_PATH}, so an edit would swap the master address, "
         "transport and sizes under a running container"
     ),
@@ -39,12 +38,12 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
     """The freeze violations of an UPDATE from ``old`` to ``new`` (empty = allowed)."""
     old_pod: Mapping[str, Any] = old or {}
     new_pod: Mapping[str, Any] = new or {}
-    was = jsonview.labels_of(old_pod).get(LABEL_INJECT) == INJECT_TRUE
-    now = jsonview.labels_of(new_pod).get(LABEL_INJECT) == INJECT_TRUE
+    was = jsonview.labels_of(old_pod).get(keys.KV_INJECT) == INJECT_TRUE
+    now = jsonview.labels_of(new_pod).get(keys.KV_INJECT) == INJECT_TRUE
     errs = ErrorList()
     if not was and not now:
         return errs
-    label_path = METADATA.child("labels").key(LABEL_INJECT)
+    label_path = METADATA.child("labels").key(keys.KV_INJECT)
     if now and not was:
         errs.append(
             errors.forbidden(

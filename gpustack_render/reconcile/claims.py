@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from gpustack_render.api.modeldeployment import KIND
+
 #: The deployment's finalizer (written by the controller, read by the controller).
 FINALIZER: Final = "gpustack.ai/controlled"
-#: ``usedBy[].kind`` of a deployment's claim.
-CLAIM_KIND: Final = "ModelDeployment"
 
 
 def with_finalizer(finalizers: Sequence[str] | None) -> list[str] | None:
@@ -34,7 +34,7 @@ def without_finalizer(finalizers: Sequence[str] | None) -> list[str] | None:
 
 def claim_entry(deployment: str) -> dict[str, str]:
     """The deployment's ``usedBy`` entry."""
-    return {"kind": CLAIM_KIND, "namespace": "", "name": deployment}
+    return {"kind": KIND, "namespace": "", "name": deployment}
 
 
 def _key(entry: Mapping[str, Any]) -> tuple[str, str, str]:

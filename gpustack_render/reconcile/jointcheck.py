@@ -28,13 +28,12 @@ from gpustack_render.reconcile.observed import (
 )
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import remembered_replacing
+from gpustack_render.rendering.localqueues import KUEUE_API_VERSION
 
 #: The AdmissionCheck's name; ClusterQueues serving ModelDeployments list it (D11).
 CHECK_NAME: Final = "gpustack-model-deployment-joint"
 #: ``spec.controllerName`` of the check, and the field manager of its Workload status writes.
 CONTROLLER_NAME: Final = "worker.gpustack.ai/model-deployment-joint"
-#: Kueue's API the check is written at (D24: v1beta1 everywhere).
-KUEUE_API_VERSION: Final = "kueue.x-k8s.io/v1beta1"
 #: A settled ``Pending`` older than this parks the deployment.
 PARK_AFTER_SECONDS: Final = 30 * 60
 READY: Final = "Ready"

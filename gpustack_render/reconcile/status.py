@@ -31,9 +31,9 @@ from gpustack_render.api.modeldeployment import (
     RouterStatus,
 )
 from gpustack_render.core import labels
-from gpustack_render.engines.owned import LLM_D_ROUTER, SGLANG
+from gpustack_render.engines.owned import KV_EVENTS_PORT, KV_REPLAY_PORT, LLM_D_ROUTER, SGLANG
 from gpustack_render.engines.parallelism import Parallelism, flag_table
-from gpustack_render.engines.transfer import KV_EVENTS_PORT, KV_EVENTS_TOPIC, KV_REPLAY_PORT
+from gpustack_render.engines.transfer import KV_EVENTS_TOPIC
 from gpustack_render.reconcile.jointcheck import CHECK_NAME as JOINT_CHECK
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
 from gpustack_render.reconcile.replicas import ReplicaIndex

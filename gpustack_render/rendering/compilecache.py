@@ -15,10 +15,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gpustack_render.engines import owned
 from gpustack_render.rendering.hashing import canonical_json
 
-#: The mount path in the container, the node-side root, and the defaulted cache variables' value.
-CACHE_ROOT: Final = "/var/lib/gpustack/cache"
 #: The hostPath volume's name.
 VOLUME_NAME: Final = "gpustack-compile-cache"
 #: The hostPath type: the kubelet creates the directory on first use.
@@ -65,7 +64,7 @@ def cache_path(
     layout = f"tp{d['tp']}-pp{d['pp']}-dp{d['dp']}-ep{d['ep']}-cp{d['pcp']}_{d['dcp']}"
     digest = hash8(image=image, model=model, engine=engine, degrees=d)
     return (
-        f"{CACHE_ROOT}/{manufacturer or CPU_MANUFACTURER}-{engine}/"
+        f"{owned.COMPILE_CACHE_MOUNT_PATH}/{manufacturer or CPU_MANUFACTURER}-{engine}/"
         f"{model_identity(model)}/{layout}-{digest}"
     )
 
@@ -77,4 +76,4 @@ def cache_volume(path: str) -> dict[str, Any]:
 
 def cache_mount() -> dict[str, Any]:
     """``main``'s mount of the cache volume."""
-    return {"name": VOLUME_NAME, "mountPath": CACHE_ROOT}
+    return {"name": VOLUME_NAME, "mountPath": owned.COMPILE_CACHE_MOUNT_PATH}

@@ -14,14 +14,14 @@ from typing import Any, Final
 from gpustack_render.core.labels import MANAGED_BY, MANAGED_BY_VALUE
 
 #: The served Kueue version the project writes LocalQueues at (D24).
-LOCAL_QUEUE_API_VERSION: Final = "kueue.x-k8s.io/v1beta1"
+KUEUE_API_VERSION: Final = "kueue.x-k8s.io/v1beta1"
 LOCAL_QUEUE_KIND: Final = "LocalQueue"
 
 
 def local_queue(entrance: str, *, namespace: str) -> dict[str, Any]:
     """The LocalQueue ``entrance`` in ``namespace``, feeding ClusterQueue ``entrance``."""
     return {
-        "apiVersion": LOCAL_QUEUE_API_VERSION,
+        "apiVersion": KUEUE_API_VERSION,
         "kind": LOCAL_QUEUE_KIND,
         "metadata": {
             "name": entrance,

@@ -41,9 +41,10 @@ from gpustack_render.core.labels import (
 from gpustack_render.core.paths import ROLES
 from gpustack_render.core.quantity import QuantityError, format_memory, parse_quantity
 from gpustack_render.core.settings import Settings
-from gpustack_render.engines import connectors
+from gpustack_render.engines import connectors, owned
 from gpustack_render.engines.flags import flag_name, has_flag
 from gpustack_render.engines.owned import (
+    BOOTSTRAP_PORT,
     HOST_FLAG,
     MC_FORCE_TCP_ENV,
     MC_TE_METRIC_ENV,
@@ -62,7 +63,6 @@ from gpustack_render.engines.owned import (
     owned_env,
 )
 from gpustack_render.engines.transfer import (
-    BOOTSTRAP_PORT,
     connector_ports,
     kv_events_args,
     multi_connector,
@@ -94,11 +94,9 @@ BIND_ALL: Final = "0.0.0.0"
 
 #: Shared memory (D7): an emptyDir in memory at /dev/shm on ``main``.
 SHM_VOLUME: Final = "gpustack-shm"
-SHM_PATH: Final = "/dev/shm"
 DEFAULT_SHM_SIZE: Final = "16Gi"
 #: The Ascend driver tree a vllm-ascend direct leg mounts read-only (render.md §14 row 3).
 ASCEND_DRIVER_VOLUME: Final = "gpustack-ascend-driver"
-ASCEND_DRIVER_PATH: Final = "/usr/local/Ascend/driver"
 #: Additional volume *i* is named ``additional-<i>`` (D12).
 ADDITIONAL_VOLUME_PREFIX: Final = "additional-"
 
@@ -157,7 +155,7 @@ def _vllm_connector_args(plan: RolePlan, connection: Connection | None) -> list[
     else:
         doc = store_doc
     if doc is not None:
-        args += [connectors.FLAG_KV_TRANSFER_CONFIG, connectors.compact_json(doc)]
+        args += [owned.KV_TRANSFER_CONFIG_FLAG, connectors.compact_json(doc)]
     if plan.store_client and connection is not None:
         args += connectors.dtype_args(connection.rendered_dtype)
     if plan.publishes_kv_events:
@@ -242,7 +240,7 @@ def _defaulted_env(plan: RolePlan) -> list[dict[str, Any]]:
         env.append(connectors.defaulted_env(MC_FORCE_TCP_ENV))
     if plan.managed:
         name = SGLANG_CACHE_DIR_ENV if plan.family == SGLANG else VLLM_CACHE_ROOT_ENV
-        env.append(connectors.env_value(name, compilecache.CACHE_ROOT))
+        env.append(connectors.env_value(name, owned.COMPILE_CACHE_MOUNT_PATH))
     return env
 
 
@@ -379,18 +377,18 @@ def volumes_and_mounts(
         volumes.append(
             {
                 "name": ASCEND_DRIVER_VOLUME,
-                "hostPath": {"path": ASCEND_DRIVER_PATH, "type": "Directory"},
+                "hostPath": {"path": owned.ASCEND_DRIVER_PATH, "type": "Directory"},
             }
         )
         mounts.append(
-            {"name": ASCEND_DRIVER_VOLUME, "mountPath": ASCEND_DRIVER_PATH, "readOnly": True}
+            {"name": ASCEND_DRIVER_VOLUME, "mountPath": owned.ASCEND_DRIVER_PATH, "readOnly": True}
         )
-    if SHM_PATH not in paths:
+    if owned.SHM_MOUNT_PATH not in paths:
         volumes.append(
             {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(plan)}}
         )
-        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
-    if plan.managed and compile_cache_path and compilecache.CACHE_ROOT not in paths:
+        mounts.append({"name": SHM_VOLUME, "mountPath": owned.SHM_MOUNT_PATH})
+    if plan.managed and compile_cache_path and owned.COMPILE_CACHE_MOUNT_PATH not in paths:
         volumes.append(compilecache.cache_volume(compile_cache_path))
         mounts.append(compilecache.cache_mount())
     return volumes, mounts

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.inputs import InstanceType
@@ -51,9 +51,6 @@ from gpustack_render.rendering.services import (
 )
 from gpustack_render.rendering.stamping import compile_builder
 from gpustack_render.schema.lookups import LookupFailed, Lookups
-
-#: Namespace of a deployment that names none (offline input).
-DEFAULT_NAMESPACE: Final = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +214,7 @@ def render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Rend
 
 
 def _render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Rendering:
-    namespace = md.metadata.namespace or DEFAULT_NAMESPACE
+    namespace = md.metadata.namespace or naming.DEFAULT_NAMESPACE
     deployment = md.metadata.name
     types: list[InstanceType] = [
         instance_type_of(role, i, lookups=lookups) for i, role in enumerate(md.spec.roles)

@@ -31,6 +31,8 @@ from gpustack_render.engines import connectors
 from gpustack_render.engines.connectors import TenantResolution
 from gpustack_render.engines.flags import engine_of, last_value
 from gpustack_render.engines.owned import (
+    DECODER_ENGINE_PORT_BASE,
+    DEFAULT_SERVING_PORT,
     LLM_D_ROUTER,
     PORT_FLAG,
     SGLANG,
@@ -54,12 +56,8 @@ from gpustack_render.rendering.resources import (
 )
 from gpustack_render.schema.lookups import Lookups
 
-#: The port a replica serves on when its role declares none (per seed).
-DEFAULT_SERVING_PORT: Final = 8000
 #: The container port name of the default listener.
 DEFAULT_PORT_NAME: Final = "http"
-#: A direct decoder's engine moves here (raised by one while it collides), render.md §18.
-DECODER_ENGINE_PORT: Final = 8200
 #: The renamed first container port of a direct decoder (the engine behind the proxy).
 MODEL_SERVER_PORT_NAME: Final = "model-server"
 
@@ -343,7 +341,7 @@ def _ports(
                 )
             engine_port = own
         else:
-            engine_port = DECODER_ENGINE_PORT
+            engine_port = DECODER_ENGINE_PORT_BASE
             while engine_port in taken:
                 engine_port += 1
         return Ports(external, name, protocol, engine_port, external, own)

@@ -25,12 +25,8 @@ from gpustack_render.core.labels import (
     deployment_selector,
     role_selector,
 )
-from gpustack_render.engines.transfer import (
-    KV_EVENTS_PORT,
-    KV_REPLAY_PORT,
-    PORT_KV_EVENTS,
-    PORT_KV_REPLAY,
-)
+from gpustack_render.engines.owned import KV_EVENTS_PORT, KV_REPLAY_PORT
+from gpustack_render.engines.transfer import PORT_KV_EVENTS, PORT_KV_REPLAY
 
 SERVICE_API_VERSION: Final = "v1"
 SERVICE_KIND: Final = "Service"
