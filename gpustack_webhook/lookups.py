@@ -36,13 +36,9 @@ from typing import Any, Protocol, TypeVar
 
 from gpustack_render.api.inputs import (
     InputObject,
-    InstanceType,
-    KVCacheBackend,
-    KVCachePool,
-    KVCachePoolBinding,
-    ModelArtifact,
 )
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
+from gpustack_render.schema.kinds import INPUT_MODELS
 from gpustack_render.schema.lookups import LookupFailed, StaticLookups, decode_stored
 from gpustack_webhook.logs import LOGGER_NAME, fields
 
@@ -50,14 +46,6 @@ log = logging.getLogger(f"{LOGGER_NAME}.lookups")
 
 M = TypeVar("M", bound=InputObject)
 
-#: The kinds a review may read, by kind name.
-MODELS: dict[str, type[InputObject]] = {
-    "InstanceType": InstanceType,
-    "KVCachePoolBinding": KVCachePoolBinding,
-    "KVCachePool": KVCachePool,
-    "KVCacheBackend": KVCacheBackend,
-    "ModelArtifact": ModelArtifact,
-}
 
 #: Result labels passed to a :data:`LookupObserver`.
 FOUND, NOT_FOUND, FAILED = "found", "not_found", "failed"
@@ -96,20 +84,8 @@ class ReviewReads:
     def __init__(self) -> None:
         self.answers: dict[ReadKey, InputObject | LookupFailed | None] = {}
 
-    def instance_type(self, name: str) -> InstanceType | None:
-        return self._answer(InstanceType, "", name)
-
-    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None:
-        return self._answer(KVCachePoolBinding, namespace, name)
-
-    def pool(self, name: str) -> KVCachePool | None:
-        return self._answer(KVCachePool, "", name)
-
-    def backend(self, name: str) -> KVCacheBackend | None:
-        return self._answer(KVCacheBackend, "", name)
-
-    def artifact(self, namespace: str, name: str) -> ModelArtifact | None:
-        return self._answer(ModelArtifact, namespace, name)
+    def get(self, kind: type[M], namespace: str, name: str) -> M | None:
+        return self._answer(kind, namespace, name)
 
     def _answer(self, model: type[M], namespace: str, name: str) -> M | None:
         if not name:
@@ -164,14 +140,7 @@ class StaticSources:
         return self.fixed_settings
 
     async def read(self, key: ReadKey, *, since: float | None = None) -> InputObject | None:
-        readers: dict[str, Callable[[], InputObject | None]] = {
-            "InstanceType": lambda: self.objects.instance_type(key.name),
-            "KVCachePoolBinding": lambda: self.objects.binding(key.namespace, key.name),
-            "KVCachePool": lambda: self.objects.pool(key.name),
-            "KVCacheBackend": lambda: self.objects.backend(key.name),
-            "ModelArtifact": lambda: self.objects.artifact(key.namespace, key.name),
-        }
-        return readers[key.kind]()
+        return self.objects.get(INPUT_MODELS[key.kind], key.namespace, key.name)
 
 
 class LiveSources:
@@ -229,7 +198,7 @@ class LiveSources:
             self._observe(key.kind, FAILED)
             return LookupFailed(key.kind, key.name, reason, namespace=key.namespace)
 
-        model = MODELS.get(key.kind)
+        model = INPUT_MODELS.get(key.kind)  # the kinds a review may read
         if model is None:
             raise failed("not a kind this server reads")
         try:

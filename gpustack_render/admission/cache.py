@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpustack_render.admission.context import Context, quantity_value
-from gpustack_render.api.inputs import KVCacheBackend
+from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
 from gpustack_render.api.modeldeployment import RoleSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, FieldError
@@ -47,15 +47,15 @@ def resolve_chain(ctx: Context) -> Chain:
         return Chain(None, "binding")
     binding_name = cache.pool_ref.name
     try:
-        binding = ctx.lookups.binding(ctx.namespace, binding_name)
+        binding = ctx.lookups.get(KVCachePoolBinding, ctx.namespace, binding_name)
         if binding is None:
             return Chain(None, "binding", f"{ctx.namespace}/{binding_name}")
         pool_name = binding.spec.pool_ref.name
-        pool = ctx.lookups.pool(pool_name)
+        pool = ctx.lookups.get(KVCachePool, "", pool_name)
         if pool is None:
             return Chain(None, "pool", pool_name)
         backend_name = pool.spec.backends[0] if pool.spec.backends else ""
-        backend = ctx.lookups.backend(backend_name) if backend_name else None
+        backend = ctx.lookups.get(KVCacheBackend, "", backend_name) if backend_name else None
         if backend is None:
             return Chain(None, "backend", backend_name)
     except LookupFailed as exc:

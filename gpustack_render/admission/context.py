@@ -13,10 +13,6 @@ from typing import Any, Final
 
 from gpustack_render.api.inputs import (
     InstanceType,
-    KVCacheBackend,
-    KVCachePool,
-    KVCachePoolBinding,
-    ModelArtifact,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment, RoleSpec
 from gpustack_render.core import errors
@@ -37,7 +33,7 @@ from gpustack_render.engines.owned import (
     VLLM_ASCEND,
     is_vllm_family,
 )
-from gpustack_render.schema.lookups import LookupFailed, Lookups
+from gpustack_render.schema.lookups import LookupFailed, Lookups, M
 
 #: The group/kind a refusal names (admission.md §1).
 GROUP_KIND: Final = "ModelDeployment.worker.gpustack.ai"
@@ -57,47 +53,18 @@ class MemoLookups:
         self._inner = inner
         self._cache: dict[tuple[str, str, str], Any] = {}
 
-    def _get(self, key: tuple[str, str, str], read: Any) -> Any:
+    def get(self, kind: type[M], namespace: str, name: str) -> M | None:
+        key = (kind.__name__, namespace, name)
         hit = self._cache.get(key, _MISSING)
         if hit is _MISSING:
             try:
-                hit = read()
+                hit = self._inner.get(kind, namespace, name)
             except LookupFailed as exc:
                 hit = exc
             self._cache[key] = hit
         if isinstance(hit, LookupFailed):
             raise hit
-        return hit
-
-    def instance_type(self, name: str) -> InstanceType | None:
-        got: InstanceType | None = self._get(
-            ("InstanceType", "", name), lambda: self._inner.instance_type(name)
-        )
-        return got
-
-    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None:
-        got: KVCachePoolBinding | None = self._get(
-            ("KVCachePoolBinding", namespace, name), lambda: self._inner.binding(namespace, name)
-        )
-        return got
-
-    def pool(self, name: str) -> KVCachePool | None:
-        got: KVCachePool | None = self._get(
-            ("KVCachePool", "", name), lambda: self._inner.pool(name)
-        )
-        return got
-
-    def backend(self, name: str) -> KVCacheBackend | None:
-        got: KVCacheBackend | None = self._get(
-            ("KVCacheBackend", "", name), lambda: self._inner.backend(name)
-        )
-        return got
-
-    def artifact(self, namespace: str, name: str) -> ModelArtifact | None:
-        got: ModelArtifact | None = self._get(
-            ("ModelArtifact", namespace, name), lambda: self._inner.artifact(namespace, name)
-        )
-        return got
+        return hit if isinstance(hit, kind) else None
 
 
 def memoised(lookups: Lookups) -> MemoLookups:
@@ -216,7 +183,7 @@ class Context:
             return self._engines[type_name]
         engine: str | None
         try:
-            itype = self.lookups.instance_type(type_name)
+            itype = self.lookups.get(InstanceType, "", type_name)
         except LookupFailed as exc:
             if not self.deleting and self.first_type_failure(type_name):
                 errs.append(

@@ -139,7 +139,7 @@ def validate_instance_types(ctx: Context) -> ErrorList:
         path = ROLES.index(i)
         tname = role.instance_type
         try:
-            itype = ctx.lookups.instance_type(tname)
+            itype = ctx.lookups.get(InstanceType, "", tname)
         except LookupFailed as exc:
             if not ctx.first_type_failure(tname):
                 continue

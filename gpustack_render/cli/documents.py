@@ -9,7 +9,8 @@ from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.inputs import InputObject
 from gpustack_render.cli.yamlio import DocumentError, load_documents
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
-from gpustack_render.schema.decoding import KINDS, decode_model
+from gpustack_render.schema.decoding import decode_model
+from gpustack_render.schema.kinds import MODELS
 from gpustack_render.schema.lookups import StaticLookups
 
 
@@ -57,8 +58,8 @@ def read_bundle(sources: list[tuple[str, str]]) -> Bundle:
             if api_version == "v1" and kind == "Pod":
                 bundle.pods.append(doc)
                 continue
-            if api_version != API_VERSION or kind not in KINDS:
-                known = ", ".join(sorted(KINDS))
+            if api_version != API_VERSION or kind not in MODELS:
+                known = ", ".join(sorted(MODELS))
                 raise DocumentError(
                     f"{where}: unknown kind {api_version}/{kind}; expected one of {known} "
                     f"({API_VERSION}), a v1 Pod or the {CONFIGMAP_NAME} ConfigMap"
@@ -66,7 +67,7 @@ def read_bundle(sources: list[tuple[str, str]]) -> Bundle:
             if kind == "ModelDeployment":
                 bundle.deployments.append(doc)
                 continue
-            model, errs = decode_model(KINDS[kind], doc)
+            model, errs = decode_model(MODELS[kind], doc)
             if model is None or not isinstance(model, InputObject):
                 msgs = "; ".join(e.message() for e in errs)
                 raise DocumentError(f"{where}: {kind} cannot be read: {msgs}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gpustack_render.api.inputs import InstanceType
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
@@ -68,7 +69,7 @@ def default_accelerators(
             continue
         path = ROLES.index(i).child("instanceType")
         try:
-            itype = lookups.instance_type(type_name)
+            itype = lookups.get(InstanceType, "", type_name)
         except LookupFailed as exc:
             errs.append(
                 errors.internal(

@@ -63,7 +63,7 @@ def resolve(
             f"cross-namespace form, the Binding is read in the Pod's namespace {namespace!r}",
         )
     try:
-        binding = lookups.binding(namespace, name)
+        binding = lookups.get(KVCachePoolBinding, namespace, name)
     except LookupFailed as exc:
         return Refusal(
             r.B4_BINDING_READ,
@@ -85,7 +85,7 @@ def resolve(
         )
     pool_name = binding.spec.pool_ref.name
     try:
-        pool = lookups.pool(pool_name)
+        pool = lookups.get(KVCachePool, "", pool_name)
     except LookupFailed as exc:
         return Refusal(r.P2_POOL_READ, f"reading KVCachePool {pool_name!r} failed: {exc.reason}")
     if pool is None:
@@ -105,7 +105,7 @@ def resolve(
         )
     backend_name = pool.spec.backends[0]
     try:
-        backend = lookups.backend(backend_name)
+        backend = lookups.get(KVCacheBackend, "", backend_name)
     except LookupFailed as exc:
         return Refusal(
             r.P8_BACKEND_READ, f"reading KVCacheBackend {backend_name!r} failed: {exc.reason}"

@@ -16,12 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from gpustack_render.api.inputs import (
-    InstanceType,
-    KVCacheBackend,
-    KVCachePool,
-    KVCachePoolBinding,
-)
+from gpustack_render.api.inputs import InstanceType, KVCacheBackend, KVCachePool, KVCachePoolBinding
 from gpustack_render.api.modeldeployment import ModelDeployment, RolePort, RoleSpec
 from gpustack_render.core.errors import RenderError
 from gpustack_render.core.labels import role_kind_value
@@ -146,12 +141,12 @@ def resolve_cache(
     if kv is None:
         return None
     name = kv.pool_ref.name
-    binding = lookups.binding(namespace, name) if name else None
+    binding = lookups.get(KVCachePoolBinding, namespace, name) if name else None
     reg = registration(binding)
-    pool = lookups.pool(binding.spec.pool_ref.name) if binding is not None else None
+    pool = lookups.get(KVCachePool, "", binding.spec.pool_ref.name) if binding is not None else None
     backend = None
     if pool is not None and pool.spec.backends:
-        backend = lookups.backend(pool.spec.backends[0])
+        backend = lookups.get(KVCacheBackend, "", pool.spec.backends[0])
     base = CacheResolution(name, reg, binding, pool, backend)
     if binding is None or reg != REGISTERED:
         return replace(base, reason=f"KVCachePoolBinding {namespace}/{name}: {reg}")
@@ -285,7 +280,7 @@ def effective_kind(role: RoleSpec) -> str:
 
 def instance_type_of(role: RoleSpec, index: int, *, lookups: Lookups) -> InstanceType:
     """The role's InstanceType with a published entrance, or a render error naming both."""
-    it = lookups.instance_type(role.instance_type)
+    it = lookups.get(InstanceType, "", role.instance_type)
     if it is None:
         raise _fail(
             index,

@@ -15,7 +15,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from gpustack_render.api.common import Mutability
-from gpustack_render.schema.crd import KINDS, KindInfo, field_schema
+from gpustack_render.schema.crd import field_schema
+from gpustack_render.schema.kinds import KINDS, KindInfo
 
 _SKIP = ("api_version", "kind", "metadata")
 

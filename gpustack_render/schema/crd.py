@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import types
 import typing
-from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
 import annotated_types
@@ -18,56 +17,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from gpustack_render.api.common import GROUP, VERSION, Format, IntOrString, ObjectMeta
-from gpustack_render.api.inputs import (
-    InstanceType,
-    KVCacheBackend,
-    KVCachePool,
-    KVCachePoolBinding,
-    ModelArtifact,
-)
-from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.quantity import QUANTITY_PATTERN
-
-Schema = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class KindInfo:
-    """How one kind is served."""
-
-    model: type[BaseModel]
-    kind: str
-    plural: str
-    scope: Literal["Namespaced", "Cluster"]
-    short_names: tuple[str, ...] = ()
-    printer_columns: tuple[Schema, ...] = ()
-
-
-_AGE: Schema = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
-
-KINDS: tuple[KindInfo, ...] = (
-    KindInfo(
-        ModelDeployment,
-        "ModelDeployment",
-        "modeldeployments",
-        "Namespaced",
-        ("md",),
-        (
-            {"name": "Engine", "type": "string", "jsonPath": ".spec.engine.name"},
-            {"name": "Roles", "type": "string", "jsonPath": ".status.roleSummary"},
-            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-            {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
-            _AGE,
-        ),
-    ),
-    KindInfo(InstanceType, "InstanceType", "instancetypes", "Cluster", ("instype",)),
-    KindInfo(
-        KVCachePoolBinding, "KVCachePoolBinding", "kvcachepoolbindings", "Namespaced", ("kvcpb",)
-    ),
-    KindInfo(KVCachePool, "KVCachePool", "kvcachepools", "Cluster", ("kvcp",)),
-    KindInfo(KVCacheBackend, "KVCacheBackend", "kvcachebackends", "Cluster", ("kvcb",)),
-    KindInfo(ModelArtifact, "ModelArtifact", "modelartifacts", "Namespaced"),
-)
+from gpustack_render.schema.kinds import KINDS, KindInfo, Schema
 
 _ENVELOPE = ("api_version", "kind", "metadata")
 

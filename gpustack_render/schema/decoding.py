@@ -14,29 +14,14 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from gpustack_render.api.common import API_VERSION
-from gpustack_render.api.inputs import (
-    InstanceType,
-    KVCacheBackend,
-    KVCachePool,
-    KVCachePoolBinding,
-    ModelArtifact,
-)
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, FieldError
 from gpustack_render.core.paths import ROLES, FieldPath
+from gpustack_render.schema.kinds import MODELS
 
 M = TypeVar("M", bound=BaseModel)
 
-#: Kinds of group ``worker.gpustack.ai/v1`` the library decodes, by kind.
-KINDS: dict[str, type[BaseModel]] = {
-    "ModelDeployment": ModelDeployment,
-    "InstanceType": InstanceType,
-    "KVCachePoolBinding": KVCachePoolBinding,
-    "KVCachePool": KVCachePool,
-    "KVCacheBackend": KVCacheBackend,
-    "ModelArtifact": ModelArtifact,
-}
 
 # Union-member and validator tags pydantic puts into error locations; not field names.
 _TAGS = {"int", "str", "bool", "float", "list", "dict", "none", "is-instance", "lax-or-strict"}
@@ -208,4 +193,4 @@ def kind_of(data: Mapping[str, Any]) -> tuple[str, str]:
 
 def is_project_kind(data: Mapping[str, Any]) -> bool:
     api_version, kind = kind_of(data)
-    return api_version == API_VERSION and kind in KINDS
+    return api_version == API_VERSION and kind in MODELS

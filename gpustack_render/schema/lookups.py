@@ -58,17 +58,13 @@ def decode_stored(model: type[M], data: Any, *, name: str, namespace: str = "") 
 
 
 class Lookups(Protocol):
-    """Read access to the objects rules depend on."""
+    """Read access to the objects rules depend on: one generic read for every kind.
 
-    def instance_type(self, name: str) -> InstanceType | None: ...
+    ``namespace`` is ``""`` for a cluster-scoped kind. ``None`` means "not found"; any other
+    failure raises :class:`LookupFailed`.
+    """
 
-    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None: ...
-
-    def pool(self, name: str) -> KVCachePool | None: ...
-
-    def backend(self, name: str) -> KVCacheBackend | None: ...
-
-    def artifact(self, namespace: str, name: str) -> ModelArtifact | None: ...
+    def get(self, kind: type[M], namespace: str, name: str) -> M | None: ...
 
 
 @dataclass
@@ -112,22 +108,19 @@ class StaticLookups:
         if (kind, namespace, name) in self.failing:
             raise LookupFailed(kind, name, "injected failure", namespace=namespace)
 
-    def instance_type(self, name: str) -> InstanceType | None:
-        self._check("InstanceType", "", name)
-        return self.instance_types.get(name)
-
-    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None:
-        self._check("KVCachePoolBinding", namespace, name)
-        return self.bindings.get((namespace, name))
-
-    def pool(self, name: str) -> KVCachePool | None:
-        self._check("KVCachePool", "", name)
-        return self.pools.get(name)
-
-    def backend(self, name: str) -> KVCacheBackend | None:
-        self._check("KVCacheBackend", "", name)
-        return self.backends.get(name)
-
-    def artifact(self, namespace: str, name: str) -> ModelArtifact | None:
-        self._check("ModelArtifact", namespace, name)
-        return self.artifacts.get((namespace, name))
+    def get(self, kind: type[M], namespace: str, name: str) -> M | None:
+        self._check(kind.__name__, namespace, name)
+        found: InputObject | None
+        if kind is InstanceType:
+            found = self.instance_types.get(name)
+        elif kind is KVCachePoolBinding:
+            found = self.bindings.get((namespace, name))
+        elif kind is KVCachePool:
+            found = self.pools.get(name)
+        elif kind is KVCacheBackend:
+            found = self.backends.get(name)
+        elif kind is ModelArtifact:
+            found = self.artifacts.get((namespace, name))
+        else:
+            found = None
+        return found if isinstance(found, kind) else None

@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 
 from gpustack_render.api.inputs import InputObject
 from gpustack_render.core.settings import Settings
-from gpustack_render.schema.decoding import KINDS, decode_deployment, decode_model
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.kinds import MODELS as KIND_MODELS
 from gpustack_render.schema.lookups import StaticLookups
 
 API_VERSION = "worker.gpustack.ai/v1"
@@ -239,7 +240,7 @@ def input_objects(inputs: Sequence[dict[str, Any]]) -> list[InputObject]:
     """Decode plain input objects into the API models (raises on a malformed one)."""
     out: list[InputObject] = []
     for data in inputs:
-        model, errs = decode_model(KINDS[data["kind"]], data)
+        model, errs = decode_model(KIND_MODELS[data["kind"]], data)
         if model is None or not isinstance(model, InputObject):
             raise ValueError(f"bad input {data.get('kind')}: {[e.message() for e in errs]}")
         out.append(model)

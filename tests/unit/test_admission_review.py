@@ -111,19 +111,16 @@ def test_lookups_are_memoised_per_request() -> None:
     inner = lookups_of()
 
     class Counting:
-        def __getattr__(self, name: str) -> Any:
-            def read(*args: Any) -> Any:
-                reads.append(name)
-                return getattr(inner, name)(*args)
-
-            return read
+        def get(self, kind: type[Any], namespace: str, name: str) -> Any:
+            reads.append(kind.__name__)
+            return inner.get(kind, namespace, name)
 
     obj = deployment(*[role(f"r{i}") for i in range(5)])
     request = AdmissionRequest(operation="CREATE", object=obj, namespace=NAMESPACE)
     from gpustack_render.admission import review_deployment
 
     assert review_deployment(request, lookups=Counting(), settings=Settings()).allowed
-    assert reads == ["instance_type"]
+    assert reads == ["InstanceType"]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])

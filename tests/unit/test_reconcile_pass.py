@@ -60,9 +60,11 @@ def test_the_graph_walks_binding_pool_backend_in_rounds() -> None:
     ]
     assert graph.raw_binding == objects["KVCachePoolBinding"]
     ns = graph.namespace
-    binding = graph.lookups.binding(ns, objects["KVCachePoolBinding"]["metadata"]["name"])
+    binding = graph.lookups.get(
+        KVCachePoolBinding, ns, objects["KVCachePoolBinding"]["metadata"]["name"]
+    )
     assert isinstance(binding, KVCachePoolBinding)
-    assert isinstance(graph.lookups.pool(binding.spec.pool_ref.name), KVCachePool)
+    assert isinstance(graph.lookups.get(KVCachePool, "", binding.spec.pool_ref.name), KVCachePool)
     assert all(isinstance(b, KVCacheBackend) for b in graph.lookups.backends.values())
 
 
@@ -76,7 +78,7 @@ def test_a_stored_object_that_does_not_decode_is_a_failed_read() -> None:
     kinds = [r.kind.__name__ for r in _answer_all(graph, objects)]
     assert kinds == ["InstanceType", "KVCachePoolBinding", "KVCachePool"]
     with pytest.raises(LookupFailed, match="does not decode"):
-        graph.lookups.pool(bad["metadata"]["name"])
+        graph.lookups.get(KVCachePool, "", bad["metadata"]["name"])
 
 
 def test_a_missing_object_stops_the_walk_and_reads_as_absent() -> None:

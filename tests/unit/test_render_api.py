@@ -6,6 +6,7 @@ import copy
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from property.strategies import (
@@ -139,7 +140,7 @@ def test_lookup_failure_is_a_render_error() -> None:
 
 def test_unexpected_failure_is_still_a_render_error() -> None:
     class Broken(StaticLookups):
-        def instance_type(self, name: str) -> None:  # type: ignore[override]
+        def get(self, kind: type[Any], namespace: str, name: str) -> None:  # type: ignore[override]
             raise ZeroDivisionError("boom")
 
     md, _ = decode_deployment(deployment([role()]))
