@@ -19,7 +19,7 @@ from gpustack_render.admission.arguments import (
     validate_owned_args,
     validate_owned_env,
 )
-from gpustack_render.admission.context import ENCODE, SERVER, Context, quantity_value
+from gpustack_render.admission.context import Context, quantity_value
 from gpustack_render.admission.ports import validate_declared_ports
 from gpustack_render.admission.router import validate_router
 from gpustack_render.api.modeldeployment import MAX_ROLES, RoleSpec
@@ -36,6 +36,7 @@ from gpustack_render.core.naming import (
     router_service_name,
 )
 from gpustack_render.core.paths import KV_CACHE, MODEL, ROLES, FieldPath
+from gpustack_render.core.vocabulary import RoleKind
 from gpustack_render.engines.owned import (
     ASCEND_DRIVER_PATH,
     CLIENT_CONFIG_MOUNT_PATH,
@@ -372,7 +373,7 @@ def validate_kinds(ctx: Context) -> ErrorList:
     """R15a–R15c: kind combinations and kinds no engine renders."""
     out = ErrorList()
     kinds = ctx.kinds()
-    if SERVER in kinds and any(k != SERVER for k in kinds):
+    if RoleKind.SERVER in kinds and any(k != RoleKind.SERVER for k in kinds):
         for i in range(len(kinds)):
             out.append(
                 errors.invalid(
@@ -386,7 +387,7 @@ def validate_kinds(ctx: Context) -> ErrorList:
             )
     first: dict[str, int] = {}
     for i, kind in enumerate(kinds):
-        if kind == SERVER:
+        if kind == RoleKind.SERVER:
             continue
         if kind in first:
             out.append(
@@ -401,7 +402,7 @@ def validate_kinds(ctx: Context) -> ErrorList:
         else:
             first[kind] = i
     for i, kind in enumerate(kinds):
-        if kind == ENCODE:
+        if kind == RoleKind.ENCODE:
             out.append(
                 errors.invalid(
                     ROLES.index(i).child("kind"),

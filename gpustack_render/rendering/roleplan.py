@@ -14,21 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Final
 
 from gpustack_render.api.inputs import InstanceType, KVCacheBackend, KVCachePool, KVCachePoolBinding
 from gpustack_render.api.modeldeployment import ModelDeployment, RolePort, RoleSpec
 from gpustack_render.core.errors import RenderError
-from gpustack_render.core.labels import role_kind_value
 from gpustack_render.core.paths import ROLES
 from gpustack_render.core.settings import Settings
+from gpustack_render.deployment import roles as facts
+from gpustack_render.deployment.roles import EngineOf, effective_kind, is_pair
 from gpustack_render.engines import connectors
 from gpustack_render.engines.connectors import TenantResolution
 from gpustack_render.engines.flags import engine_of, last_value
 from gpustack_render.engines.owned import (
     DECODER_ENGINE_PORT_BASE,
     DEFAULT_SERVING_PORT,
-    LLM_D_ROUTER,
     PORT_FLAG,
     SGLANG,
     VLLM,
@@ -273,11 +274,6 @@ def _fail(index: int, role: str, message: str, *, origin: str, child: str = "") 
     return RenderError(f"role {role!r}: {message}", field=str(path), origin=origin)
 
 
-def effective_kind(role: RoleSpec) -> str:
-    """The role's kind in the lowercase internal spelling (unset reads ``server``)."""
-    return role_kind_value(role.kind)
-
-
 def instance_type_of(role: RoleSpec, index: int, *, lookups: Lookups) -> InstanceType:
     """The role's InstanceType with a published entrance, or a render error naming both."""
     it = lookups.get(InstanceType, "", role.instance_type)
@@ -342,22 +338,6 @@ def _ports(
         return Ports(external, name, protocol, engine_port, external, own)
     engine_port = own if own is not None else external
     return Ports(external, name, protocol, engine_port, engine_port, own)
-
-
-def _leg_protocol(md: ModelDeployment, engine: str) -> str:
-    if engine == VLLM_ASCEND:
-        return "ascend"
-    protocol = md.spec.kv_transfer.protocol if md.spec.kv_transfer is not None else None
-    return connectors.artifact_transport(protocol) or "tcp"
-
-
-def _has_direct_leg(md: ModelDeployment, *, engine: str, store_client: bool) -> bool:
-    router = md.spec.router
-    if is_vllm_family(engine):
-        if router is None:
-            return False
-        return not (engine == VLLM_ASCEND and router.name != LLM_D_ROUTER)
-    return router is not None or store_client
 
 
 def _store_transport(plan_engine: str, index: int, role: RoleSpec, connection: Connection) -> str:
@@ -425,8 +405,7 @@ def plan_roles(
     spec = md.spec
     roles = spec.roles
     kinds = [effective_kind(r) for r in roles]
-    pair = "prefill" in kinds and "decode" in kinds
-    router = spec.router.name if spec.router is not None else None
+    pair = is_pair(md)
     connection = cache.connection if cache is not None else None
 
     engines: list[str] = []
@@ -454,15 +433,11 @@ def plan_roles(
         store_transport = ""
         if managed and connection is not None:
             store_transport = _store_transport(engine, index, role, connection)
-        direct_leg = (
-            managed
-            and pair
-            and kind in ("prefill", "decode")
-            and _has_direct_leg(md, engine=engine, store_client=bool(store_transport))
-        )
-        leg_protocol = _leg_protocol(md, engine) if direct_leg else ""
-        publishes = managed and router == LLM_D_ROUTER and engine == VLLM and kind != "decode"
-        decoder = managed and router == LLM_D_ROUTER and kind == "decode" and engine == VLLM
+        known: EngineOf = partial(str, engine)
+        leg_protocol = facts.direct_leg(md, role, engine=known, store_client=bool(store_transport))
+        direct_leg = bool(leg_protocol)
+        publishes = facts.publishes_kv_events(md, role, engine=known)
+        decoder = facts.direct_decoder(md, role, engine=known) is True
         ports = _ports(role, index, own_args=own_args, engine=engine, direct_decoder=decoder)
         https = serves_tls(own_args, engine)
         host = own_host(own_args, engine)
