@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpustack_render.admission.context import Context, quantity_value
-from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.api.inputs import KVCacheBackend
 from gpustack_render.api.modeldeployment import RoleSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, FieldError
 from gpustack_render.core.paths import KV_CACHE, ROLES, FieldPath
+from gpustack_render.deployment.bindings import BindingChain
 from gpustack_render.engines.connectors import (
     TransportFailure,
     check_transport,
@@ -46,18 +47,15 @@ def resolve_chain(ctx: Context) -> Chain:
     if cache is None:
         return Chain(None, "binding")
     binding_name = cache.pool_ref.name
+    chain = BindingChain(ctx.lookups, namespace=ctx.namespace, name=binding_name)
     try:
-        binding = ctx.lookups.get(KVCachePoolBinding, ctx.namespace, binding_name)
-        if binding is None:
+        if chain.binding() is None:
             return Chain(None, "binding", f"{ctx.namespace}/{binding_name}")
-        pool_name = binding.spec.pool_ref.name
-        pool = ctx.lookups.get(KVCachePool, "", pool_name)
-        if pool is None:
-            return Chain(None, "pool", pool_name)
-        backend_name = pool.spec.backends[0] if pool.spec.backends else ""
-        backend = ctx.lookups.get(KVCacheBackend, "", backend_name) if backend_name else None
+        if chain.pool() is None:
+            return Chain(None, "pool", chain.pool_name)
+        backend = chain.backend()
         if backend is None:
-            return Chain(None, "backend", backend_name)
+            return Chain(None, "backend", chain.backend_name)
     except LookupFailed as exc:
         return Chain(None, failure=exc)
     return Chain(backend)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
 from gpustack_render.core.settings import Settings
+from gpustack_render.deployment.bindings import BindingChain
 from gpustack_render.engines import connectors
 from gpustack_render.engines.connectors import LedgerState, TransportFailure
 from gpustack_render.injection import refusal as r
@@ -62,8 +63,9 @@ def resolve(
             f"annotation {ANNOTATION_BINDING} has value {name!r}: use a plain name; there is no "
             f"cross-namespace form, the Binding is read in the Pod's namespace {namespace!r}",
         )
+    chain = BindingChain(lookups, namespace=namespace, name=name)
     try:
-        binding = lookups.get(KVCachePoolBinding, namespace, name)
+        binding = chain.binding()
     except LookupFailed as exc:
         return Refusal(
             r.B4_BINDING_READ,
@@ -83,9 +85,9 @@ def resolve(
             "TENANT_NOT_REGISTERED; wait for the deletion and create a new Binding, or name one "
             "that is not terminating",
         )
-    pool_name = binding.spec.pool_ref.name
+    pool_name = chain.pool_name
     try:
-        pool = lookups.get(KVCachePool, "", pool_name)
+        pool = chain.pool()
     except LookupFailed as exc:
         return Refusal(r.P2_POOL_READ, f"reading KVCachePool {pool_name!r} failed: {exc.reason}")
     if pool is None:
@@ -103,9 +105,9 @@ def resolve(
             r.P6_NO_BACKEND,
             f"KVCachePool {pool_name!r} names no backend (spec.backends is empty)",
         )
-    backend_name = pool.spec.backends[0]
+    backend_name = chain.backend_name
     try:
-        backend = lookups.get(KVCacheBackend, "", backend_name)
+        backend = chain.backend()
     except LookupFailed as exc:
         return Refusal(
             r.P8_BACKEND_READ, f"reading KVCacheBackend {backend_name!r} failed: {exc.reason}"

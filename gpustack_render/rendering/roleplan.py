@@ -23,6 +23,7 @@ from gpustack_render.core.errors import RenderError
 from gpustack_render.core.paths import ROLES
 from gpustack_render.core.settings import Settings
 from gpustack_render.deployment import roles as facts
+from gpustack_render.deployment.bindings import BindingChain
 from gpustack_render.deployment.roles import EngineOf, effective_kind, is_pair
 from gpustack_render.engines import connectors
 from gpustack_render.engines.connectors import TenantResolution
@@ -142,12 +143,11 @@ def resolve_cache(
     if kv is None:
         return None
     name = kv.pool_ref.name
-    binding = lookups.get(KVCachePoolBinding, namespace, name) if name else None
+    chain = BindingChain(lookups, namespace=namespace, name=name)
+    binding = chain.binding()
     reg = registration(binding)
-    pool = lookups.get(KVCachePool, "", binding.spec.pool_ref.name) if binding is not None else None
-    backend = None
-    if pool is not None and pool.spec.backends:
-        backend = lookups.get(KVCacheBackend, "", pool.spec.backends[0])
+    pool = chain.pool()
+    backend = chain.backend()
     base = CacheResolution(name, reg, binding, pool, backend)
     if binding is None or reg != REGISTERED:
         return replace(base, reason=f"KVCachePoolBinding {namespace}/{name}: {reg}")
