@@ -16,6 +16,7 @@ from gpustack_render.api.modeldeployment import RoleSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, FieldError
 from gpustack_render.core.paths import KV_CACHE, ROLES, FieldPath
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.deployment.bindings import BindingChain
 from gpustack_render.engines.connectors import (
     TransportFailure,
@@ -186,13 +187,13 @@ def validate_pool_transport(ctx: Context, *, old_ctx: Context | None) -> ErrorLi
     if chain.backend is None:
         return out  # the render reports an unresolved binding
     offers = transport_offers(chain.backend)
-    engines: list[str] = []
+    engines: list[Engine] = []
     for i, role in enumerate(ctx.md.spec.roles):
         if not role.managed:
             continue  # a take-over role gets no store client
-        engine = ctx.inject_engine(i, out, origin="10.2")
-        if engine is not None and engine not in engines:
-            engines.append(engine)
+        known = ctx.inject_engine(i, out, origin="10.2")
+        if known is not None and known not in engines:
+            engines.append(known)
     for engine in engines:
         check = check_transport(engine, offers)
         if check.ok:

@@ -20,12 +20,12 @@ from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import ROLES, FieldPath
 from gpustack_render.core.quantity import QuantityError, parse_quantity
 from gpustack_render.core.settings import Settings
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.deployment import roles
 from gpustack_render.deployment.roles import EngineOf, effective_kind
-from gpustack_render.engines.flags import engine_of
+from gpustack_render.engines.flags import deployment_engine
 from gpustack_render.engines.owned import (
     DEFAULT_SERVING_PORT,
-    SGLANG,
 )
 from gpustack_render.schema.lookups import LookupFailed, Lookups, M
 
@@ -121,7 +121,7 @@ class Context:
     name: str
     namespace: str
     deleting: bool = False
-    _engines: dict[str, str | None] = field(default_factory=dict)
+    _engines: dict[str, Engine | None] = field(default_factory=dict)
     _type_errors: set[str] = field(default_factory=set)
 
     @property
@@ -129,7 +129,7 @@ class Context:
         return list(self.md.spec.roles)
 
     @property
-    def base_engine(self) -> str:
+    def base_engine(self) -> Engine:
         """``vllm`` or ``sglang``: what owned keys and flag spelling follow."""
         return roles.base_engine(self.md)
 
@@ -152,7 +152,7 @@ class Context:
     def role_path(self, i: int) -> FieldPath:
         return ROLES.index(i)
 
-    def inject_engine(self, i: int, errs: ErrorList, *, origin: str) -> str | None:
+    def inject_engine(self, i: int, errs: ErrorList, *, origin: str) -> Engine | None:
         """The role's internal engine (``vllm-ascend`` on manufacturer ``ascend``).
 
         SGLang never reads the type. A missing type reads as the plain engine, as the renderer
@@ -160,12 +160,12 @@ class Context:
         per type), except while deleting, where the answer is ``None`` (unknown) and the rule
         declines rather than block the update that clears the finalizer.
         """
-        if self.base_engine == SGLANG:
-            return SGLANG
+        if self.base_engine == Engine.SGLANG:
+            return Engine.SGLANG
         type_name = self.md.spec.roles[i].instance_type
         if type_name in self._engines:
             return self._engines[type_name]
-        engine: str | None
+        engine: Engine | None
         try:
             itype = self.lookups.get(InstanceType, "", type_name)
         except LookupFailed as exc:
@@ -183,7 +183,7 @@ class Context:
             manufacturer = (
                 itype.status.detail.manufacturer if itype and itype.status.detail else None
             )
-            engine = engine_of(self.md.spec.engine.name, manufacturer)
+            engine = deployment_engine(self.md.spec.engine.name, manufacturer)
         self._engines[type_name] = engine
         return engine
 

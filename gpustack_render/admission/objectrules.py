@@ -36,11 +36,10 @@ from gpustack_render.core.naming import (
     router_service_name,
 )
 from gpustack_render.core.paths import KV_CACHE, MODEL, ROLES, FieldPath
-from gpustack_render.core.vocabulary import RoleKind
+from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.engines.owned import (
     ASCEND_DRIVER_PATH,
     CLIENT_CONFIG_MOUNT_PATH,
-    VLLM_ASCEND,
     is_vllm_family,
 )
 
@@ -133,7 +132,7 @@ def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList)
     if (
         is_vllm_family(ctx.base_engine)
         and ctx.direct_leg(i, errs, origin="R7e", store_client=False) is not None
-        and ctx.inject_engine(i, errs, origin="R7e") == VLLM_ASCEND
+        and ctx.inject_engine(i, errs, origin="R7e") == Engine.VLLM_ASCEND
     ):
         out[ASCEND_DRIVER_PATH] = "the Ascend driver of the direct transfer leg"
     return out

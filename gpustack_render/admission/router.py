@@ -13,29 +13,28 @@ from gpustack_render.admission.ports import own_port
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import ENGINE, ROUTER
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.engines.flags import find_flag
 from gpustack_render.engines.owned import (
     DEFAULT_SERVING_PORT,
     LLM_D_ROUTER,
     ROUTER_OWNED_ARGS,
-    SGLANG,
     SGLANG_GATEWAY,
     SSL_CERTFILE_FLAG,
     SSL_KEYFILE_FLAG,
-    VLLM,
     VLLM_ROUTER,
 )
 from gpustack_render.engines.parallelism import parse_int
 
 #: Engines each router fronts (rule 3), by base engine.
 FRONTED_ENGINES: Final[dict[str, tuple[str, ...]]] = {
-    LLM_D_ROUTER: (VLLM, SGLANG),
-    VLLM_ROUTER: (VLLM,),
-    SGLANG_GATEWAY: (SGLANG,),
+    LLM_D_ROUTER: (Engine.VLLM, Engine.SGLANG),
+    VLLM_ROUTER: (Engine.VLLM,),
+    SGLANG_GATEWAY: (Engine.SGLANG,),
 }
 
 #: Engines exposing every metric llm-d-router requires (rule 4); both do today [inferred].
-LLM_D_ROUTER_METRIC_ENGINES: Final[dict[str, str]] = {VLLM: "", SGLANG: ""}
+LLM_D_ROUTER_METRIC_ENGINES: Final[dict[str, str]] = {Engine.VLLM: "", Engine.SGLANG: ""}
 #: The metric llm-d-router scores endpoints by, as named in a refusal.
 LLM_D_ROUTER_METRIC: Final = "the queue, running-request and KV-cache utilisation gauges"
 

@@ -27,7 +27,7 @@ from gpustack_render.engines.owned import (
 )
 
 #: The role's internal engine, read when a fact needs it (``None``: unknown).
-EngineOf = Callable[[], str | None]
+EngineOf = Callable[[], Engine | None]
 
 
 def effective_kind(role: RoleSpec) -> RoleKind:
@@ -50,7 +50,7 @@ def base_engine(md: ModelDeployment) -> Engine:
     return Engine.SGLANG if md.spec.engine.name == "SGLang" else Engine.VLLM
 
 
-def leg_protocol(md: ModelDeployment, engine: str) -> str:
+def leg_protocol(md: ModelDeployment, engine: Engine) -> str:
     """The protocol of a direct leg (artifact spelling): ``ascend`` on vllm-ascend, else the
     declared ``kvTransfer.protocol``, else ``tcp``."""
     if engine == Engine.VLLM_ASCEND:

@@ -35,14 +35,14 @@ from typing import Any, Final, Literal
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
 from gpustack_render.core import labels
+from gpustack_render.core.vocabulary import ConditionStatus, Engine
 from gpustack_render.engines import owned
 
-Engine = Literal["vllm", "vllm-ascend", "sglang"]
 KVRole = Literal["kv_both", "kv_producer", "kv_consumer"]
 Vehicle = Literal["file", "environment"]
 
 #: Every engine this module renders for, in the internal spelling (D1).
-ENGINES: Final[tuple[Engine, ...]] = ("vllm", "vllm-ascend", "sglang")
+ENGINES: Final[tuple[Engine, ...]] = tuple(Engine)
 
 # --- Pod annotation, volume, mount ------------------------------------------------------------
 
@@ -281,9 +281,9 @@ def ledger_state(pool: KVCachePool) -> LedgerState:
     cond = pool.condition(LEDGER_CONDITION)
     if cond is None:
         return LedgerState.ABSENT
-    if cond.status == "True":
+    if cond.status == ConditionStatus.TRUE:
         return LedgerState.AVAILABLE
-    if cond.status == "False":
+    if cond.status == ConditionStatus.FALSE:
         if cond.reason == REASON_MULTI_TENANCY_DISABLED:
             return LedgerState.SINGLE_TENANT
         return LedgerState.UNAVAILABLE

@@ -28,9 +28,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
-from gpustack_render.engines.owned import SGLANG, VLLM, VLLM_ASCEND, VLLM_FAMILY, known_flags
+from gpustack_render.core.vocabulary import Engine
+from gpustack_render.engines.owned import VLLM_FAMILY, known_flags
 
 #: A token argparse reads as a negative number (a value, not an option): ``-3``, ``-.5``, ``-1.5``.
 NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -47,6 +48,10 @@ class FlagHit(NamedTuple):
     value: str | None
 
 
+#: The internal engine names, for telling a known engine from any other string.
+ENGINE_VALUES: Final = frozenset(e.value for e in Engine)
+
+
 def engine_of(engine_name: str, manufacturer: str | None = None) -> str:
     """The internal engine for an API engine name (``vLLM``/``SGLang``) and a manufacturer.
 
@@ -54,11 +59,17 @@ def engine_of(engine_name: str, manufacturer: str | None = None) -> str:
     lowercased engine name.
     """
     lowered = engine_name.lower()
-    if lowered == VLLM and manufacturer == "ascend":
-        return VLLM_ASCEND
-    if lowered == SGLANG:
-        return SGLANG
+    if lowered == Engine.VLLM and manufacturer == "ascend":
+        return Engine.VLLM_ASCEND
+    if lowered in ENGINE_VALUES:
+        return Engine(lowered)
     return lowered
+
+
+def deployment_engine(engine_name: str, manufacturer: str | None = None) -> Engine:
+    """:func:`engine_of` for a ModelDeployment, whose schema admits only ``vLLM`` and
+    ``SGLang``: always an :class:`~gpustack_render.core.vocabulary.Engine`."""
+    return Engine(engine_of(engine_name, manufacturer))
 
 
 def is_value_token(token: str) -> bool:

@@ -14,18 +14,15 @@ from __future__ import annotations
 
 from typing import Final
 
+from gpustack_render.core.vocabulary import Engine
+
 # --- engines ----------------------------------------------------------------------------------
 
-#: Native vLLM (any manufacturer but ``ascend``).
-VLLM: Final = "vllm"
-#: vLLM on an InstanceType whose manufacturer is ``ascend``.
-VLLM_ASCEND: Final = "vllm-ascend"
-#: SGLang (every manufacturer).
-SGLANG: Final = "sglang"
-#: Every internal engine name, in the order messages list them.
-ENGINES: Final = (VLLM, VLLM_ASCEND, SGLANG)
+#: Every internal engine name (:class:`~gpustack_render.core.vocabulary.Engine`), in the order
+#: messages list them.
+ENGINES: Final = tuple(Engine)
 #: The engines that read their command line the vLLM way (underscores, dotted members).
-VLLM_FAMILY: Final = frozenset({VLLM, VLLM_ASCEND})
+VLLM_FAMILY: Final = frozenset({Engine.VLLM, Engine.VLLM_ASCEND})
 
 # --- owned on every engine ----------------------------------------------------------------------
 
@@ -195,7 +192,7 @@ def owned_args(engine: str) -> tuple[str, ...]:
     """The flags ``engine`` owns unconditionally (without ``--kv-cache-dtype``), in table order."""
     if is_vllm_family(engine):
         return VLLM_OWNED_ARGS
-    if engine == SGLANG:
+    if engine == Engine.SGLANG:
         return SGLANG_OWNED_ARGS
     return ()
 
@@ -204,7 +201,7 @@ def owned_env(engine: str) -> tuple[str, ...]:
     """The environment names ``engine`` owns, the three replica variables included."""
     if is_vllm_family(engine):
         return (*REPLICA_ENV, *VLLM_OWNED_ENV)
-    if engine == SGLANG:
+    if engine == Engine.SGLANG:
         return (*REPLICA_ENV, *SGLANG_OWNED_ENV)
     return REPLICA_ENV
 

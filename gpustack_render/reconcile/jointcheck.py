@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from gpustack_render.api.modeldeployment import KIND, ModelDeployment
 from gpustack_render.core import jsonview, ownerrefs
+from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile.observed import (
     CheckState,
     ObservedPod,
@@ -226,7 +227,7 @@ def active_since(stored: Mapping[str, Any]) -> str | None:
     since = None
     for cond in jsonview.items(jsonview.view(stored.get("status")).get("conditions")):
         cond = jsonview.view(cond)
-        if cond.get("type") == "Active" and cond.get("status") == "True":
+        if cond.get("type") == "Active" and cond.get("status") == ConditionStatus.TRUE:
             since = cond.get("lastTransitionTime")
     return since if isinstance(since, str) else None
 
@@ -276,7 +277,7 @@ def active_condition_apply(*, previous_since: str | None, now: datetime) -> dict
             "conditions": [
                 {
                     "type": "Active",
-                    "status": "True",
+                    "status": ConditionStatus.TRUE,
                     "reason": "Ready",
                     "message": f"the {CONTROLLER_NAME} controller is running",
                     "lastTransitionTime": previous_since or rfc3339(now),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpustack_render.core import jsonview, labels, ownerrefs
+from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.rendering.hashing import pod_render_version
 
 #: Scheduling gate Kueue's Pod webhook adds to every member of a group and removes on admission
@@ -95,7 +96,8 @@ def observe_pod(obj: Mapping[str, Any], *, owner_uid: str = "") -> ObservedPod:
     pod_labels = jsonview.strings(meta.get("labels"))
     annotations = jsonview.strings(meta.get("annotations"))
     ready = any(
-        jsonview.view(c).get("type") == "Ready" and jsonview.view(c).get("status") == "True"
+        jsonview.view(c).get("type") == "Ready"
+        and jsonview.view(c).get("status") == ConditionStatus.TRUE
         for c in jsonview.items(status.get("conditions"))
     )
     gates = {jsonview.view(g).get("name") for g in jsonview.items(spec.get("schedulingGates"))}
@@ -180,7 +182,7 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
     }
 
     def true(type_: str) -> bool:
-        return conditions.get(type_, {}).get("status") == "True"
+        return conditions.get(type_, {}).get("status") == ConditionStatus.TRUE
 
     evicted = true(EVICTED)
     preempted = true(PREEMPTED) or (
@@ -191,7 +193,7 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         true(ADMITTED)
         # An Admitted=False condition with a transition time was True once (Kueue writes the
         # condition only on admission and flips it on eviction).
-        or (admitted_cond is not None and admitted_cond.get("status") == "False")
+        or (admitted_cond is not None and admitted_cond.get("status") == ConditionStatus.FALSE)
         or EVICTED in conditions
         or PREEMPTED in conditions
         or "PodsReady" in conditions

@@ -31,7 +31,8 @@ from gpustack_render.api.modeldeployment import (
     RouterStatus,
 )
 from gpustack_render.core import labels
-from gpustack_render.engines.owned import KV_EVENTS_PORT, KV_REPLAY_PORT, LLM_D_ROUTER, SGLANG
+from gpustack_render.core.vocabulary import ConditionStatus, Engine
+from gpustack_render.engines.owned import KV_EVENTS_PORT, KV_REPLAY_PORT, LLM_D_ROUTER
 from gpustack_render.engines.parallelism import Parallelism, flag_table
 from gpustack_render.engines.transfer import KV_EVENTS_TOPIC
 from gpustack_render.reconcile.jointcheck import CHECK_NAME as JOINT_CHECK
@@ -86,10 +87,10 @@ _SUMMARY_LETTERS: Final = (("Server", "S"), ("Prefill", "P"), ("Decode", "D"), (
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class ConditionVerdict:
     """One condition's ``status``/``reason``/``message`` before times are attached."""
 
-    status: str
+    status: ConditionStatus
     reason: str
     message: str = ""
 
@@ -127,7 +128,7 @@ def cache_hold(md: ModelDeployment, cache: CacheResolution | None) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Replica:
+class _ReplicaReading:
     role: str
     ordinal: int
     pods: tuple[ObservedPod, ...]
@@ -163,7 +164,7 @@ class _View:
         self.live = list(index.live)
         self.terminating = list(index.terminating)
         self.workloads = index.owned_workloads()
-        self.replicas: dict[str, list[_Replica]] = {}
+        self.replicas: dict[str, list[_ReplicaReading]] = {}
         for role in desired.roles:
             out = []
             for ordinal in range(role.replicas):
@@ -172,34 +173,40 @@ class _View:
                     continue
                 members = tuple(sorted(live, key=lambda p: (p.member, p.name)))
                 workloads = tuple(index.workloads_of(members))
-                out.append(_Replica(role.name, ordinal, members, workloads, role.size))
+                out.append(_ReplicaReading(role.name, ordinal, members, workloads, role.size))
             self.replicas[role.name] = out
 
-    def all_replicas(self) -> list[_Replica]:
+    def all_replicas(self) -> list[_ReplicaReading]:
         return [r for rs in self.replicas.values() for r in rs]
 
 
 # --- conditions ------------------------------------------------------------------------------
 
 
-def domain_registered(md: ModelDeployment, cache: CacheResolution | None) -> Verdict:
+def domain_registered(md: ModelDeployment, cache: CacheResolution | None) -> ConditionVerdict:
     """``DomainRegistered`` from the Binding's registration (controller.md §4 step 1, §14)."""
     if md.spec.kv_cache is None or cache is None:
-        return Verdict("True", NOT_APPLICABLE, "the deployment names no KV cache pool")
+        return ConditionVerdict(
+            ConditionStatus.TRUE, NOT_APPLICABLE, "the deployment names no KV cache pool"
+        )
     ns = md.metadata.namespace
     name = cache.binding_name
     if cache.registration == REGISTERED:
-        return Verdict("True", REGISTERED, f"KVCachePoolBinding {ns}/{name} is Ready")
+        return ConditionVerdict(
+            ConditionStatus.TRUE, REGISTERED, f"KVCachePoolBinding {ns}/{name} is Ready"
+        )
     if cache.registration == BINDING_NOT_FOUND:
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             BINDING_NOT_FOUND,
             f"KVCachePoolBinding {ns}/{name} does not exist; an administrator creates it to "
             "grant this namespace access to a pool",
         )
     if cache.registration == BINDING_DELETING:
-        return Verdict(
-            "False", BINDING_DELETING, f"KVCachePoolBinding {ns}/{name} is being deleted"
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
+            BINDING_DELETING,
+            f"KVCachePoolBinding {ns}/{name} is being deleted",
         )
     binding = cache.binding
     phase = binding.status.phase if binding is not None else None
@@ -210,8 +217,8 @@ def domain_registered(md: ModelDeployment, cache: CacheResolution | None) -> Ver
     if phase == "Ready":
         granted = " but QuotaGranted is not True"
     tail = f": {phase_message}" if phase_message else ""
-    return Verdict(
-        "False",
+    return ConditionVerdict(
+        ConditionStatus.FALSE,
         cache.registration,
         f"KVCachePoolBinding {ns}/{name} is not ready: {said}{granted}{tail}",
     )
@@ -228,7 +235,7 @@ def quota_reserved(
     view: _View,
     *,
     system_namespace: str,
-) -> Verdict:
+) -> ConditionVerdict:
     """``QuotaReserved``: the first matching row of controller.md §14."""
     replicas = view.all_replicas()
     declared = sum(r.replicas for r in rendering.roles)
@@ -247,40 +254,42 @@ def quota_reserved(
     ]
     if parked:
         names = ", ".join(sorted(w.name for w in parked))
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             "Parked",
             f"the deployment is parked: its Workloads ({names}) were deactivated after waiting "
             "for the joint admission check, and no longer ask for quota; free the capacity and "
             "reactivate them, or delete and recreate the deployment" + note,
         )
     if preempted and admitted:
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             "PreemptedInPart",
             f"{len(admitted)} of {declared} replicas are admitted while Kueue preempted "
             f"{len(preempted)}{note}",
         )
     if not view.owned:
-        return Verdict("Unknown", "NoReplicas", "no replica Pod exists yet" + note)
+        return ConditionVerdict(
+            ConditionStatus.UNKNOWN, "NoReplicas", "no replica Pod exists yet" + note
+        )
     if not view.live:
-        return Verdict(
-            "Unknown",
+        return ConditionVerdict(
+            ConditionStatus.UNKNOWN,
             "AllReplicasTerminating",
             f"all {len(view.terminating)} replica Pods are terminating" + note,
         )
     for replica in replicas:
         if len(replica.pods) < replica.expected:
             queue = _queue_of(rendering, replica.role)
-            return Verdict(
-                "False",
+            return ConditionVerdict(
+                ConditionStatus.FALSE,
                 "PodGroupIncomplete",
                 f"role {replica.role} replica {replica.ordinal} has {len(replica.pods)} of "
                 f"{replica.expected} Pods; Kueue waits for the whole group in queue {queue}" + note,
             )
     if (md.metadata.namespace or "") == system_namespace:
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             "NoQueueInReservedNamespace",
             f"namespace {system_namespace} is the controller's own: no LocalQueue is created "
             "there, so Kueue admits nothing; deploy into another namespace" + note,
@@ -288,8 +297,8 @@ def quota_reserved(
     without = [r for r in replicas if not r.workloads]
     if without:
         first = without[0]
-        return Verdict(
-            "Unknown",
+        return ConditionVerdict(
+            ConditionStatus.UNKNOWN,
             "AdmissionInFlight",
             f"{len(without)} replica(s) have no Workload yet (role {first.role} replica "
             f"{first.ordinal}); Kueue composes one per complete group" + note,
@@ -299,8 +308,8 @@ def quota_reserved(
         queue = ""
         if len(rendering.roles) == 1:
             queue = f" in queue {rendering.roles[0].queue}"
-        return Verdict(
-            "True",
+        return ConditionVerdict(
+            ConditionStatus.TRUE,
             "Reserved",
             f"{declared} of {declared} replicas reserved quota{queue}" + note,
         )
@@ -328,7 +337,7 @@ def quota_reserved(
     message = f"{declared - len(reserved)} of {declared} replicas wait for quota {where}"
     if downstream:
         message += "; " + "; ".join(downstream)
-    return Verdict("False", "Pending", message + note)
+    return ConditionVerdict(ConditionStatus.FALSE, "Pending", message + note)
 
 
 def replicas_up_to_date(
@@ -338,11 +347,13 @@ def replicas_up_to_date(
     *,
     plan: Plan | None,
     previous_reason: str | None,
-) -> Verdict:
+) -> ConditionVerdict:
     """``ReplicasUpToDate`` (controller.md §14)."""
     replicas = view.all_replicas()
     if not replicas:
-        return Verdict("Unknown", "RolloutNotObserved", "no replica is running yet")
+        return ConditionVerdict(
+            ConditionStatus.UNKNOWN, "RolloutNotObserved", "no replica is running yet"
+        )
     outdated = 0
     compatible = 0
     for replica in replicas:
@@ -360,16 +371,16 @@ def replicas_up_to_date(
     held = [s for s in (plan.roles if plan else ()) if s.held_by_cache]
     if held and outdated:
         held_replicas = sum(s.outdated for s in held)
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             "RolloutHeldByCache",
             f"{held_replicas} replica(s) held of {outdated} outdated: role(s) "
             f"{', '.join(s.role for s in held)} hold their rollout until the KV cache "
             "connection resolves again" + older,
         )
     if outdated:
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             ROLLOUT_IN_PROGRESS,
             f"{outdated} replica(s) run an outdated configuration; they are replaced one per "
             "role at a time" + older,
@@ -386,105 +397,115 @@ def replicas_up_to_date(
         if any(r.workloads for r in view.replicas.get(role.name, ())):
             missing_with_workload.append(label)
     if missing and previous_reason == ROLLOUT_IN_PROGRESS:
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             ROLLOUT_IN_PROGRESS,
             "the last outdated replicas are being recreated: " + "; ".join(missing) + older,
         )
     if missing_with_workload:
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             "ReplacementInProgress",
             "replicas are being recreated: " + "; ".join(missing_with_workload) + older,
         )
-    return Verdict("True", "UpToDate", "every replica runs the current configuration" + older)
+    return ConditionVerdict(
+        ConditionStatus.TRUE, "UpToDate", "every replica runs the current configuration" + older
+    )
 
 
-def role_kinds_ready(rendering: Rendering, ready_by_role: Mapping[str, int]) -> Verdict:
+def role_kinds_ready(rendering: Rendering, ready_by_role: Mapping[str, int]) -> ConditionVerdict:
     """``RoleKindsReady``: at least one ready instance per declared kind."""
     if not rendering.roles:
-        return Verdict("Unknown", "NoRoleStatuses", "no role is declared")
+        return ConditionVerdict(ConditionStatus.UNKNOWN, "NoRoleStatuses", "no role is declared")
     kinds: dict[str, int] = {}
     for role in rendering.roles:
         kinds[role.kind] = kinds.get(role.kind, 0) + ready_by_role.get(role.name, 0)
     missing = [k for k, n in kinds.items() if n == 0]
     if missing:
         roles = [r.name for r in rendering.roles if r.kind in missing]
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             "KindsNotReady",
             f"no ready instance of kind(s) {', '.join(missing)} (role(s) {', '.join(roles)})",
         )
-    return Verdict("True", "AllKindsReady", "every declared kind has a ready instance")
+    return ConditionVerdict(
+        ConditionStatus.TRUE, "AllKindsReady", "every declared kind has a ready instance"
+    )
 
 
 def cache_attached(
     md: ModelDeployment, *, unmanaged_roles: Sequence[str], any_ready: bool
-) -> Verdict:
+) -> ConditionVerdict:
     """``CacheAttached`` (controller.md §14; no observation source in this release)."""
     if md.spec.kv_cache is None:
-        return Verdict("True", NOT_APPLICABLE, "the deployment names no KV cache pool")
+        return ConditionVerdict(
+            ConditionStatus.TRUE, NOT_APPLICABLE, "the deployment names no KV cache pool"
+        )
     if unmanaged_roles:
-        return Verdict(
-            "Unknown",
+        return ConditionVerdict(
+            ConditionStatus.UNKNOWN,
             "Unmanaged",
             f"role(s) {', '.join(unmanaged_roles)} run a take-over command: the operator "
             "cannot tell whether it attaches the cache",
         )
     if not any_ready:
-        return Verdict("Unknown", "NoReplicaReady", "no replica is ready yet")
-    return Verdict(
-        "Unknown",
+        return ConditionVerdict(
+            ConditionStatus.UNKNOWN, "NoReplicaReady", "no replica is ready yet"
+        )
+    return ConditionVerdict(
+        ConditionStatus.UNKNOWN,
         "NoObservationAvailable",
         "this release has no source that observes cache operations",
     )
 
 
-def kv_events_publishing(md: ModelDeployment, rendering: Rendering) -> Verdict:
+def kv_events_publishing(md: ModelDeployment, rendering: Rendering) -> ConditionVerdict:
     """``KVEventsPublishing`` (D9): configuration, not traffic."""
     router = md.spec.router
     if router is None:
-        return Verdict("True", NOT_APPLICABLE, "no router is declared")
+        return ConditionVerdict(ConditionStatus.TRUE, NOT_APPLICABLE, "no router is declared")
     if router.name != LLM_D_ROUTER:
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             "NoRouter",
             f"router {router.name} consumes no KV events; only {LLM_D_ROUTER} does",
         )
     publishing = [r.name for r in rendering.roles if r.publishes_kv_events]
     if publishing:
-        return Verdict(
-            "True", "Publishing", "role(s) " + ", ".join(publishing) + " publish KV events"
+        return ConditionVerdict(
+            ConditionStatus.TRUE,
+            "Publishing",
+            "role(s) " + ", ".join(publishing) + " publish KV events",
         )
     producers = [r for r in rendering.roles if r.kind != "Decode"]
-    if any(r.engine == SGLANG for r in rendering.roles):
+    if any(r.engine == Engine.SGLANG for r in rendering.roles):
         # D9 lists SGLang before the take-over row: SGLang renders no publisher at all.
-        return Verdict(
-            "False",
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
             "PublisherDisabled",
-            f"engine {SGLANG} behind {LLM_D_ROUTER} renders no KV event publisher",
+            f"engine {Engine.SGLANG} behind {LLM_D_ROUTER} renders no KV event publisher",
         )
     if producers and all(not r.managed for r in producers):
-        return Verdict(
-            "Unknown",
+        return ConditionVerdict(
+            ConditionStatus.UNKNOWN,
             "RoleUnmanaged",
             "every producing role runs a take-over command: "
             + ", ".join(r.name for r in producers),
         )
     engines = sorted({r.engine for r in producers}) or [md.spec.engine.name.lower()]
-    return Verdict(
-        "False",
+    return ConditionVerdict(
+        ConditionStatus.FALSE,
         "PublisherDisabled",
         f"engine {', '.join(engines)} behind {LLM_D_ROUTER} renders no KV event publisher",
     )
 
 
-def router_ready(md: ModelDeployment) -> Verdict:
+def router_ready(md: ModelDeployment) -> ConditionVerdict:
     """``RouterReady`` (D8, D9)."""
     if md.spec.router is None:
-        return Verdict("True", NOT_APPLICABLE, "no router is declared")
-    return Verdict(
-        "False",
+        return ConditionVerdict(ConditionStatus.TRUE, NOT_APPLICABLE, "no router is declared")
+    return ConditionVerdict(
+        ConditionStatus.FALSE,
         "NotRendered",
         f"router {md.spec.router.name} is declared but this release does not render the router "
         "itself; its effects on engine Pods are rendered",
@@ -492,7 +513,7 @@ def router_ready(md: ModelDeployment) -> Verdict:
 
 
 def conditions_with_times(
-    verdicts: Mapping[str, Verdict],
+    verdicts: Mapping[str, ConditionVerdict],
     previous: Sequence[Condition] | None,
     *,
     generation: int | None,

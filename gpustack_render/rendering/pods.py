@@ -41,6 +41,7 @@ from gpustack_render.core.labels import (
 from gpustack_render.core.paths import ROLES
 from gpustack_render.core.quantity import QuantityError, format_memory, parse_quantity
 from gpustack_render.core.settings import Settings
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.engines import connectors, owned
 from gpustack_render.engines.flags import flag_name, has_flag
 from gpustack_render.engines.owned import (
@@ -53,10 +54,7 @@ from gpustack_render.engines.owned import (
     REPLICA_LEADER_ADDRESS_ENV,
     REPLICA_SIZE_ENV,
     SERVED_MODEL_NAME_FLAG,
-    SGLANG,
     SGLANG_CACHE_DIR_ENV,
-    VLLM,
-    VLLM_ASCEND,
     VLLM_CACHE_ROOT_ENV,
     VLLM_MOONCAKE_BOOTSTRAP_PORT_ENV,
     is_vllm_family,
@@ -131,7 +129,7 @@ def _fail(plan: RolePlan, message: str, *, origin: str, child: str = "") -> Rend
 
 def base_command(family: str, model: str) -> list[str]:
     """The engine's base command (render.md §9 step 1)."""
-    if family == SGLANG:
+    if family == Engine.SGLANG:
         return [*SGLANG_BASE, SGLANG_MODEL_PATH_FLAG, model, SGLANG_ENABLE_METRICS_FLAG]
     return [*VLLM_BASE, model]
 
@@ -173,7 +171,7 @@ def _sglang_connector_args(plan: RolePlan, connection: Connection | None) -> lis
 
 
 def _defaulted_groups(plan: RolePlan) -> list[list[str]]:
-    if plan.family != SGLANG:
+    if plan.family != Engine.SGLANG:
         return []
     leg_decode = plan.direct_leg and plan.kind == "decode"
     groups: list[list[str]] = []
@@ -192,7 +190,7 @@ def main_command(md: ModelDeployment, plan: RolePlan, connection: Connection | N
     model = md.spec.model.name
     extra = list(role.extra_args or ())
     argv = base_command(plan.family, model)
-    if plan.family == SGLANG:
+    if plan.family == Engine.SGLANG:
         argv += _sglang_connector_args(plan, connection)
     else:
         argv += _vllm_connector_args(plan, connection)
@@ -222,7 +220,7 @@ def _owned_connector_env(plan: RolePlan, connection: Connection | None) -> list[
                 transport=plan.store_transport,
                 tenant=connection.tenant,
             )
-    if plan.engine == VLLM and plan.direct_leg and plan.kind == "prefill":
+    if plan.engine == Engine.VLLM and plan.direct_leg and plan.kind == "prefill":
         env.append(connectors.env_value(VLLM_MOONCAKE_BOOTSTRAP_PORT_ENV, str(BOOTSTRAP_PORT)))
     return env
 
@@ -232,14 +230,14 @@ def _defaulted_env(plan: RolePlan) -> list[dict[str, Any]]:
     if plan.connector:
         env.append(connectors.defaulted_env(MC_TE_METRIC_ENV))
     if (
-        plan.engine == VLLM
+        plan.engine == Engine.VLLM
         and plan.direct_leg
         and plan.leg_protocol == "tcp"
         and plan.store_transport in ("", "tcp")
     ):
         env.append(connectors.defaulted_env(MC_FORCE_TCP_ENV))
     if plan.managed:
-        name = SGLANG_CACHE_DIR_ENV if plan.family == SGLANG else VLLM_CACHE_ROOT_ENV
+        name = SGLANG_CACHE_DIR_ENV if plan.family == Engine.SGLANG else VLLM_CACHE_ROOT_ENV
         env.append(connectors.env_value(name, owned.COMPILE_CACHE_MOUNT_PATH))
     return env
 
@@ -299,7 +297,7 @@ def main_ports(plan: RolePlan) -> list[dict[str, Any]]:
     if plan.direct_decoder:
         ports[0] = {"name": "model-server", "protocol": "TCP", "containerPort": plan.ports.engine}
     vllm_prefill_leg = is_vllm_family(plan.engine) and plan.direct_leg and plan.kind == "prefill"
-    sglang_prefill_leg = plan.family == SGLANG and plan.direct_leg and plan.kind == "prefill"
+    sglang_prefill_leg = plan.family == Engine.SGLANG and plan.direct_leg and plan.kind == "prefill"
     extra = connector_ports(
         vllm_prefill_leg=vllm_prefill_leg,
         publisher=plan.publishes_kv_events,
@@ -373,7 +371,7 @@ def volumes_and_mounts(
     if plan.store_client and is_vllm_family(plan.engine):
         volumes.append(connectors.client_config_volume())
         mounts.append(connectors.client_config_mount())
-    if plan.engine == VLLM_ASCEND and plan.direct_leg:
+    if plan.engine == Engine.VLLM_ASCEND and plan.direct_leg:
         volumes.append(
             {
                 "name": ASCEND_DRIVER_VOLUME,
@@ -433,7 +431,7 @@ def vllm_engram_enabled(argv: Sequence[str], engine: str) -> bool:
 
 def engram_enabled(plan: RolePlan) -> bool:
     """Whether the role enables Engram host-memory offload (D7, render.md §16)."""
-    if plan.family == SGLANG:
+    if plan.family == Engine.SGLANG:
         return any(e.name == SGLANG_ENGRAM_ENV and e.value == "1" for e in plan.role.env or ())
     return vllm_engram_enabled(plan.own_args, plan.engine)
 
@@ -585,7 +583,7 @@ def pod_template(
         annotations[KV_CLIENT_CONFIG] = connectors.client_config_json(
             endpoint=connection.endpoint, transport=plan.store_transport, tenant=connection.tenant
         )
-    if plan.family == SGLANG and plan.direct_leg and plan.kind == "prefill":
+    if plan.family == Engine.SGLANG and plan.direct_leg and plan.kind == "prefill":
         annotations[SGLANG_BOOTSTRAP_PORT] = str(BOOTSTRAP_PORT)
     if plan.managed:
         annotations.update(prometheus_annotations(port=plan.ports.engine, https=plan.https))

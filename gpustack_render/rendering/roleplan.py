@@ -22,19 +22,17 @@ from gpustack_render.api.modeldeployment import ModelDeployment, RolePort, RoleS
 from gpustack_render.core.errors import RenderError
 from gpustack_render.core.paths import ROLES
 from gpustack_render.core.settings import Settings
+from gpustack_render.core.vocabulary import ConditionStatus, Engine, RoleKind
 from gpustack_render.deployment import roles as facts
 from gpustack_render.deployment.bindings import BindingChain
 from gpustack_render.deployment.roles import EngineOf, effective_kind, is_pair
 from gpustack_render.engines import connectors
 from gpustack_render.engines.connectors import TenantResolution
-from gpustack_render.engines.flags import engine_of, last_value
+from gpustack_render.engines.flags import deployment_engine, last_value
 from gpustack_render.engines.owned import (
     DECODER_ENGINE_PORT_BASE,
     DEFAULT_SERVING_PORT,
     PORT_FLAG,
-    SGLANG,
-    VLLM,
-    VLLM_ASCEND,
     is_vllm_family,
 )
 from gpustack_render.engines.parallelism import Parallelism, parse_role_parallelism
@@ -127,7 +125,7 @@ def registration(binding: KVCachePoolBinding | None) -> str:
     if status.phase != BINDING_READY_PHASE:
         return BINDING_NOT_READY
     granted = next((c for c in status.conditions or () if c.type == QUOTA_GRANTED), None)
-    if granted is None or granted.status != "True":
+    if granted is None or granted.status != ConditionStatus.TRUE:
         return BINDING_NOT_READY
     return REGISTERED
 
@@ -218,11 +216,11 @@ class RolePlan:
     index: int
     role: RoleSpec
     #: Effective kind, lowercase (``server``, ``prefill``, ``decode``).
-    kind: str
+    kind: RoleKind
     #: ``vllm`` | ``vllm-ascend`` | ``sglang``.
-    engine: str
+    engine: Engine
     #: ``vllm`` | ``sglang``: the base command, the cache variable and the compile-cache path.
-    family: str
+    family: Engine
     managed: bool
     instance_type: InstanceType
     entrance: str
@@ -408,11 +406,11 @@ def plan_roles(
     pair = is_pair(md)
     connection = cache.connection if cache is not None else None
 
-    engines: list[str] = []
+    engines: list[Engine] = []
     parsed: list[Parallelism] = []
     for role, it in zip(roles, instance_types, strict=True):
         manufacturer = it.status.detail.manufacturer if it.status.detail else None
-        engine = engine_of(spec.engine.name, manufacturer)
+        engine = deployment_engine(spec.engine.name, manufacturer)
         engines.append(engine)
         parsed.append(
             parse_role_parallelism(
@@ -427,13 +425,13 @@ def plan_roles(
     for index, (role, it) in enumerate(zip(roles, instance_types, strict=True)):
         kind = kinds[index]
         engine = engines[index]
-        family = SGLANG if engine == SGLANG else VLLM
+        family = Engine.SGLANG if engine == Engine.SGLANG else Engine.VLLM
         managed = role.managed
         own_args = tuple(role.extra_args or ()) if managed else tuple(role.command or ())
         store_transport = ""
         if managed and connection is not None:
             store_transport = _store_transport(engine, index, role, connection)
-        known: EngineOf = partial(str, engine)
+        known: EngineOf = partial(Engine, engine)
         leg_protocol = facts.direct_leg(md, role, engine=known, store_client=bool(store_transport))
         direct_leg = bool(leg_protocol)
         publishes = facts.publishes_kv_events(md, role, engine=known)
@@ -449,7 +447,7 @@ def plan_roles(
         leg_document: dict[str, Any] | None = None
         peer_leg: str | None = None
         if direct_leg and is_vllm_family(engine):
-            if engine == VLLM_ASCEND:
+            if engine == Engine.VLLM_ASCEND:
                 leg_document = _ascend_leg_document(
                     md, kind=kind, kinds=kinds, parsed=parsed, index=index
                 )

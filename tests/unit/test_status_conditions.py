@@ -538,7 +538,7 @@ def test_domain_registered(
 
 def test_domain_registered_not_applicable_and_deleting() -> None:
     md = deployment()
-    assert st.domain_registered(md, None) == st.Verdict(
+    assert st.domain_registered(md, None) == st.ConditionVerdict(
         "True", "NotApplicable", "the deployment names no KV cache pool"
     )
     cached = deployment(cache=True)
