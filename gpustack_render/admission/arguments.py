@@ -49,7 +49,7 @@ def validate_owned_args(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorL
                 f"{spelled(token, key)} is owned by the operator on engine {engine}: it renders "
                 f"{key} itself, and two values for one connector argument cannot be told apart. "
                 f"To own the whole command line instead, set {path.child('command')}",
-                origin="R1",
+                origin="args.owned-flag",
             )
         )
     return out
@@ -69,7 +69,7 @@ def validate_degrees(
                 f"the parallel degrees of role {role.name!r} cannot be read: {err.flag}: "
                 f"{err.problem} (as written: {err.token!r}). Fix the value, or set "
                 f"{path.child('command')} to own the whole command line",
-                origin="R2",
+                origin="degrees.unreadable",
             )
         )
         return out
@@ -90,7 +90,7 @@ def validate_degrees(
             f"degrees ({', '.join(behind)}) need {stated} on every member. The width is per "
             f"member, so a larger size does not rescue it: request at least that many "
             f"accelerators or lower the degrees",
-            origin="R3",
+            origin="degrees.cards-mismatch",
         )
     )
     return out
@@ -111,7 +111,7 @@ def validate_owned_env(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorLi
                 f"{entry.name} is owned by the operator on engine {engine} and would not be "
                 f"merged with the value it renders. To own the whole command line and its "
                 f"environment instead, set {path.child('command')}",
-                origin="R4",
+                origin="env.owned-name",
             )
         )
     return out
@@ -156,7 +156,7 @@ def validate_served_name(
             f"{SERVED_MODEL_NAME_FLAG} must carry exactly one value, {model!r} "
             f"(spec.model.name): routers, tokenizer calls and metrics match on it. Leave the "
             f"flag out and the operator renders it",
-            origin="8.1",
+            origin="served-name.mismatch",
         )
     )
     return out
@@ -186,7 +186,7 @@ def validate_kv_cache_dtype(ctx: Context, role: RoleSpec, path: FieldPath) -> Er
                 f"KVCachePoolBinding's dtype while spec.kvCache names a pool. Name a Binding "
                 f"declaring the dtype you want, or set {path.child('command')} to own the "
                 f"command line",
-                origin="10.3",
+                origin="kv-cache.dtype-flag-owned",
             )
         )
     return out

@@ -70,7 +70,7 @@ def _interface(role: RoleSpec) -> int:
 
 
 def _leg(ctx: Context, i: int, errs: ErrorList, *, cached: bool) -> str | None:
-    return ctx.direct_leg(i, errs, origin="10.1", store_client=cached)
+    return ctx.direct_leg(i, errs, origin="interface.no-fabric-path", store_client=cached)
 
 
 def interface_rejudged(
@@ -113,7 +113,9 @@ def validate_interfaces(ctx: Context, *, old_ctx: Context | None) -> ErrorList:
         chain = resolve_chain(ctx)
         first = ROLES.index(requesting[0][0]).child("resources", "interface")
         if chain.failure is not None:
-            out.append(errors.internal(first, f"{chain.failure}; retry", origin="10.1"))
+            out.append(
+                errors.internal(first, f"{chain.failure}; retry", origin="interface.no-fabric-path")
+            )
             return out
         if chain.backend is None:
             out.append(
@@ -122,7 +124,7 @@ def validate_interfaces(ctx: Context, *, old_ctx: Context | None) -> ErrorList:
                     f"the fabric-interface protocol follows the pool's backend, and the "
                     f"{chain.missing} {chain.missing_name!r} does not resolve; it must resolve "
                     f"before interfaces can be requested",
-                    origin="10.1",
+                    origin="interface.no-fabric-path",
                 )
             )
             return out
@@ -161,7 +163,7 @@ def _judge_interface(
             path,
             value,
             f"{path} cannot be allocated for role {role.name!r}: {problem}",
-            origin="10.1",
+            origin="interface.no-fabric-path",
         )
     ]
 
@@ -182,7 +184,9 @@ def validate_pool_transport(ctx: Context, *, old_ctx: Context | None) -> ErrorLi
     chain = resolve_chain(ctx)
     path: FieldPath = KV_CACHE.child("poolRef", "name")
     if chain.failure is not None:
-        out.append(errors.internal(path, f"{chain.failure}; retry", origin="10.2"))
+        out.append(
+            errors.internal(path, f"{chain.failure}; retry", origin="kv-cache.transport-unusable")
+        )
         return out
     if chain.backend is None:
         return out  # the render reports an unresolved binding
@@ -191,7 +195,7 @@ def validate_pool_transport(ctx: Context, *, old_ctx: Context | None) -> ErrorLi
     for i, role in enumerate(ctx.md.spec.roles):
         if not role.managed:
             continue  # a take-over role gets no store client
-        known = ctx.inject_engine(i, out, origin="10.2")
+        known = ctx.inject_engine(i, out, origin="kv-cache.transport-unusable")
         if known is not None and known not in engines:
             engines.append(known)
     for engine in engines:
@@ -216,5 +220,5 @@ def validate_pool_transport(ctx: Context, *, old_ctx: Context | None) -> ErrorLi
                 f"the pool offers no transport engine {engine} can use ({shown}). Set one "
                 f"protocol on the backend's transport, or use another pool"
             )
-        out.append(errors.forbidden(path, f"{why}", origin="10.2"))
+        out.append(errors.forbidden(path, f"{why}", origin="kv-cache.transport-unusable"))
     return out

@@ -47,7 +47,7 @@ def validate_host_access(ctx: Context, *, old_roles: dict[str, RoleSpec]) -> Err
                     path.child("privileged"),
                     f"privileged containers are not allowed on this cluster: the Setting "
                     f"{PRIVILEGED_SETTING} is off",
-                    origin="8.2",
+                    origin="host-access.not-allowed",
                 )
             )
         if settings.host_path_volume_allowed:
@@ -61,7 +61,7 @@ def validate_host_access(ctx: Context, *, old_roles: dict[str, RoleSpec]) -> Err
                     path.child("additionalVolumes").index(j).child("hostPath"),
                     f"hostPath volumes ({vol.host_path.path}) are not allowed on this cluster: "
                     f"the Setting {HOST_PATH_SETTING} is off",
-                    origin="8.2",
+                    origin="host-access.not-allowed",
                 )
             )
     return out

@@ -17,7 +17,7 @@ from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, FieldError
 from gpustack_render.core.paths import ENGINE, KV_CACHE, MODEL, ROLES, ROUTER, FieldPath
 
-ORIGIN: Final = "11"
+ORIGIN: Final = "identity.field-changed"
 
 
 def _frozen(path: FieldPath, value: Any, what: str) -> FieldError:

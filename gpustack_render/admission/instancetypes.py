@@ -80,7 +80,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                     rpath.child("acceleratorPartitionedProfile"),
                     f"InstanceType {tname!r} is not physically partitionable; request whole "
                     f"accelerators or use a partitionable type",
-                    origin="9.4a",
+                    origin="instance-type.not-partitionable",
                 )
             )
         elif profile not in offered:
@@ -89,7 +89,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                     rpath.child("acceleratorPartitionedProfile"),
                     profile,
                     f"InstanceType {tname!r} offers the partition profiles {', '.join(offered)}",
-                    origin="9.4b",
+                    origin="instance-type.profile-not-offered",
                 )
             )
     if sliced and not partition and _slicing_ready(itype) and _logical_count(itype) <= 0:
@@ -98,7 +98,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                 rpath.child("acceleratorSlicedMemoryPercentage"),
                 f"InstanceType {tname!r} is not logically sliceable; request whole accelerators "
                 f"or use a sliceable type",
-                origin="9.4c",
+                origin="instance-type.not-sliceable",
             )
         )
     if (sliced or partition) and cards != 1:
@@ -108,7 +108,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                 rpath.child("accelerator"),
                 res.accelerator if res.accelerator is not None else 0,
                 f"{mode} of InstanceType {tname!r} takes exactly 1 accelerator",
-                origin="9.4d",
+                origin="instance-type.fraction-takes-one-card",
             )
         )
     if not sliced and not partition:
@@ -120,7 +120,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                     res.accelerator,
                     f"InstanceType {tname!r} has a whole-accelerator capacity of {capacity} "
                     f"(the pool's total, not what is free); request at most {capacity}",
-                    origin="9.4e",
+                    origin="instance-type.cards-over-capacity",
                 )
             )
     return out
@@ -147,7 +147,7 @@ def validate_instance_types(ctx: Context) -> ErrorList:
                 errors.internal(
                     path.child("instanceType"),
                     f"cannot read InstanceType {tname!r}: {exc.reason}; retry",
-                    origin="9.1",
+                    origin="instance-type.must-exist",
                 )
             )
             continue
@@ -157,7 +157,7 @@ def validate_instance_types(ctx: Context) -> ErrorList:
                     path.child("instanceType"),
                     tname,
                     f"InstanceType {tname!r} does not exist; name an existing InstanceType",
-                    origin="9.1",
+                    origin="instance-type.must-exist",
                 )
             )
             continue
@@ -171,7 +171,7 @@ def validate_instance_types(ctx: Context) -> ErrorList:
                         role.resources.accelerator,
                         f"InstanceType {tname!r} is not acceleratable; request no accelerator "
                         f"or use an acceleratable type",
-                        origin="9.2",
+                        origin="instance-type.not-acceleratable",
                     )
                 )
             continue
@@ -199,7 +199,7 @@ def _shared_zero(ctx: Context, types: dict[int, InstanceType]) -> ErrorList:
                 f"accelerator 0 on acceleratable InstanceType {itype.name!r}, which another "
                 f"role of this deployment also names: request at least one accelerator, or "
                 f"move the CPU-only role to a non-acceleratable type",
-                origin="9.5",
+                origin="instance-type.zero-cards-on-shared-type",
             )
         )
     return out
@@ -230,7 +230,7 @@ def _shared_slices(ctx: Context, types: dict[int, InstanceType]) -> ErrorList:
                     f"logical slice (acceleratorSlicedMemoryPercentage) from accelerator group "
                     f"{group!r}; use another group, whole accelerators, or partition profiles "
                     f"(isolated by the device)",
-                    origin="9.6",
+                    origin="instance-type.prefill-decode-share-slice",
                 )
             )
     return out

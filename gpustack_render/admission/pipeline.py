@@ -159,7 +159,9 @@ def _decode_old(request: AdmissionRequest) -> ModelDeployment | None:
 
 
 def _no_object(name: str) -> Verdict:
-    errs = ErrorList([errors.required("", "the request carries no object", origin="schema")])
+    errs = ErrorList(
+        [errors.required("", "the request carries no object", origin="schema.violation")]
+    )
     return _refuse(errs, name)
 
 

@@ -57,7 +57,7 @@ def validate_router(ctx: Context) -> ErrorList:
                     token,
                     f"{flag} is set by the operator on router {name}; two values for it cannot "
                     f"be told apart. Remove it",
-                    origin="7.1",
+                    origin="router.owned-flag",
                 )
             )
     if router.disaggregation_threshold_tokens is not None and name != LLM_D_ROUTER:
@@ -66,7 +66,7 @@ def validate_router(ctx: Context) -> ErrorList:
                 ROUTER.child("disaggregationThresholdTokens"),
                 router.disaggregation_threshold_tokens,
                 f"the field is meaningful only under router {LLM_D_ROUTER}, not {name}; remove it",
-                origin="7.2",
+                origin="router.field-llm-d-only",
             )
         )
     fronted = FRONTED_ENGINES.get(name, ())
@@ -76,7 +76,7 @@ def validate_router(ctx: Context) -> ErrorList:
                 ROUTER.child("name"),
                 name,
                 f"router {name} does not front engine {engine}; it fronts {', '.join(fronted)}",
-                origin="7.3",
+                origin="router.engine-not-fronted",
             )
         )
     if name == LLM_D_ROUTER and engine not in LLM_D_ROUTER_METRIC_ENGINES:
@@ -85,7 +85,7 @@ def validate_router(ctx: Context) -> ErrorList:
                 ENGINE,
                 engine,
                 f"router {name} requires {LLM_D_ROUTER_METRIC}, which engine {engine} lacks",
-                origin="7.4",
+                origin="router.engine-lacks-metric",
             )
         )
     ports: set[int] = set()
@@ -98,7 +98,7 @@ def validate_router(ctx: Context) -> ErrorList:
                     name,
                     f"role {role.name!r} serves over {protocol} (its first declared port); "
                     f"router {name} reaches roles over TCP only",
-                    origin="7.5a",
+                    origin="router.port-not-tcp",
                 )
             )
         argv = list(role.command or role.extra_args or ())
@@ -110,14 +110,14 @@ def validate_router(ctx: Context) -> ErrorList:
                     name,
                     f"role {role.name!r} passes {' and '.join(tls)}; router {name} supports "
                     f"plaintext endpoints only",
-                    origin="7.5b",
+                    origin="router.tls-endpoint",
                 )
             )
         port = serving_port(role)
         ports.add(port)
         value, _ = own_port(ctx, role)
         own = parse_int(value) if value is not None else None
-        if own == port and ctx.is_direct_decoder(i, out, origin="7.5c"):
+        if own == port and ctx.is_direct_decoder(i, out, origin="router.decoder-own-port"):
             out.append(
                 errors.invalid(
                     ROUTER,
@@ -125,7 +125,7 @@ def validate_router(ctx: Context) -> ErrorList:
                     f"role {role.name!r} passes --port {port}, its serving port; on this "
                     f"decoder the routing proxy takes port {port} and the engine moves "
                     f"behind it. Drop --port",
-                    origin="7.5c",
+                    origin="router.decoder-own-port",
                 )
             )
     if len(ports) > 1:
@@ -137,7 +137,7 @@ def validate_router(ctx: Context) -> ErrorList:
                 f"router {name} needs every role on one serving port (the first declared port, "
                 f"else {DEFAULT_SERVING_PORT}); the roles serve on "
                 f"{', '.join(str(p) for p in listed)}",
-                origin="7.6",
+                origin="router.serving-ports-differ",
             )
         )
     return out

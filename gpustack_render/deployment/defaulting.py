@@ -24,7 +24,7 @@ from gpustack_render.schema.lookups import LookupFailed, Lookups
 #: The count set on a role of an acceleratable type that states none (a canonical Quantity, D18).
 ACCELERATOR_DEFAULT: Final = "1"
 
-ORIGIN: Final = "3"
+ORIGIN: Final = "accelerator.default-type-unreadable"
 
 
 def is_deleting(data: Mapping[str, Any]) -> bool:

@@ -88,22 +88,31 @@ def translate(exc: ValidationError, data: Any, *, prefix: FieldPath | None = Non
         ctx = err.get("ctx") or {}
         fe: FieldError
         if kind == "missing":
-            fe = errors.required(full, origin="schema")
+            fe = errors.required(full, origin="schema.violation")
         elif kind == "extra_forbidden":
             fe = errors.forbidden(
-                full, f'unknown field "{full}": this API has no such field', origin="schema"
+                full,
+                f'unknown field "{full}": this API has no such field',
+                origin="schema.violation",
             )
         elif kind in ("literal_error", "enum"):
             expected = str(ctx.get("expected", ""))
             choices = [c.strip().strip("'\"") for c in expected.replace(" or ", ",").split(",")]
-            fe = errors.not_supported(full, value, [c for c in choices if c], origin="schema")
+            fe = errors.not_supported(
+                full, value, [c for c in choices if c], origin="schema.violation"
+            )
         elif kind == "string_too_long":
-            fe = errors.too_long(full, int(ctx.get("max_length", 0)), origin="schema")
+            fe = errors.too_long(full, int(ctx.get("max_length", 0)), origin="schema.violation")
         elif kind == "too_long" and isinstance(value, list):
-            fe = errors.too_many(full, len(value), int(ctx.get("max_length", 0)), origin="schema")
+            fe = errors.too_many(
+                full, len(value), int(ctx.get("max_length", 0)), origin="schema.violation"
+            )
         else:
             fe = errors.invalid(
-                full, value if found else None, _detail(kind, ctx, err["msg"]), origin="schema"
+                full,
+                value if found else None,
+                _detail(kind, ctx, err["msg"]),
+                origin="schema.violation",
             )
         key = (fe.field, fe.type.value)
         if key in seen:
@@ -133,7 +142,7 @@ def _list_map_duplicates(
         key = tuple(_hashable(item.get(k, (defaults or {}).get(k))) for k in keys)
         if key in seen:
             value = dict(zip(keys, key, strict=True))
-            out.append(errors.duplicate(path.index(i), value, origin="schema"))
+            out.append(errors.duplicate(path.index(i), value, origin="schema.violation"))
         else:
             seen[key] = i
     return out

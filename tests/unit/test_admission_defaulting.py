@@ -56,8 +56,8 @@ def test_missing_and_failing_types() -> None:
         data, lookups=lookups_of(failing={("InstanceType", "", "flaky")})
     )
     assert [(e.type.value, e.field, e.origin) for e in errs] == [
-        ("FieldValueNotFound", "spec.roles[0].instanceType", "3"),
-        ("InternalError", "spec.roles[1].instanceType", "3"),
+        ("FieldValueNotFound", "spec.roles[0].instanceType", "accelerator.default-type-unreadable"),
+        ("InternalError", "spec.roles[1].instanceType", "accelerator.default-type-unreadable"),
     ]
     assert _accelerators(out) == [None, None]
 
@@ -104,7 +104,9 @@ def test_review_patch_comes_from_make_patch() -> None:
 
 def test_review_stops_at_mutation_errors() -> None:
     verdict = review(deployment(role(instanceType="nope", command=["x"], extraArgs=["--kv"])))
-    assert causes(verdict) == [("3", "spec.roles[0].instanceType", "FieldValueNotFound")]
+    assert causes(verdict) == [
+        ("accelerator.default-type-unreadable", "spec.roles[0].instanceType", "FieldValueNotFound")
+    ]
 
 
 def test_mutating_webhook() -> None:
