@@ -108,7 +108,7 @@ def default_webhooks() -> tuple[Webhook, ...]:
     )
 
 
-class BadReview(ValueError):
+class BadReview(ValueError):  # noqa: N818 (a refusal of the request, reported as HTTP 400, not an internal error)
     """The body is not an AdmissionReview this webhook can answer."""
 
 

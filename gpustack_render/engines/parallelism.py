@@ -352,7 +352,7 @@ def parse_parallelism(
 
 
 @lru_cache(maxsize=2048)
-def _parse(
+def _parse(  # noqa: C901 (one left-to-right scan of argv, a branch per token shape, as argparse reads it)
     tokens: tuple[str, ...],
     engine: str,
     env: tuple[tuple[str, str | None], ...],

@@ -139,7 +139,7 @@ def basename(token: str) -> str:
     return token.rsplit("/", 1)[-1]
 
 
-def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:
+def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:  # noqa: C901 (one left-to-right scan of a launch segment, a branch per launcher form)
     """Read one launcher's segment; returns the outcome and the program's index."""
     n = len(argv)
     i = 1

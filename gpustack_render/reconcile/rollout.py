@@ -310,7 +310,7 @@ def requeue_after(step: Plan, after: ReplicaIndex) -> bool:
     return step.requeue or bool(after.terminating)
 
 
-def _plan_role(
+def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume, choose, hold); its branches share the pass's state)
     role: DesiredRole,
     pods: list[ObservedPod],
     *,
@@ -323,16 +323,7 @@ def _plan_role(
     cache_hold: bool,
 ) -> tuple[RoleStep, bool]:
     """Scale-down and surplus, then rollout, then the create gate, for one role."""
-    orphans: list[ObservedPod] = []
-    removed: list[ObservedPod] = []
-    occupied: dict[int, _Replica] = {}
-    for pod in pods:
-        if pod.ordinal is None:
-            orphans.append(pod)
-        elif pod.ordinal >= role.replicas:
-            removed.append(pod)
-        else:
-            occupied.setdefault(pod.ordinal, _Replica(pod.ordinal)).pods.append(pod)
+    orphans, removed, occupied = _occupancy(role, pods)
 
     deleted = False
     requeue = False
@@ -343,20 +334,9 @@ def _plan_role(
         deleted = True
 
     # Surplus (§5): orphans and duplicate seat occupants beyond replicas × size.
-    shed = False
-    kept = len(orphans) + sum(len(r.pods) for r in occupied.values())
-    surplus = kept - role.replicas * role.size
-    if surplus > 0:
-        candidates = _desc(orphans) + _duplicates(role, occupied)
-        victims = candidates[:surplus]
-        if victims:
-            actions.delete(victims)
-            shed = deleted = True
-            requeue = True
-            victim_uids = {p.uid for p in victims}
-            for replica in occupied.values():
-                replica.pods = [p for p in replica.pods if p.uid not in victim_uids]
-            orphans = [p for p in orphans if p.uid not in victim_uids]
+    orphans, shed = _shed_surplus(role, orphans, occupied, actions=actions)
+    if shed:
+        deleted = requeue = True
 
     outdated = sorted(
         o for o, r in occupied.items() if any(is_pod_outdated(p, role, floor=floor) for p in r.pods)
@@ -426,19 +406,8 @@ def _plan_role(
     # Create gate (§5): never in a pass that deleted in this role.
     waiting: list[int] = []
     if not deleted:
-        missing = role.replicas - len(occupied) - len(orphans)
-        for ordinal in range(role.replicas):
-            if missing <= 0:
-                break
-            if ordinal in occupied:
-                continue
-            group = role.groups[ordinal] if ordinal < len(role.groups) else None
-            if group is not None and group in held_groups:
-                waiting.append(ordinal)
-                requeue = True
-                continue
-            actions.create.append(Seat(role.name, ordinal))
-            missing -= 1
+        waiting = _create_missing(role, occupied, orphans, actions=actions, held_groups=held_groups)
+        requeue = requeue or bool(waiting)
 
     requeue = requeue or deleted  # a deletion is in flight
     step = RoleStep(
@@ -454,6 +423,73 @@ def _plan_role(
         waiting_ordinals=tuple(waiting),
     )
     return step, requeue
+
+
+def _occupancy(
+    role: DesiredRole, pods: Sequence[ObservedPod]
+) -> tuple[list[ObservedPod], list[ObservedPod], dict[int, _Replica]]:
+    """The role's live Pods as (orphans without an ordinal, Pods beyond ``replicas``, the
+    occupied seats by ordinal)."""
+    orphans: list[ObservedPod] = []
+    removed: list[ObservedPod] = []
+    occupied: dict[int, _Replica] = {}
+    for pod in pods:
+        if pod.ordinal is None:
+            orphans.append(pod)
+        elif pod.ordinal >= role.replicas:
+            removed.append(pod)
+        else:
+            occupied.setdefault(pod.ordinal, _Replica(pod.ordinal)).pods.append(pod)
+    return orphans, removed, occupied
+
+
+def _shed_surplus(
+    role: DesiredRole,
+    orphans: list[ObservedPod],
+    occupied: Mapping[int, _Replica],
+    *,
+    actions: _Actions,
+) -> tuple[list[ObservedPod], bool]:
+    """Delete orphans, then duplicate seat occupants, beyond replicas × size; the orphans
+    left and whether anything was shed (``occupied`` loses the victims in place)."""
+    kept = len(orphans) + sum(len(r.pods) for r in occupied.values())
+    surplus = kept - role.replicas * role.size
+    if surplus <= 0:
+        return orphans, False
+    victims = (_desc(orphans) + _duplicates(role, occupied))[:surplus]
+    if not victims:
+        return orphans, False
+    actions.delete(victims)
+    victim_uids = {p.uid for p in victims}
+    for replica in occupied.values():
+        replica.pods = [p for p in replica.pods if p.uid not in victim_uids]
+    return [p for p in orphans if p.uid not in victim_uids], True
+
+
+def _create_missing(
+    role: DesiredRole,
+    occupied: Mapping[int, _Replica],
+    orphans: Sequence[ObservedPod],
+    *,
+    actions: _Actions,
+    held_groups: set[str],
+) -> list[int]:
+    """Schedule whole seats for the lowest free ordinals, as many as are missing; an ordinal
+    whose group name a Pod still holds waits. Returns the waiting ordinals."""
+    waiting: list[int] = []
+    missing = role.replicas - len(occupied) - len(orphans)
+    for ordinal in range(role.replicas):
+        if missing <= 0:
+            break
+        if ordinal in occupied:
+            continue
+        group = role.groups[ordinal] if ordinal < len(role.groups) else None
+        if group is not None and group in held_groups:
+            waiting.append(ordinal)
+            continue
+        actions.create.append(Seat(role.name, ordinal))
+        missing -= 1
+    return waiting
 
 
 def _duplicates(role: DesiredRole, occupied: Mapping[int, _Replica]) -> list[ObservedPod]:

@@ -229,7 +229,7 @@ def _queue_of(rendering: Rendering, role: str) -> str:
     return r.queue if r is not None else ""
 
 
-def quota_reserved(
+def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row wins, read top to bottom)
     md: ModelDeployment,
     rendering: Rendering,
     view: _View,

@@ -56,7 +56,7 @@ def _apply_constraints(schema: Schema, metadata: list[Any]) -> None:
             schema["pattern"] = meta.pattern
 
 
-def type_schema(tp: Any, metadata: list[Any] | None = None) -> Schema:
+def type_schema(tp: Any, metadata: list[Any] | None = None) -> Schema:  # noqa: C901 (one branch per Python type shape, a dispatch table)
     """The structural schema of a type annotation."""
     metadata = list(metadata or [])
     if get_origin(tp) is typing.Annotated:

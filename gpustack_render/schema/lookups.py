@@ -26,7 +26,7 @@ from gpustack_render.schema.decoding import decode_model
 M = TypeVar("M", bound=InputObject)
 
 
-class LookupFailed(Exception):
+class LookupFailed(Exception):  # noqa: N818 (public API since the first release; names the event)
     """A read failed for a reason other than "not found" (timeout, permission, server error)."""
 
     def __init__(self, kind: str, name: str, reason: str, *, namespace: str = "") -> None:

@@ -310,7 +310,7 @@ def instance_types(draw: st.DrawFn, name: str) -> dict[str, Any]:
 
 
 @st.composite
-def _role(
+def _role(  # noqa: C901 (a data generator: one draw per optional field)
     draw: st.DrawFn,
     *,
     name: str,

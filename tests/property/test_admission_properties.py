@@ -169,7 +169,7 @@ def valid_deployments(draw: st.DrawFn) -> dict[str, Any]:
     cached = draw(st.booleans())
     pair = draw(st.booleans())
     if pair:
-        kinds = ["Prefill", "Decode"]
+        kinds: list[str | None] = ["Prefill", "Decode"]
     else:
         kinds = [draw(st.sampled_from(["Server", None]))] * draw(st.integers(1, 4))
     role_names = draw(st.lists(names, min_size=len(kinds), max_size=len(kinds), unique=True))

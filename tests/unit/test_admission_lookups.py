@@ -27,7 +27,7 @@ INV, FORB, NF, INT = (
     "FieldValueNotFound",
     "InternalError",
 )
-CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
+CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 LLMD = {"name": "llm-d-router"}
 ASCEND = "ascend-8x"
 ACC = "spec.roles[0].resources.accelerator"

@@ -27,7 +27,7 @@ INV, REQ, FORB, DUP = (
     "FieldValueForbidden",
     "FieldValueDuplicate",
 )
-CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
+CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 LONG = "a" * 50
 
 

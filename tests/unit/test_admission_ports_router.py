@@ -18,7 +18,7 @@ from admission_support import (
 
 INV = "FieldValueInvalid"
 LLMD = {"name": "llm-d-router"}
-CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
+CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 ASCEND = "ascend-8x"
 
 

@@ -22,7 +22,7 @@ from gpustack_render.core.settings import Settings
 from gpustack_render.schema.decoding import decode_deployment
 
 INV, FORB = "FieldValueInvalid", "FieldValueForbidden"
-CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
+CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 LLMD = {"name": "llm-d-router"}
 OBJECTS = [*default_objects(), *cache_chain()]
 

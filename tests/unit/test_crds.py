@@ -18,7 +18,8 @@ def _md() -> dict[str, Any]:
 
 def _role_schema() -> dict[str, Any]:
     root = _md()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return root["properties"]["spec"]["properties"]["roles"]["items"]
+    items: dict[str, Any] = root["properties"]["spec"]["properties"]["roles"]["items"]
+    return items
 
 
 def test_committed_crds_match_the_models() -> None:

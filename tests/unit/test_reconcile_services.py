@@ -99,7 +99,7 @@ def test_an_applied_service_with_server_defaults_is_aligned() -> None:
 
 
 def test_a_label_someone_else_owns_does_not_force_an_apply() -> None:
-    assert service_aligned(stored(**{"someone.else/label": "x"}), WANTED, FIELD_MANAGER)
+    assert service_aligned(stored(APPLIED, **{"someone.else/label": "x"}), WANTED, FIELD_MANAGER)
 
 
 def test_a_changed_value_is_not_aligned() -> None:

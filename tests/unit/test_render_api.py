@@ -140,7 +140,7 @@ def test_lookup_failure_is_a_render_error() -> None:
 
 def test_unexpected_failure_is_still_a_render_error() -> None:
     class Broken(StaticLookups):
-        def get(self, kind: type[Any], namespace: str, name: str) -> None:  # type: ignore[override]
+        def get(self, kind: type[Any], namespace: str, name: str) -> None:
             raise ZeroDivisionError("boom")
 
     md, _ = decode_deployment(deployment([role()]))

@@ -17,6 +17,7 @@ from gpustack_render.api.inputs import (
 )
 from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
 from gpustack_render.core.settings import Settings
+from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile import status as st
 from gpustack_render.reconcile.observed import (
     CheckState,
@@ -539,7 +540,7 @@ def test_domain_registered(
 def test_domain_registered_not_applicable_and_deleting() -> None:
     md = deployment()
     assert st.domain_registered(md, None) == st.ConditionVerdict(
-        "True", "NotApplicable", "the deployment names no KV cache pool"
+        ConditionStatus.TRUE, "NotApplicable", "the deployment names no KV cache pool"
     )
     cached = deployment(cache=True)
     verdict = st.domain_registered(cached, CacheResolution("cache", "BindingDeleting"))
