@@ -165,13 +165,9 @@ def _no_object(name: str) -> Verdict:
     return _refuse(errs, name)
 
 
-def review_deployment(
-    request: AdmissionRequest, *, lookups: Lookups, settings: Settings
-) -> Verdict:
-    """Schema decoding, the mutating default, then the validating rules on the mutated object.
-
-    Allowed requests carry the patch from the schema-defaulted object to the mutated one.
-    """
+def _judged(request: AdmissionRequest) -> ModelDeployment | Verdict:
+    """The request's object decoded, or the verdict that ends its review before any rule: an
+    operation not judged, no object, or a schema refusal."""
     if request.operation not in JUDGED:
         return Verdict.allow()
     obj = request.object
@@ -181,6 +177,20 @@ def review_deployment(
     md, errs = decode_deployment(obj)
     if md is None:
         return _refuse(errs, name)
+    return md
+
+
+def review_deployment(
+    request: AdmissionRequest, *, lookups: Lookups, settings: Settings
+) -> Verdict:
+    """Schema decoding, the mutating default, then the validating rules on the mutated object.
+
+    Allowed requests carry the patch from the schema-defaulted object to the mutated one.
+    """
+    md = _judged(request)
+    if isinstance(md, Verdict):
+        return md
+    name = _name_of(request.object, request)
     memo = memoised(lookups)
     original = md.to_dict()
     mutated, errs = default_accelerators(original, lookups=memo)
@@ -222,15 +232,10 @@ def validate_deployment(
     request: AdmissionRequest, *, lookups: Lookups, settings: Settings
 ) -> Verdict:
     """The validating webhook on an object the API server has decoded, defaulted and mutated."""
-    if request.operation not in JUDGED:
-        return Verdict.allow()
-    obj = request.object
-    name = _name_of(obj, request)
-    if obj is None:
-        return _no_object(name)
-    md, errs = decode_deployment(obj)
-    if md is None:
-        return _refuse(errs, name)
+    md = _judged(request)
+    if isinstance(md, Verdict):
+        return md
+    name = _name_of(request.object, request)
     errs = validate_model_deployment(
         md,
         old=_decode_old(request),
