@@ -22,6 +22,8 @@ from gpustack_render.api.modeldeployment import RoleSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import ROLES, FieldPath
+from gpustack_render.core.vocabulary import RoleKind
+from gpustack_render.deployment.roles import effective_kind
 from gpustack_render.schema.lookups import LookupFailed
 
 
@@ -215,10 +217,12 @@ def _shared_slices(ctx: Context, types: dict[int, InstanceType]) -> ErrorList:
         if itype.spec.acceleratable and is_slice_request(roles[i]) and accelerator_group(itype)
     }
     for p, ptype in sliced.items():
-        if roles[p].kind != "Prefill":
+        if effective_kind(roles[p]) != RoleKind.PREFILL:
             continue
         for d, dtype in sliced.items():
-            if roles[d].kind != "Decode" or accelerator_group(ptype) != accelerator_group(dtype):
+            if effective_kind(roles[d]) != RoleKind.DECODE or accelerator_group(
+                ptype
+            ) != accelerator_group(dtype):
                 continue
             group = accelerator_group(ptype)
             out.append(

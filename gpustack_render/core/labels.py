@@ -7,7 +7,7 @@ the member index, the pod-spec-hash) are stamped onto a role's template by ``ren
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from gpustack_render.core.vocabulary import RoleKind
 
 # --- Labels --------------------------------------------------------------------------------
 
@@ -85,19 +85,6 @@ RESOURCE_TYPE_VALUE = "modeldeployments"
 #: Value of ``app.kubernetes.io/managed-by`` on LocalQueues (D16).
 MANAGED_BY_VALUE = "gpustack-controller"
 
-#: API kind → the lowercase spelling written on Pods (D1).
-KIND_LABEL_VALUES: Mapping[str, str] = {
-    "Server": "server",
-    "Prefill": "prefill",
-    "Decode": "decode",
-    "Encode": "encode",
-}
-
-
-def role_kind_value(kind: str) -> str:
-    """The ``role-kind`` label value of an effective kind (unset reads ``Server``)."""
-    return KIND_LABEL_VALUES.get(kind or "Server", (kind or "server").lower())
-
 
 def deployment_selector(deployment: str) -> dict[str, str]:
     """The labels every object of one deployment carries: name and instance."""
@@ -113,7 +100,7 @@ def pod_labels(
     deployment: str,
     role: str,
     *,
-    kind: str,
+    kind: RoleKind,
     queue: str,
     group: str,
     ordinal: int,
@@ -127,7 +114,7 @@ def pod_labels(
         PART_OF: PART_OF_VALUE,
         RESOURCE_TYPE: RESOURCE_TYPE_VALUE,
         QUEUE_NAME: queue,
-        ROLE_KIND: role_kind_value(kind),
+        ROLE_KIND: kind.value,  # the lowercase spelling written on Pods (D1)
         POD_GROUP_NAME: group,
         POD_ORDINAL: str(ordinal),
         MEMBER_INDEX: str(member),

@@ -31,7 +31,7 @@ from gpustack_render.api.modeldeployment import (
     RouterStatus,
 )
 from gpustack_render.core import labels
-from gpustack_render.core.vocabulary import ConditionStatus, Engine
+from gpustack_render.core.vocabulary import ConditionStatus, Engine, RoleKind
 from gpustack_render.engines.owned import KV_EVENTS_PORT, KV_REPLAY_PORT, LLM_D_ROUTER
 from gpustack_render.engines.parallelism import Parallelism, flag_table
 from gpustack_render.engines.transfer import KV_EVENTS_TOPIC
@@ -477,7 +477,7 @@ def kv_events_publishing(md: ModelDeployment, rendering: Rendering) -> Condition
             "Publishing",
             "role(s) " + ", ".join(publishing) + " publish KV events",
         )
-    producers = [r for r in rendering.roles if r.kind != "Decode"]
+    producers = [r for r in rendering.roles if r.kind_label != RoleKind.DECODE]
     if any(r.engine == Engine.SGLANG for r in rendering.roles):
         # D9 lists SGLang before the take-over row: SGLang renders no publisher at all.
         return ConditionVerdict(

@@ -561,7 +561,7 @@ def pod_template(
         metadata["generateName"] = naming.generate_name(deployment, role.name)
     metadata["namespace"] = namespace
     labels: dict[str, Any] = pod_labels(
-        deployment, role.name, kind=role.kind, queue=plan.entrance, group="", ordinal=0, member=0
+        deployment, role.name, kind=plan.kind, queue=plan.entrance, group="", ordinal=0, member=0
     )
     labels[POD_GROUP_NAME] = Slot("group")
     labels[POD_ORDINAL] = Slot("ordinal")

@@ -24,6 +24,7 @@ from gpustack_render.core import naming
 from gpustack_render.core.errors import ErrorType, RenderError
 from gpustack_render.core.paths import ROLES
 from gpustack_render.core.settings import Settings
+from gpustack_render.core.vocabulary import RoleKind
 from gpustack_render.deployment.defaulting import default_deployment
 from gpustack_render.engines.parallelism import Parallelism
 from gpustack_render.rendering.compilecache import cache_path
@@ -79,7 +80,7 @@ class RoleRendering:
     name: str
     #: Effective kind in API spelling (``Server`` when unset) and as written on Pods.
     kind: str
-    kind_label: str
+    kind_label: RoleKind
     #: ``vllm`` | ``vllm-ascend`` | ``sglang``.
     engine: str
     #: False for a take-over role (``status.roles[].unmanaged``).
