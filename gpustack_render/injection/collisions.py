@@ -60,7 +60,7 @@ def check_collisions(
 
     if vllm and owned.MOONCAKE_CONFIG_PATH_ENV in env_names:
         return Refusal(
-            r.O1_OWNED_ENV,
+            r.OWNED_ENV,
             f"container {name} declares env {owned.MOONCAKE_CONFIG_PATH_ENV}: a KV cache "
             "is already configured, and two sources for one setting is undiagnosable (no "
             "merge); remove yours, or drop the inject label",
@@ -68,7 +68,7 @@ def check_collisions(
     spelled = find_spelled(container, OWNED_CONNECTOR_FLAG[fam], engine=engine)
     if spelled is not None:
         return Refusal(
-            r.O2_OWNED_FLAG,
+            r.OWNED_FLAG,
             f"container {name} passes {spelled}: the webhook writes that flag for engine "
             f"{engine}, and two on one command line are undiagnosable; remove yours, or drop "
             "the inject label",
@@ -77,7 +77,7 @@ def check_collisions(
         spelled = find_spelled(container, owned.KV_CACHE_DTYPE_FLAG, engine=engine)
         if spelled is not None:
             return Refusal(
-                r.O3_DTYPE_FLAG,
+                r.DTYPE_FLAG,
                 f"container {name} passes {spelled}: the dtype comes from the Binding "
                 f"({dtype!r}), and engines writing two dtypes into one domain read each other's "
                 "blocks wrong; remove yours and name a Binding declaring the dtype you want (the "
@@ -87,7 +87,7 @@ def check_collisions(
     for volume in jsonview.items(pod_spec.get("volumes")):
         if jsonview.name_of(volume) in owned_volumes:
             return Refusal(
-                r.O4_OWNED_VOLUME,
+                r.OWNED_VOLUME,
                 f"the Pod declares volume {jsonview.name_of(volume)}, a name owned by the "
                 "KV-cache injection webhook; rename yours",
             )
@@ -97,7 +97,7 @@ def check_collisions(
     for mount in mounts:
         if jsonview.name_of(mount) in mount_names:
             return Refusal(
-                r.O5_OWNED_MOUNT_NAME,
+                r.OWNED_MOUNT_NAME,
                 f"container {name} mounts a volume named {jsonview.name_of(mount)}, a name owned "
                 "by the KV-cache injection webhook; rename yours",
             )
@@ -105,14 +105,14 @@ def check_collisions(
         path = _clean(jsonview.mapping(mount).get("mountPath"))
         if path in mount_paths:
             return Refusal(
-                r.O6_OWNED_MOUNT_PATH,
+                r.OWNED_MOUNT_PATH,
                 f"container {name} mounts something at {path}, the path the KV-cache injection "
                 "webhook mounts its client configuration at; move yours",
             )
     if fam == "sglang":
         if owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV in env_names:
             return Refusal(
-                r.F1_CONFIG_SOURCE_ENV,
+                r.CONFIG_SOURCE_ENV,
                 f"container {name} declares env "
                 f"{owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV}: it points sglang at its "
                 "own file, so the injected MOONCAKE_* variables would go unread; remove it",
@@ -122,7 +122,7 @@ def check_collisions(
         )
         if spelled is not None:
             return Refusal(
-                r.F2_CONFIG_SOURCE_FLAG,
+                r.CONFIG_SOURCE_FLAG,
                 f"container {name} passes {spelled}: that configuration outranks the "
                 "environment, so the injected MOONCAKE_* variables would go unread; remove it",
             )

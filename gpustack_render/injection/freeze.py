@@ -51,7 +51,7 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
                 "the label is immutable: injection runs only at CREATE, so this Pod would claim a "
                 "KV cache it has no configuration for; set it where the Pod is defined and "
                 "replace the Pod",
-                origin=r.U1_LABEL_ADDED,
+                origin=r.LABEL_ADDED,
             )
         )
     elif was and not now:
@@ -60,7 +60,7 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
                 label_path,
                 "the label is immutable: nothing un-injects a Pod and the written configuration "
                 "stays; change it where the Pod is defined",
-                origin=r.U2_LABEL_REMOVED,
+                origin=r.LABEL_REMOVED,
             )
         )
     old_notes = jsonview.annotations_of(old_pod)
@@ -76,7 +76,7 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
                 METADATA.child("annotations").key(key),
                 f"{change}: the annotation is written by the KV-cache injection webhook and "
                 f"frozen; {_WHY[key]}; change the inputs and replace the Pod",
-                origin=r.U3_WRITTEN_ANNOTATION,
+                origin=r.WRITTEN_ANNOTATION,
             )
         )
     return errs

@@ -31,12 +31,12 @@ def select_container(pod_spec: Mapping[str, Any], *, named: str) -> Target | Ref
     containers = jsonview.items(pod_spec.get("containers"))
     names = [jsonview.name_of(c) for c in containers]
     if not containers:
-        return Refusal(r.C1_NO_CONTAINERS, "the Pod has no containers: nothing to inject into")
+        return Refusal(r.NO_CONTAINERS, "the Pod has no containers: nothing to inject into")
     listed = ", ".join(names)
     if not named:
         if len(containers) > 1:
             return Refusal(
-                r.C2_CONTAINER_UNNAMED,
+                r.CONTAINER_UNNAMED,
                 f"the Pod has {len(containers)} containers ({listed}) and annotation "
                 f"{ANNOTATION_CONTAINER} names none: set it to the engine's container; the "
                 "first is never chosen",
@@ -48,13 +48,13 @@ def select_container(pod_spec: Mapping[str, Any], *, named: str) -> Target | Ref
     init_names = [jsonview.name_of(c) for c in jsonview.items(pod_spec.get("initContainers"))]
     if named in init_names:
         return Refusal(
-            r.C3_INIT_CONTAINER,
+            r.INIT_CONTAINER,
             f"annotation {ANNOTATION_CONTAINER} names {named!r}, an init container: it finishes "
             f"before the workload starts, so configuring it caches nothing; name an app "
             f"container ({listed})",
         )
     return Refusal(
-        r.C4_CONTAINER_NOT_FOUND,
+        r.CONTAINER_NOT_FOUND,
         f"annotation {ANNOTATION_CONTAINER} names {named!r}, which is not a container of this "
         f"Pod; app containers: {listed}",
     )
