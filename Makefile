@@ -43,8 +43,9 @@ fmt: setup ## format the code
 	$(BIN)/ruff format gpustack_render gpustack_controller gpustack_webhook tests hack bench
 	$(BIN)/ruff check --fix gpustack_render gpustack_controller gpustack_webhook tests hack bench
 
-lint: setup ## ruff, mypy --strict and the import contracts
+lint: setup ## ruff (lint and format), mypy --strict and the import contracts
 	$(BIN)/ruff check gpustack_render gpustack_controller gpustack_webhook tests hack bench
+	$(BIN)/ruff format --check gpustack_render gpustack_controller gpustack_webhook tests hack bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -60,8 +61,10 @@ golden-update: setup ## rewrite golden files from the current output, then revie
 
 ci: lint test ## what CI runs: lint, then every test
 
-verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree
+verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree (no untracked files)
 	git diff --exit-code
+	@untracked="$$(git ls-files --others --exclude-standard)"; \
+	if [ -n "$$untracked" ]; then echo "untracked files:"; echo "$$untracked"; exit 1; fi
 
 image: ## build the container image with docker, podman or buildah (says so and exits 0 without one)
 	bash hack/image.sh

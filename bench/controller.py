@@ -44,10 +44,10 @@ from gpustack_controller.kube import (  # noqa: E402
     Resource,
 )
 from gpustack_render.api.inputs import InstanceType  # noqa: E402
-from gpustack_render.decoding import decode_deployment, decode_model  # noqa: E402
-from gpustack_render.lookups import StaticLookups  # noqa: E402
-from gpustack_render.render import render  # noqa: E402
-from gpustack_render.settings import Settings  # noqa: E402
+from gpustack_render.core.settings import Settings  # noqa: E402
+from gpustack_render.rendering.renderer import render  # noqa: E402
+from gpustack_render.schema.decoding import decode_deployment, decode_model  # noqa: E402
+from gpustack_render.schema.lookups import StaticLookups  # noqa: E402
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")

@@ -35,11 +35,11 @@ from aiohttp import web
 from gpustack_render.admission import mutate_deployment, validate_deployment
 from gpustack_render.api.common import GROUP
 from gpustack_render.api.inputs import InputObject
-from gpustack_render.errors import Verdict
+from gpustack_render.core.errors import Verdict
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
 from gpustack_render.injection import review_pod
-from gpustack_render.lookups import LookupFailed, Lookups
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import LookupFailed, Lookups
 from gpustack_webhook.logs import LOGGER_NAME, fields
 from gpustack_webhook.lookups import NeedRead, ReadKey, ReviewReads, Sources
 from gpustack_webhook.metrics import CONTENT_TYPE, MALFORMED, Metrics
@@ -108,7 +108,7 @@ def default_webhooks() -> tuple[Webhook, ...]:
     )
 
 
-class BadReview(ValueError):
+class BadReview(ValueError):  # noqa: N818 (a refusal of the request, reported as HTTP 400, not an internal error)
     """The body is not an AdmissionReview this webhook can answer."""
 
 

@@ -139,7 +139,7 @@ def basename(token: str) -> str:
     return token.rsplit("/", 1)[-1]
 
 
-def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:
+def _segment(spec: Launcher, argv: Sequence[str]) -> tuple[_Strip, int]:  # noqa: C901 (one left-to-right scan of a launch segment, a branch per launcher form)
     """Read one launcher's segment; returns the outcome and the program's index."""
     n = len(argv)
     i = 1
@@ -294,7 +294,7 @@ def check_launch(
     """
     if not command and not args:
         return Refusal(
-            r.A1_NO_LAUNCH,
+            r.NO_LAUNCH,
             f"container {container} declares neither command nor args: the image "
             "ENTRYPOINT/CMD would run, and args alone would discard CMD; put the engine "
             "executable in command and the launch arguments in args (this overrides the "
@@ -302,7 +302,7 @@ def check_launch(
         )
     if forwarded is not None and forwarded != FORWARDED_TRUE:
         return Refusal(
-            r.A2_FORWARDING_VALUE,
+            r.FORWARDING_VALUE,
             f'annotation {ANNOTATION_LAUNCH_ARGS_FORWARDED} has value {forwarded!r}: it must be "'
             f'{FORWARDED_TRUE}" when declared',
         )
@@ -311,7 +311,7 @@ def check_launch(
         if declared:
             return Launch("", True)
         return Refusal(
-            r.A3_ARGS_WITHOUT_COMMAND,
+            r.ARGS_WITHOUT_COMMAND,
             f"container {container} declares args but no command: the image ENTRYPOINT is "
             "invisible to admission, so nothing shows appended arguments reach the engine; set "
             f'command, or declare {ANNOTATION_LAUNCH_ARGS_FORWARDED}="true" only if the '
@@ -322,7 +322,7 @@ def check_launch(
         if declared:
             return Launch("", True)
         return Refusal(
-            r.A4_HIDDEN_COMMAND_LINE,
+            r.HIDDEN_COMMAND_LINE,
             f"container {container} hides its command line inside one argument (env -S / "
             "--split-string): admission cannot tell what runs; launch the engine directly, add "
             f'the flag inside that argument, or declare {ANNOTATION_LAUNCH_ARGS_FORWARDED}="true"',
@@ -333,7 +333,7 @@ def check_launch(
             return refusal
     if not argv:
         return Refusal(
-            r.A7_NOTHING_TO_RUN,
+            r.NOTHING_TO_RUN,
             f"container {container} runs launcher {launcher} with nothing after it: the "
             "appended flag would be executed as the program; put the engine executable and its "
             "arguments after the launcher",
@@ -344,7 +344,7 @@ def check_launch(
     if found is not None:
         if found != selected:
             return Refusal(
-                r.A8_OTHER_ENGINE,
+                r.OTHER_ENGINE,
                 f"container {container} launches {program}, the entry point of {found}, but "
                 f"the Pod's annotations select the {engine} runtime; fix the engine/manufacturer "
                 "annotation or launch that engine",
@@ -353,7 +353,7 @@ def check_launch(
     if declared:
         return Launch(program, True)
     return Refusal(
-        r.A9_UNRECOGNISED,
+        r.UNRECOGNISED,
         f"container {container} launches {program}, which is not an engine entry point "
         f"(vllm, or python3 -m {MODULE_SGLANG}); launch the engine directly, or declare "
         f'{ANNOTATION_LAUNCH_ARGS_FORWARDED}="true" only if that launcher forwards appended '
@@ -370,7 +370,7 @@ def _shell_or_script(container: str, argv: Sequence[str], *, declared: bool) -> 
     kind, value = _shell_script(argv)
     if kind == "c":
         return Refusal(
-            r.A5_SHELL_C,
+            r.SHELL_C,
             f"container {container} runs shell {program} with option {value}: an appended flag "
             "becomes the shell's $0 (the rest its positional parameters) and never reaches the "
             "engine; launch the engine directly or add the flag to the script",
@@ -382,7 +382,7 @@ def _shell_or_script(container: str, argv: Sequence[str], *, declared: bool) -> 
 
 def _script_refusal(container: str, script: str) -> Refusal:
     return Refusal(
-        r.A6_SCRIPT,
+        r.SCRIPT,
         f"container {container} runs script {script}: admission cannot read whether it "
         'forwards "$@" to the engine; launch the engine directly, edit the script, or declare '
         f'{ANNOTATION_LAUNCH_ARGS_FORWARDED}="true"',

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gpustack_render.connectors import compact_json
+from gpustack_render.engines.connectors import compact_json
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from gpustack_controller.kube import (
     Kube,
     Resource,
 )
-from gpustack_render import labels
+from gpustack_render.core import labels
 
 from .cluster import Cluster
 

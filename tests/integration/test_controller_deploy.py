@@ -29,7 +29,7 @@ from gpustack_controller.kube import (
     Resource,
 )
 from gpustack_controller.server import serve
-from gpustack_render.settings import Settings, settings_to_data
+from gpustack_render.core.settings import Settings, settings_to_data
 
 from .controller_fixtures import (
     NAMESPACES,

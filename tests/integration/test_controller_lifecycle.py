@@ -21,12 +21,12 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_controller.reconciler import FIELD_MANAGER, service_aligned
-from gpustack_render import labels
 from gpustack_render.api.inputs import InstanceType
-from gpustack_render.decoding import decode_deployment, decode_model
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.render import render
-from gpustack_render.settings import Settings
+from gpustack_render.core import labels
+from gpustack_render.core.settings import Settings
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.lookups import StaticLookups
 
 from .cluster import Cluster
 from .controller_fixtures import (

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gpustack_controller.kube import MODEL_DEPLOYMENTS, PODS, WORKLOADS, Kube
-from gpustack_render import labels
+from gpustack_render.core import labels
 
 from .controller_fixtures import (
     PlayKueue,

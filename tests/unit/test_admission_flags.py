@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_render import owned
-from gpustack_render.flags import (
+from gpustack_render.engines import owned
+from gpustack_render.engines.flags import (
     FlagHit,
     engine_of,
     find_flag,

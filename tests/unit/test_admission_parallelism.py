@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_render.parallelism import (
+from gpustack_render.engines.parallelism import (
     Degrees,
     parse_int,
     parse_parallelism,

@@ -16,8 +16,8 @@ from typing import Any
 
 from gpustack_controller.kube import ApiError
 from gpustack_controller.recorder import EventRecorder
-from gpustack_render.events import REPLICA_RESTARTED, departure_events
-from gpustack_render.observed import ObservedPod
+from gpustack_render.reconcile.events import REPLICA_RESTARTED, departure_events
+from gpustack_render.reconcile.observed import ObservedPod
 
 MD: dict[str, Any] = {
     "apiVersion": "worker.gpustack.ai/v1",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_render.crd import all_crds
+from gpustack_render.schema.crd import all_crds
 
 ROLE = "spec.roles[]"
 

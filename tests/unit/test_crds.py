@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpustack_render.crd import all_crds, crd_file_name
-from gpustack_render.yamlio import dump_yaml_one, load_documents
+from gpustack_render.cli.yamlio import dump_yaml_one, load_documents
+from gpustack_render.schema.crd import all_crds, crd_file_name
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -18,7 +18,8 @@ def _md() -> dict[str, Any]:
 
 def _role_schema() -> dict[str, Any]:
     root = _md()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return root["properties"]["spec"]["properties"]["roles"]["items"]
+    items: dict[str, Any] = root["properties"]["spec"]["properties"]["roles"]["items"]
+    return items
 
 
 def test_committed_crds_match_the_models() -> None:

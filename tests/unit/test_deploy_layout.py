@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpustack_render.crd import all_crds, crd_file_name
-from gpustack_render.yamlio import load_documents
+from gpustack_render.cli.yamlio import load_documents
+from gpustack_render.schema.crd import all_crds, crd_file_name
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPONENTS = DEPLOY / "components"
@@ -69,7 +69,7 @@ def test_components_are_components() -> None:
 
 
 def test_system_namespace_matches_the_settings_default() -> None:
-    from gpustack_render.settings import DEFAULT_SYSTEM_NAMESPACE
+    from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
 
     (ns,) = load_documents((DEPLOY / "namespace" / "namespace.yaml").read_text())
     assert ns["metadata"]["name"] == DEFAULT_SYSTEM_NAMESPACE

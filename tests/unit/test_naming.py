@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_render import naming
+from gpustack_render.core import naming
 
 
 @pytest.mark.parametrize(

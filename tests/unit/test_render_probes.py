@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from gpustack_render.drain import drain_script, prestop_hook
-from gpustack_render.probes import (
+from gpustack_render.rendering.drain import drain_script, prestop_hook
+from gpustack_render.rendering.probes import (
     demands_client_certificates,
     is_loopback,
     probes,

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from gpustack_render import labels
-from gpustack_render.observed import controlled_by, observe_pod, observe_workload
+from gpustack_render.core import labels
+from gpustack_render.core.ownerrefs import controlled_by
+from gpustack_render.reconcile.observed import observe_pod, observe_workload
 
 OWNER = "md-uid"
 

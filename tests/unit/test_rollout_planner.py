@@ -8,8 +8,8 @@ from itertools import count
 
 import pytest
 
-from gpustack_render.observed import ObservedPod, ObservedWorkload
-from gpustack_render.rollout import Desired, DesiredRole, Plan, Seat, Tier, plan
+from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, Seat, Tier, plan
 
 _uids = count()
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from gpustack_render.errors import RenderError
-from gpustack_render.events import (
+from gpustack_render.core.errors import RenderError
+from gpustack_render.reconcile.events import (
     REPLICA_EVICTED,
     REPLICA_LEAVING,
     REPLICA_RESTARTED,
@@ -15,7 +15,7 @@ from gpustack_render.events import (
     departure_events,
     render_failed,
 )
-from gpustack_render.observed import ObservedPod
+from gpustack_render.reconcile.observed import ObservedPod
 
 BASE = ObservedPod(name="qwen-server-x1", uid="u", role="server", ordinal=1, phase="Running")
 
