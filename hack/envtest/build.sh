@@ -88,6 +88,8 @@ build() { # <module dir> <package> <output path> [extra ldflags]
         "${go_cmd}" -C "${dir}" build -trimpath -buildvcs=false -ldflags "-s -w ${extra}" \
         -o "${tmp}" "${pkg}"
     mv -f "${tmp}" "${out}"
+    # Kept beside the binary: the benchmarks report what the first build here cost.
+    echo "$((SECONDS - start))" >"${out}.build-seconds"
     echo "build.sh: built $(basename "${out}") in $((SECONDS - start))s" >&2
 }
 

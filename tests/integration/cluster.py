@@ -66,6 +66,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 #: applies exactly these files (ClusterQueues are stamped per entrance from the template).
 KUEUE_SETUP_DIR = REPO_ROOT / "deploy" / "kueue"
 
+#: The project's KWOK Stages (what a kubelet does that KWOK's own fast stages leave out).
+KWOK_STAGE_DIR = Path(__file__).resolve().parent / "kwok"
 #: Where Kueue v0.17.0 looks for its metrics certificate (hard-coded in cmd/kueue/main.go).
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 KUEUE_NAMESPACE = "kueue-system"
@@ -554,6 +556,7 @@ class Cluster:
     def _start_components(self, started: float) -> None:
         cp = self.control_plane
         cp.install_crd_files(project_crd_files())
+        self._install_kueue_crds()
         kubeconfig = str(cp.kubeconfig)
 
         kcm_port = free_port()
@@ -596,11 +599,18 @@ class Cluster:
         for node in self.nodes:
             self.apply(node.manifest())
         kwok_config = cp.root / "kwok.yaml"
+        # KWOK's own stages, with the project's (tests/integration/kwok/) standing in for the
+        # kubelet where KWOK's leave something out; a project stage replaces KWOK's of its name.
+        ours = [
+            doc for path in sorted(KWOK_STAGE_DIR.glob("*.yaml")) for doc in _yaml_documents(path)
+        ]
+        replaced = {doc["metadata"]["name"] for doc in ours}
         stage_docs = [
             doc
             for path in sorted(self.binaries.kwok_stage_dir.glob("*.yaml"))
             for doc in _yaml_documents(path)
-        ]
+            if doc["metadata"]["name"] not in replaced
+        ] + ours
         kwok_config.write_text("\n---\n".join(json.dumps(doc) for doc in stage_docs) + "\n")
         kwok_port = free_port()
         kwok = start_process(
@@ -657,25 +667,24 @@ class Cluster:
 
     # ---- Kueue -----------------------------------------------------------------------------
 
+    def _install_kueue_crds(self) -> None:
+        """Kueue's CRDs (conversion served by the Kueue started later on a port chosen now), its
+        namespace and serving certificate. Installed before the controller manager starts, so
+        the namespace controller and the garbage collector discover Kueue's kinds at once."""
+        cp = self.control_plane
+        self.kueue_webhook_port = free_port()
+        cp.ca.issue_serving(("127.0.0.1", "localhost")).write(
+            cp.root / "kueue-webhook-certs", "tls"
+        )
+        self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}})
+        url = f"https://127.0.0.1:{self.kueue_webhook_port}"
+        cp.install_crds(
+            kueue_crds(self.binaries.kueue_crd_dir, webhook_url=url, ca_bundle=cp.ca.ca_bundle)
+        )
+
     def _start_kueue(self, started: float, *, install: bool) -> None:
         cp = self.control_plane
         ensure_kueue_metrics_certificate()
-        if install:
-            self.kueue_webhook_port = free_port()
-            cert_dir = cp.root / "kueue-webhook-certs"
-            pair = cp.ca.issue_serving(("127.0.0.1", "localhost"))
-            pair.write(cert_dir, "tls")
-            self.apply(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {"name": KUEUE_NAMESPACE},
-                }
-            )
-            url = f"https://127.0.0.1:{self.kueue_webhook_port}"
-            cp.install_crds(
-                kueue_crds(self.binaries.kueue_crd_dir, webhook_url=url, ca_bundle=cp.ca.ca_bundle)
-            )
         health_port = free_port()
         config_path = cp.root / "kueue-config.yaml"
         config_path.write_text(
