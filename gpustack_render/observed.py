@@ -221,7 +221,8 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         or (admitted_cond is not None and admitted_cond.get("status") == "False")
         or EVICTED in conditions
         or PREEMPTED in conditions
-        or "PodsReady" in conditions
+        # Not PodsReady: Kueue's waitForPodsReady writes PodsReady=False (WaitForStart) on a
+        # Workload it has never admitted.
         or bool(_mapping(status.get("requeueState")))
     )
     checks: dict[str, CheckState] = {}

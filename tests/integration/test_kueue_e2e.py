@@ -6,7 +6,8 @@ runs the Pods. Each test is a sentence of the seed's "Rollout behavior" or "Repl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,74 @@ async def test_a_second_edit_supersedes_a_queued_replacement_admitted_once_with_
         uid(w) for w in admitted_ever if w["metadata"]["name"] == first["metadata"]["name"]
     }
     assert ordinal_one == {uid(first), uid(newer)}
+
+
+@contextlib.contextmanager
+def kueue_mode(cluster: Cluster, *, wait_for_pods_ready: bool) -> Iterator[None]:
+    """Run the block with Kueue's ``waitForPodsReady`` as given; restore the default after."""
+    if not wait_for_pods_ready:
+        yield
+        return
+    cluster.restart_kueue(wait_for_pods_ready=True)
+    try:
+        yield
+    finally:
+        cluster.restart_kueue(wait_for_pods_ready=False)
+
+
+@pytest.mark.parametrize(
+    "wait_for_pods_ready",
+    [
+        pytest.param(False, id="default"),
+        # Kueue then writes PodsReady=False (WaitForStart) on the queued Workload: that must
+        # not read as "admitted before" (issue 13, item 2).
+        pytest.param(True, id="waitForPodsReady"),
+    ],
+)
+async def test_an_edit_replaces_a_group_still_queued_for_its_first_admission(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster, wait_for_pods_ready: bool
+) -> None:
+    """Seed, "Rollout behavior": a complete group still waiting for its first admission is
+    replaced after an edit, before any admitted sibling, so its obsolete configuration is never
+    admitted."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    with kueue_mode(cluster, wait_for_pods_ready=wait_for_pods_ready):
+        async with running_controller(kubeconfig_path):
+            pods = await deploy_serving(kube, deployment("q", ns, entrance.role(replicas=2)), 2)
+            old = by_ordinal(pods)
+            async with recording(kube, ns, "q") as timeline:
+                hold_queue(cluster, entrance.name)
+                try:
+                    await edit_role(kube, ns, "q", replicas=3)
+
+                    async def queued(image_: str) -> dict[str, Any] | None:
+                        pod = by_ordinal(await pods_of(kube, ns, "q")).get(2)
+                        w = None if pod is None else await workload_of(kube, pod)
+                        ok = w is not None and image_ in workload_images(w) and not admitted(w)
+                        return w if ok else None
+
+                    first = await eventually(
+                        lambda: queued(IMAGE), timeout=LONG, what="ordinal 2 queued"
+                    )
+                    await edit_role(kube, ns, "q", image=NEW_IMAGE)
+                    newer = await eventually(
+                        lambda: queued(NEW_IMAGE), timeout=LONG, what="the queued group replaced"
+                    )
+                    assert uid(newer) != uid(first)
+                    current = by_ordinal(await pods_of(kube, ns, "q"))
+                    assert {o: uid(current.get(o)) for o in (0, 1)} == {
+                        o: uid(old[o]) for o in (0, 1)
+                    }, "an admitted replica went before the queued group"
+                finally:
+                    hold_queue(cluster, entrance.name, hold=False)
+
+                async def rolled() -> bool:
+                    current = await serving(kube, ns, "q", 3)
+                    return bool(current) and {image(p) for p in current or ()} == {NEW_IMAGE}
+
+                await eventually(rolled, timeout=2 * LONG, what="3 replicas on the new image")
+    assert uid(first) not in timeline.ever_admitted(), "the obsolete queued group was admitted"
 
 
 # ---- departures --------------------------------------------------------------------------------
