@@ -465,8 +465,9 @@ async def test_kueue_preemption_takes_a_replica_which_returns_when_quota_frees(
 
         await eventually(urgent_runs, timeout=LONG, what="the preemptor Running on the freed GPU")
 
-        # The preemptor goes the way a group's owner ends it: its Pod, then its Workload (Kueue
-        # holds a deleted group member with its finalizer while the Workload stands).
+        # The preemptor goes the way a group's owner ends it: its Pod, then its Workload. Deleting
+        # the Pod alone leaves the group's Workload admitted and its quota held (checked against
+        # Kueue v0.17.0: the replica then never returns).
         await kube.delete(PODS, "urgent", ns)
         await kube.delete(KUEUE_WORKLOADS, "urgent", ns)
         back = await eventually(lambda: serving(kube, ns, "prey", 2), timeout=LONG, what="back")
@@ -480,14 +481,16 @@ async def test_kueue_preemption_takes_a_replica_which_returns_when_quota_frees(
 async def test_a_node_drained_through_the_eviction_api_gets_its_replicas_replaced_elsewhere(
     kube: Kube, kubeconfig_path: Path, cluster: Cluster
 ) -> None:
-    """Seed, "Replica departures": a drain (cordon, then an eviction per Pod) leaves the Workload
-    standing; the controller frees the slot and the replica returns on another Node."""
+    """Seed, "Replica departures": a drain (cordon, then an eviction per Pod) takes the Pods
+    alone; the controller frees the slot (the replica's Workload) and the replica returns,
+    freshly admitted, on another Node, its sibling untouched."""
     ns = await new_namespace(kube)
     entrance = await new_entrance(kube, cluster, gpus=8)
     async with running_controller(kubeconfig_path):
         pods = await deploy_serving(kube, deployment("drain", ns, entrance.role(replicas=2)), 2)
         old = by_ordinal(pods)
         node = old[1]["spec"]["nodeName"]
+        before = {uid(await workload_of(kube, p)) for p in pods if p["spec"]["nodeName"] == node}
         await asyncio.to_thread(cluster.kubectl, "cordon", node)
         try:
             on_node = [p for p in pods if p["spec"]["nodeName"] == node]
@@ -501,6 +504,11 @@ async def test_a_node_drained_through_the_eviction_api_gets_its_replicas_replace
             assert all(p["spec"]["nodeName"] != node for p in fresh)
             kept = [p for p in pods if p["spec"]["nodeName"] != node]
             assert {uid(p) for p in kept} <= {uid(p) for p in fresh}
+            for pod in fresh:
+                w = await workload_of(kube, pod)
+                assert w is not None and admitted(w)
+                if uid(pod) not in {uid(p) for p in kept}:
+                    assert uid(w) not in before, "the drained replica rode on its old Workload"
         finally:
             await asyncio.to_thread(cluster.kubectl, "uncordon", node)
 
