@@ -196,7 +196,8 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         or (admitted_cond is not None and admitted_cond.get("status") == ConditionStatus.FALSE)
         or EVICTED in conditions
         or PREEMPTED in conditions
-        or "PodsReady" in conditions
+        # Not PodsReady: Kueue's waitForPodsReady writes PodsReady=False (WaitForStart) on a
+        # Workload it has never admitted.
         or bool(jsonview.view(status.get("requeueState")))
     )
     checks: dict[str, CheckState] = {}

@@ -147,6 +147,16 @@ def workload(conditions: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
             [], {"requeueState": {"count": 1}}, dict(ever_admitted=True), id="requeued-before"
         ),
         pytest.param(
+            # Kueue with waitForPodsReady writes this on a Workload it never admitted.
+            [
+                {"type": "PodsReady", "status": "False", "reason": "WaitForStart"},
+                {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible"},
+            ],
+            {},
+            dict(quota_reserved=False, admitted=False, ever_admitted=False),
+            id="waiting-for-start-is-not-admitted",
+        ),
+        pytest.param(
             [{"type": "Finished", "status": "True"}], {}, dict(finished=True), id="finished"
         ),
     ],
