@@ -210,7 +210,11 @@ async def run(
             await kube.create(INSTANCE_TYPES, body)
             await kube.merge_patch(INSTANCE_TYPES, name, {"status": status}, subresource="status")
         gpus = deployments * replicas
-        quota = {"nvidia.com/gpu": gpus, "cpu": gpus * 8, "memory": f"{gpus * 64}Gi"}
+        quota: dict[str, str | int] = {
+            "nvidia.com/gpu": gpus,
+            "cpu": gpus * 8,
+            "memory": f"{gpus * 64}Gi",
+        }
         cluster.ensure_cluster_queue(CONTROLLED[1], quota=quota)
         cluster.ensure_cluster_queue(BARE[1], quota=quota, admission_check=None)
         await kube.create(

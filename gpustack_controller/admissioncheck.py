@@ -1,6 +1,6 @@
-"""Runs the joint multi-role AdmissionCheck (controller.md §9): the object, its ``Active``
-condition, and one verdict per Workload, written by server-side apply with the check's own
-field manager. The verdict itself is ``gpustack_render.reconcile.jointcheck.joint_verdict``.
+"""Runs the joint multi-role AdmissionCheck (docs/contract/controller.md §9): the object, its
+``Active`` condition, and one verdict per Workload, written by server-side apply with the check's
+own field manager. The verdict itself is ``gpustack_render.reconcile.jointcheck.joint_verdict``.
 """
 
 from __future__ import annotations

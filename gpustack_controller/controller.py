@@ -1,6 +1,6 @@
 """The controller process: informers, event mapping, work queues, workers, leader election.
 
-Watches (controller.md §2) and what each event enqueues:
+Watches (docs/contract/controller.md §2) and what each event enqueues:
 
 | Source | Enqueues |
 |---|---|

@@ -1,4 +1,5 @@
-"""The ModelDeployment reconcile pass: fetch, render, plan, apply (controller.md §3–§12).
+"""The ModelDeployment reconcile pass: fetch, render, plan, apply
+(docs/contract/controller.md §3–§12).
 
 Every decision comes from the library (:mod:`gpustack_render.reconcile`: the input graph, the
 rollout plan, Service sync, status, events, claims, the teardown plan; and ``render``); this
@@ -76,7 +77,7 @@ __all__ = ["FIELD_MANAGER", "Caches", "DeploymentReconciler", "service_aligned"]
 
 log = logging.getLogger(__name__)
 
-#: Requeue while anything is held or in flight (controller.md §4 step 11).
+#: Requeue while anything is held or in flight (docs/contract/controller.md §4 step 11).
 HOLD_SECONDS: Final = 2.0
 #: Concurrent writes of one pass.
 WRITE_CONCURRENCY: Final = 32

@@ -175,6 +175,63 @@ def _resolves(sid: str, contract: Contract) -> bool:
     return sid in contract.sections
 
 
+def _line_problems(
+    line: str,
+    *,
+    rel: str,
+    context: str,
+    contracts: dict[str, Contract],
+    decisions: set[int],
+    seed_titles: set[str],
+) -> tuple[list[str], str]:
+    """The problems of one line, and the context (contract file) for the lines after it."""
+    problems: list[str] = []
+    if SHARED.search(line):
+        problems.append("refers to ../shared or shared/spec, which the repository does not hold")
+    for m in DECISION.finditer(line):
+        if int(m["n"]) not in decisions:
+            problems.append(f"D{m['n']} is not a decision in docs/contract/decisions.md")
+    for m in SEED_SECTION.finditer(line):
+        if m["title"] not in seed_titles:
+            problems.append(f'seed section "{m["title"]}" is not a heading of either seed')
+    in_contract = rel.startswith(f"{CONTRACT.as_posix()}/")
+    if in_contract:
+        context = Path(rel).name
+    cited = _cited_files(line)
+    # Each section token belongs to the file named last before it on the line (or, with none,
+    # to the context: the last file cited earlier in a source file, the file itself inside
+    # docs/contract/). In docs/contract/ a mention scopes only the run of sections right after
+    # it: "(`render.md §2`) … §10" means this file's §10.
+    spans: list[tuple[int, int, str]] = [(0, 0, context)] if context else []
+    for start, end, name in cited:
+        spans.append((start, end, name))
+        if in_contract:
+            run = RUN.match(line, end)
+            spans.append((run.end() if run else end, -1, context))
+    for i, (start, end, name) in enumerate(spans):
+        stop = spans[i + 1][0] if i + 1 < len(spans) else len(line)
+        problems += _span_problems(line[max(start, end) : stop], name, end > 0, contracts)
+    if cited and not in_contract:
+        context = cited[-1][2]
+    return problems, context
+
+
+def _span_problems(tail: str, name: str, named: bool, contracts: dict[str, Contract]) -> list[str]:
+    target = f"docs/contract/{name}"
+    contract = contracts.get(name)
+    if contract is None:
+        return [f"{target} does not exist"] if named else []
+    problems = [
+        f"{target} has no section §{sid}"
+        for sid in _section_ids(tail)
+        if not _resolves(sid, contract)
+    ]
+    rule = RULE.match(tail) if named else None
+    if rule and not DECISION.fullmatch(rule["id"]) and rule["id"] not in contract.rules:
+        problems.append(f"{target} defines no rule {rule['id']}")
+    return problems
+
+
 def check(root: Path) -> list[Broken]:
     """Every broken citation under ``root``."""
     contracts: dict[str, Contract] = {}
@@ -200,51 +257,15 @@ def check(root: Path) -> list[Broken]:
             continue
         context = ""  # the contract file a bare "§N" on a later line refers to
         for lineno, line in enumerate(text.splitlines(), start=1):
-
-            def report(problem: str, rel: str = rel, lineno: int = lineno) -> None:
-                broken.append(Broken(rel, lineno, problem))
-
-            if SHARED.search(line):
-                report("refers to ../shared or shared/spec, which the repository does not hold")
-            for m in DECISION.finditer(line):
-                if int(m["n"]) not in decisions:
-                    report(f"D{m['n']} is not a decision in docs/contract/decisions.md")
-            for m in SEED_SECTION.finditer(line):
-                if m["title"] not in seed_titles:
-                    report(f'seed section "{m["title"]}" is not a heading of either seed')
-            in_contract = rel.startswith(f"{CONTRACT.as_posix()}/")
-            if in_contract:
-                context = Path(rel).name
-            cited = _cited_files(line)
-            # Each section token belongs to the file named last before it on the line (or, with
-            # none, to the context: the last file cited earlier in a source file, the file itself
-            # inside docs/contract/). In docs/contract/ a mention scopes only the run of
-            # sections right after it: "(`render.md §2`) … §10" means this file's §10.
-            spans: list[tuple[int, int, str]] = [(0, 0, context)] if context else []
-            for start, end, name in cited:
-                spans.append((start, end, name))
-                if in_contract:
-                    run = RUN.match(line, end)
-                    spans.append((run.end() if run else end, -1, context))
-            for i, (start, end, name) in enumerate(spans):
-                stop = spans[i + 1][0] if i + 1 < len(spans) else len(line)
-                origin = max(start, end)
-                tail = line[origin:stop]
-                target = f"docs/contract/{name}"
-                contract = contracts.get(name)
-                if end > 0 and contract is None:
-                    report(f"{target} does not exist")
-                    continue
-                if contract is None:
-                    continue
-                for sid in _section_ids(tail):
-                    if not _resolves(sid, contract):
-                        report(f"{target} has no section §{sid}")
-                rule = RULE.match(tail) if end > 0 else None
-                if rule and not DECISION.fullmatch(rule["id"]) and rule["id"] not in contract.rules:
-                    report(f"{target} defines no rule {rule['id']}")
-            if cited and not in_contract:
-                context = cited[-1][2]
+            problems, context = _line_problems(
+                line,
+                rel=rel,
+                context=context,
+                contracts=contracts,
+                decisions=decisions,
+                seed_titles=seed_titles,
+            )
+            broken += [Broken(rel, lineno, problem) for problem in problems]
     return broken
 
 

@@ -1,8 +1,9 @@
-"""Cache-dependent rules (``reference/admission.md`` §10.1, §10.2): fabric interfaces and the
+"""Cache-dependent rules (``docs/contract/admission.md`` §10.1, §10.2): fabric interfaces and the
 transport of a new pool binding. Both read the Binding → pool → backend chain.
 
-Offers and the transport checks are those of :mod:`gpustack_render.engines.connectors` (api.md
-§11.4, kv-injection.md §11), so admission and the renderer agree on what a pool offers.
+Offers and the transport checks are those of :mod:`gpustack_render.engines.connectors`
+(docs/contract/api-notes.md §11.4, docs/contract/kv-injection.md §11), so admission and the renderer
+agree on what a pool offers.
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ def _leg(ctx: Context, i: int, errs: ErrorList, *, cached: bool) -> str | None:
 def interface_rejudged(
     ctx: Context, i: int, role: RoleSpec, old_ctx: Context | None, errs: ErrorList
 ) -> bool:
-    """§10.1 on UPDATE: the role's interface request, type or command presence moved, or a
-    router/transfer edit changed its rendered direct-transfer path."""
+    """docs/contract/admission.md §10.1 on UPDATE: the role's interface request, type or command
+    presence moved, or a router/transfer edit changed its rendered direct-transfer path."""
     if old_ctx is None:
         return True
     stored = next(
@@ -99,7 +100,8 @@ def interface_rejudged(
 
 
 def validate_interfaces(ctx: Context, *, old_ctx: Context | None) -> ErrorList:
-    """§10.1: a positive ``resources.interface`` needs exactly one RDMA or EFA path."""
+    """docs/contract/admission.md §10.1: a positive ``resources.interface`` needs exactly one RDMA
+    or EFA path."""
     out = ErrorList()
     requesting = [
         (i, role)
@@ -176,8 +178,9 @@ def _kv_cache_changed(ctx: Context, old_ctx: Context | None) -> bool:
 
 
 def validate_pool_transport(ctx: Context, *, old_ctx: Context | None) -> ErrorList:
-    """§10.2: a new binding must be to a pool whose offers every engine of the deployment can
-    use (the mixed-offer check and the match of kv-injection.md §11)."""
+    """docs/contract/admission.md §10.2: a new binding must be to a pool whose offers every engine
+    of the deployment can use (the mixed-offer check and the match of
+    docs/contract/kv-injection.md §11)."""
     out = ErrorList()
     if not ctx.has_cache or ctx.deleting or not _kv_cache_changed(ctx, old_ctx):
         return out

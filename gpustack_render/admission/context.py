@@ -1,8 +1,8 @@
 """What every ModelDeployment admission rule reads: the request, lookups, per-role facts.
 
-The per-role decisions follow render.md §2 (managed, pair, direct leg, direct decoder) and
-admission.md §15 (reserved listener ports), so admission judges what the renderer would build.
-Lookups are memoised per object within one request (admission.md §1).
+The per-role decisions follow docs/contract/render.md §2 (managed, pair, direct leg, direct decoder)
+and docs/contract/admission.md §15 (reserved listener ports), so admission judges what the renderer
+would build. Lookups are memoised per object within one request (docs/contract/admission.md §1).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from gpustack_render.engines.owned import (
 )
 from gpustack_render.schema.lookups import LookupFailed, Lookups, M
 
-#: The group/kind a refusal names (admission.md §1).
+#: The group/kind a refusal names (docs/contract/admission.md §1).
 GROUP_KIND: Final = "ModelDeployment.worker.gpustack.ai"
 
 
@@ -195,7 +195,7 @@ class Context:
         self._type_errors.add(type_name)
         return True
 
-    # --- render.md §2 decisions ---------------------------------------------------------------
+    # --- docs/contract/render.md §2 decisions -----------------------------------------------------
 
     def _engine_of(self, i: int, errs: ErrorList, origin: str) -> EngineOf:
         return lambda: self.inject_engine(i, errs, origin=origin)
@@ -214,7 +214,8 @@ class Context:
         return roles.direct_decoder(self.md, self.md.spec.roles[i], engine=engine)
 
     def reserved_ports(self, i: int, errs: ErrorList, *, origin: str) -> dict[int, str]:
-        """The role's reserved listener ports (admission.md §15), port → what listens there."""
+        """The role's reserved listener ports (docs/contract/admission.md §15), port → what listens
+        there."""
         engine = self._engine_of(i, errs, origin)
         return roles.reserved_ports(self.md, self.md.spec.roles[i], engine=engine)
 

@@ -1,4 +1,4 @@
-"""Host-access gates (``reference/admission.md`` §8.2, D11).
+"""Host-access gates (``docs/contract/admission.md`` §8.2, D11).
 
 With the Setting ``instance-privileged-allowed`` off, ``privileged: true`` is refused unless the
 stored role of the same name was already privileged; with ``instance-host-path-volume-allowed``

@@ -1,4 +1,4 @@
-"""Identity and frozen fields on UPDATE (``reference/admission.md`` §11, D3).
+"""Identity and frozen fields on UPDATE (``docs/contract/admission.md`` §11, D3).
 
 A frozen field identifies the deployment: a different value describes a different deployment,
 which is created rather than edited. Roles are matched by name, not position; a rename is a

@@ -1,4 +1,4 @@
-"""InstanceType rules (``reference/admission.md`` §9, D12, D20), skipped while deleting.
+"""InstanceType rules (``docs/contract/admission.md`` §9, D12, D20), skipped while deleting.
 
 Per role with ``resources``: the type must exist; on an acceleratable type the requested mode
 must be offered and a whole-card count must fit the type's capacity (the pool total, not what

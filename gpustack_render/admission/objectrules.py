@@ -1,4 +1,4 @@
-"""Object-only rules (``reference/admission.md`` §5, §12, §7): answered from the submitted
+"""Object-only rules (``docs/contract/admission.md`` §5, §12, §7): answered from the submitted
 object alone, in the order of §4 step 1 — the release-scope refusals, then per role R1–R8, then
 R9–R16 and the router rules.
 
@@ -120,7 +120,8 @@ def validate_resources(role: RoleSpec, path: FieldPath) -> ErrorList:
 
 
 def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList) -> dict[str, str]:
-    """Paths the renderer mounts on this role's ``main`` container (render.md §14), with why."""
+    """Paths the renderer mounts on this role's ``main`` container (docs/contract/render.md §14),
+    with why."""
     out: dict[str, str] = {}
     if not role.managed:
         return out

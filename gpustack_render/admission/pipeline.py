@@ -1,5 +1,5 @@
 """The ModelDeployment admission as the API server runs it: schema, mutating half, validating
-half (``reference/admission.md`` §1–§4, §16).
+half (``docs/contract/admission.md`` §1–§4, §16).
 
 - :func:`review_deployment` answers the whole question "would the API server accept this?":
   schema decoding (a schema error is a 422 refusal with field causes), the mutating default,
@@ -77,7 +77,8 @@ def validate_model_deployment(
     name: str = "",
     namespace: str = "",
 ) -> ErrorList:
-    """Every validating rule, in the order of admission.md §4, on the (mutated) ``md``.
+    """Every validating rule, in the order of docs/contract/admission.md §4, on the (mutated)
+    ``md``.
 
     ``old`` is the stored object on UPDATE (``None`` on CREATE); ``name`` and ``namespace``
     stand in when the object's metadata lacks them. Never raises.

@@ -1,7 +1,7 @@
 """Port rules: reserved listener ports declared (R8), ``--port`` against the first declared port
 (§6.1) and ``--port`` inside the reserved set on a role without ``ports`` (§6.2).
 
-The reserved set of a role is :meth:`Context.reserved_ports` (admission.md §15).
+The reserved set of a role is :meth:`Context.reserved_ports` (docs/contract/admission.md §15).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Router rules (``reference/admission.md`` §7), only with ``spec.router``.
+"""Router rules (``docs/contract/admission.md`` §7), only with ``spec.router``.
 
 The router's own objects are not rendered in this release (D8), but its effects on the engine
 roles are, so a router that cannot front the roles as declared is refused here.

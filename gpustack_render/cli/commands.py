@@ -1,7 +1,7 @@
 """The ``gpustack-render`` command line: a thin layer over the library.
 
-Exit codes (INTERFACES.md): 0 success or allowed; 1 a render error or a refusal; 2 bad usage,
-unreadable input, an unknown kind, or no request object.
+Exit codes (docs/contract/interfaces.md): 0 success or allowed; 1 a render error or a refusal; 2 bad
+usage, unreadable input, an unknown kind, or no request object.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Every label and annotation key the renderer writes, and the values it computes for them.
 
-Each key is declared once here, with who writes it and who reads it (render.md §4, §5, the seed's
-"Pod labels and annotations" table, D4, D12, D16). Per-seat values (the group name, the ordinal,
-the member index, the pod-spec-hash) are stamped onto a role's template by ``render.py``.
+Each key is declared once here, with who writes it and who reads it (docs/contract/render.md §4, §5,
+the seed's "Pod labels and annotations" table, D4, D12, D16). Per-seat values (the group name, the
+ordinal, the member index, the pod-spec-hash) are stamped onto a role's template by ``render.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ COMPONENT = "app.kubernetes.io/component"
 PART_OF = "app.kubernetes.io/part-of"
 #: Written on LocalQueues the renderer emits; several deployments share one (D16).
 MANAGED_BY = "app.kubernetes.io/managed-by"
-#: Resource note on Pods and Services (render.md §4, key inferred).
+#: Resource note on Pods and Services (docs/contract/render.md §4, key inferred).
 RESOURCE_TYPE = "resource.gpustack.ai/type"
 #: Kueue reads it: the LocalQueue a replica's group is admitted through (InstanceType entrance).
 QUEUE_NAME = "kueue.x-k8s.io/queue-name"
@@ -36,7 +36,8 @@ MEMBER_INDEX = "modeldeployment.gpustack.ai/member-index"
 
 # --- Annotations ---------------------------------------------------------------------------
 
-#: Resource note naming the role on Pods and role Services (render.md §5, key inferred).
+#: Resource note naming the role on Pods and role Services (docs/contract/render.md §5, key
+#: inferred).
 NOTE_ROLE = "note.gpustack.ai/role"
 #: Kueue reads it: how many Pods the group waits for (the role's size).
 POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
@@ -48,13 +49,13 @@ POD_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
 PODSET_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 #: Never written (per seed): it mis-composes a group the day an instance grows a member.
 POD_GROUP_FAST_ADMISSION = "kueue.x-k8s.io/pod-group-fast-admission"
-#: The vLLM-family store-client document (render.md §17.1). Written by the renderer and by Pod
-#: injection; the engine reads it through a downwardAPI projection; the injection UPDATE guard
-#: freezes it on a live Pod and refuses it at CREATE.
+#: The vLLM-family store-client document (docs/contract/render.md §17.1). Written by the renderer
+#: and by Pod injection; the engine reads it through a downwardAPI projection; the injection UPDATE
+#: guard freezes it on a live Pod and refuses it at CREATE.
 KV_CLIENT_CONFIG = "kvcache.gpustack.ai/client-config"
 #: Pod injection's opt-in label, set by a Pod's author (``"true"`` opts in; the webhook's
 #: objectSelector reads it, and it is frozen on a live Pod); generated Pods never carry it
-#: (render.md §2).
+#: (docs/contract/render.md §2).
 KV_INJECT = "kvcache.gpustack.ai/inject"
 #: Routers read it on an SGLang direct-leg prefill Pod: its bootstrap port.
 SGLANG_BOOTSTRAP_PORT = "sglang.ai/bootstrap-port"
@@ -92,7 +93,7 @@ def deployment_selector(deployment: str) -> dict[str, str]:
 
 
 def role_selector(deployment: str, role: str) -> dict[str, str]:
-    """The role's selector labels: name, instance and component (render.md §4)."""
+    """The role's selector labels: name, instance and component (docs/contract/render.md §4)."""
     return {NAME: NAME_VALUE, INSTANCE: deployment, COMPONENT: role}
 
 
@@ -106,7 +107,7 @@ def pod_labels(
     ordinal: int,
     member: int,
 ) -> dict[str, str]:
-    """Every label of one replica Pod, in the order render.md §4 lists them."""
+    """Every label of one replica Pod, in the order docs/contract/render.md §4 lists them."""
     return {
         NAME: NAME_VALUE,
         INSTANCE: deployment,
@@ -122,8 +123,8 @@ def pod_labels(
 
 
 def group_annotations(role: str, *, size: int, required_topology: str | None) -> dict[str, str]:
-    """The Kueue group annotations of one replica Pod (render.md §5): the role note, the
-    declared total, the PodSet name, serving, and the required topology when non-empty.
+    """The Kueue group annotations of one replica Pod (docs/contract/render.md §5): the role note,
+    the declared total, the PodSet name, serving, and the required topology when non-empty.
     ``pod-group-fast-admission`` is never among them (per seed)."""
     out = {
         NOTE_ROLE: role,

@@ -3,7 +3,7 @@
 Nothing else in the project spells a generated name, and nothing recomputes identity by parsing
 one: Pods carry their ordinal and member index in labels (``labels.py``).
 
-Names (D5, render.md §3, §6, §19):
+Names (D5, docs/contract/render.md §3, §6, §19):
 
 - size 1: ``metadata.generateName`` ``<md>-<role>-`` (the API server appends a suffix);
 - size > 1: ``metadata.name`` and ``spec.hostname`` ``<md>-<role>-r<ordinal>-m<member>``,
@@ -20,7 +20,7 @@ import re
 
 #: The namespace of an object that names none (the API server's default; D18).
 DEFAULT_NAMESPACE = "default"
-#: Prefix of every Kueue pod-group name this project derives (render.md §6).
+#: Prefix of every Kueue pod-group name this project derives (docs/contract/render.md §6).
 GROUP_NAME_PREFIX = "gpustack-fnv64-"
 
 _FNV64_OFFSET_BASIS = 0xCBF29CE484222325

@@ -1,4 +1,4 @@
-"""The mutating accelerator default (``reference/admission.md`` §3).
+"""The mutating accelerator default (``docs/contract/admission.md`` §3).
 
 Nearly every default lives in the CRD schema; the one a schema cannot reach is a role's
 accelerator count, which depends on the InstanceType the role names. The admission webhook

@@ -2,8 +2,8 @@
 
 Whether a role is part of a prefill/decode pair, has a direct transfer leg (and its protocol),
 publishes KV events, is a direct decoder behind llm-d-router, and which listener ports it
-reserves (render.md §2, admission.md §15). Admission judges what the renderer would build, so
-both ask these functions.
+reserves (docs/contract/render.md §2, docs/contract/admission.md §15). Admission judges what the
+renderer would build, so both ask these functions.
 
 The engine of a vLLM role depends on its InstanceType (``vllm-ascend`` on manufacturer
 ``ascend``). The renderer always knows it; admission may not (a failed read, or a deployment
@@ -31,7 +31,8 @@ EngineOf = Callable[[], Engine | None]
 
 
 def effective_kind(role: RoleSpec) -> RoleKind:
-    """The role's kind in the internal spelling; unset reads ``server`` (admission.md §5)."""
+    """The role's kind in the internal spelling; unset reads ``server``
+    (docs/contract/admission.md §5)."""
     return RoleKind((role.kind or "Server").lower())
 
 
@@ -103,8 +104,8 @@ def direct_decoder(md: ModelDeployment, role: RoleSpec, *, engine: EngineOf) -> 
 
 
 def reserved_ports(md: ModelDeployment, role: RoleSpec, *, engine: EngineOf) -> dict[int, str]:
-    """The listener ports the operator synthesizes on the role (admission.md §15), port →
-    what listens there: the KV-event publisher's two, and a paired prefill's bootstrap port
+    """The listener ports the operator synthesizes on the role (docs/contract/admission.md §15),
+    port → what listens there: the KV-event publisher's two, and a paired prefill's bootstrap port
     when a router or a cache is declared."""
     out: dict[int, str] = {}
     if not role.managed:

@@ -1,17 +1,17 @@
 """The Mooncake store-client rendering shared by Pod injection and deployment rendering.
 
 Written once, used by both: ``gpustack_render.injection`` (an opted-in Pod,
-``reference/kv-injection.md`` §4) and the deployment renderer (``reference/render.md`` §17).
+``docs/contract/kv-injection.md`` §4) and the deployment renderer (``docs/contract/render.md`` §17).
 Everything here is a pure function returning plain JSON data (env entries, argv fragments,
 volumes, mounts, annotation values), so each caller composes it into its own Pod.
 
 What lives here:
 
-- the transport: API → artifact spelling (api.md §11.4), the backend's offers in group order,
-  the mixed-offer check and the match (kv-injection.md §11);
+- the transport: API → artifact spelling (docs/contract/api-notes.md §11.4), the backend's offers in
+  group order, the mixed-offer check and the match (docs/contract/kv-injection.md §11);
 - the tenant: the pool's ``QuotaLedgerAvailable`` condition decides whether the Binding's
-  domain is rendered (kv-injection.md §3, D20);
-- the documents: the vLLM client configuration file (render.md §17.1), the store-only
+  domain is rendered (docs/contract/kv-injection.md §3, D20);
+- the documents: the vLLM client configuration file (docs/contract/render.md §17.1), the store-only
   ``--kv-transfer-config`` document (§17.2), the SGLang ``MOONCAKE_*`` environment (§17.5);
 - the defaulted variables (``MC_TE_METRIC``, ``MC_STORE_CLIENT_METRIC_BANDWIDTH``,
   ``MC_FORCE_TCP``) and ``--kv-cache-dtype``.
@@ -46,8 +46,9 @@ ENGINES: Final[tuple[Engine, ...]] = tuple(Engine)
 
 # --- Pod annotation, volume, mount ------------------------------------------------------------
 
-#: The downwardAPI volume projecting the annotation into the engine container (render.md §14
-#: row 2). Owned: a Pod volume of this name is refused by injection (O4).
+#: The downwardAPI volume projecting the annotation into the engine container
+#: (docs/contract/render.md §14 row 2). Owned: a Pod volume of this name is refused by injection
+#: (O4).
 CLIENT_CONFIG_VOLUME: Final = "gpustack-kvcache-config"
 #: The projected file's name inside the mount.
 CLIENT_CONFIG_FILE: Final = "mooncake.json"
@@ -56,7 +57,8 @@ CLIENT_CONFIG_PATH: Final = f"{owned.CLIENT_CONFIG_MOUNT_PATH}/{CLIENT_CONFIG_FI
 
 # --- Environment variable names ---------------------------------------------------------------
 
-#: Defaulted by Pod injection only (render.md §10 does not render it): bandwidth metrics.
+#: Defaulted by Pod injection only (docs/contract/render.md §10 does not render it): bandwidth
+#: metrics.
 ENV_MC_STORE_CLIENT_METRIC_BANDWIDTH: Final = "MC_STORE_CLIENT_METRIC_BANDWIDTH"
 #: The value of every defaulted toggle above.
 DEFAULTED_ENV_VALUE: Final = "1"
@@ -83,8 +85,9 @@ CONNECTOR_ASCEND_STORE: Final = "AscendStoreConnector"
 
 # --- Transport --------------------------------------------------------------------------------
 
-#: API protocol (backend or member group) → the artifact (Mooncake) spelling (api.md §11.4).
-#: ``Auto``, ``TCP`` and an empty value are ``tcp``; anything else unknown is ``""``.
+#: API protocol (backend or member group) → the artifact (Mooncake) spelling
+#: (docs/contract/api-notes.md §11.4). ``Auto``, ``TCP`` and an empty value are ``tcp``; anything
+#: else unknown is ``""``.
 ARTIFACT_TRANSPORT: Final[dict[str, str]] = {
     "": "tcp",
     "Auto": "tcp",
@@ -96,14 +99,15 @@ ARTIFACT_TRANSPORT: Final[dict[str, str]] = {
     "MUSA": "musa",
     "MACA": "maca",
 }
-#: The artifact transport an engine requires, when it requires one (kv-injection.md §11).
+#: The artifact transport an engine requires, when it requires one
+#: (docs/contract/kv-injection.md §11).
 REQUIRED_TRANSPORT: Final[dict[str, str]] = {"vllm-ascend": "ascend"}
 #: The API value to set for a required artifact transport (messages name both spellings).
 API_PROTOCOL_FOR: Final[dict[str, str]] = {"ascend": "CANN"}
 
 # --- Tenancy ----------------------------------------------------------------------------------
 
-#: The pool condition deciding whether a tenant is rendered (kv-injection.md §3, D20).
+#: The pool condition deciding whether a tenant is rendered (docs/contract/kv-injection.md §3, D20).
 LEDGER_CONDITION: Final = "QuotaLedgerAvailable"
 #: The one ``False`` reason that is a declared single-tenant store rather than an outage.
 REASON_MULTI_TENANCY_DISABLED: Final = "MultiTenancyDisabled"
@@ -112,8 +116,9 @@ REASON_MULTI_TENANCY_DISABLED: Final = "MultiTenancyDisabled"
 def compact_json(value: Any) -> str:
     """Compact JSON (no spaces), keys in build order, as the Go encoder writes it.
 
-    ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e``, ``\\u0026`` (kv-injection.md §9), and
-    U+2028/U+2029 are escaped; other non-ASCII text is kept as is.
+    ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e``, ``\\u0026``
+    (docs/contract/kv-injection.md §9), and U+2028/U+2029 are escaped; other non-ASCII text is kept
+    as is.
     """
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     # These characters only ever occur inside JSON strings, so a textual replace is exact.
@@ -148,7 +153,8 @@ def transport_offers(backend: KVCacheBackend) -> tuple[str, ...]:
     """The backend's transport offers in artifact spelling, in group declaration order.
 
     One offer per managed member group (its own ``transport.protocol``, else the backend-wide
-    value), or a single backend-wide offer when there are no managed members (api.md §11.4).
+    value), or a single backend-wide offer when there are no managed members
+    (docs/contract/api-notes.md §11.4).
     """
     backend_wide = backend.spec.transport.protocol if backend.spec.transport else None
     connection = backend.spec.connection
@@ -177,7 +183,8 @@ def distinct_offers(offers: Sequence[str]) -> tuple[str, ...]:
 
 
 def match_transport(engine: str, offers: Sequence[str]) -> str | None:
-    """The first non-empty offer ``engine`` accepts, or ``None`` (kv-injection.md §11).
+    """The first non-empty offer ``engine`` accepts, or ``None``
+    (docs/contract/kv-injection.md §11).
 
     This is the transport written into the client (``protocol`` / ``MOONCAKE_PROTOCOL``). It
     ignores the mixed-offer check, so a renderer keeping an older binding (which still renders its
@@ -220,7 +227,8 @@ class TransportCheck:
 
 
 def check_transport(engine: str, offers: Sequence[str]) -> TransportCheck:
-    """The mixed-offer check, then the match (kv-injection.md §11; admission.md §10.2).
+    """The mixed-offer check, then the match (docs/contract/kv-injection.md §11;
+    docs/contract/admission.md §10.2).
 
     An engine without a required transport facing two or more distinct non-empty offers fails as
     :attr:`TransportFailure.MIXED`; a mixed ``[tcp, ascend]`` pool is fine for vllm-ascend. Then
@@ -244,7 +252,8 @@ def check_transport(engine: str, offers: Sequence[str]) -> TransportCheck:
 
 
 class LedgerState(enum.Enum):
-    """What the pool's ``QuotaLedgerAvailable`` condition says (kv-injection.md §3)."""
+    """What the pool's ``QuotaLedgerAvailable`` condition says
+    (docs/contract/kv-injection.md §3)."""
 
     #: Not reported yet: unresolved (injection P3).
     ABSENT = "absent"
@@ -304,14 +313,14 @@ def resolve_tenant(
     *,
     backend_fallback: KVCacheBackend | None = None,
 ) -> TenantResolution:
-    """The tenant to render for ``binding`` on ``pool`` (kv-injection.md §3, D20).
+    """The tenant to render for ``binding`` on ``pool`` (docs/contract/kv-injection.md §3, D20).
 
     ``True`` → the Binding's domain; ``False``/``MultiTenancyDisabled`` → resolved with no tenant;
     absent, ``Unknown`` or another ``False`` reason → unresolved. Both Pod injection (the seed
     refuses an absent condition) and deployment rendering (D20) pass no ``backend_fallback``.
-    api.md §11.4 describes the backend's ``multiTenancy`` as the fallback answer for an absent
-    condition; a caller that wants it passes the backend: ``true`` → the domain, ``false`` → no
-    tenant, unset → still unresolved.
+    docs/contract/api-notes.md §11.4 describes the backend's ``multiTenancy`` as the fallback answer
+    for an absent condition; a caller that wants it passes the backend: ``true`` → the domain,
+    ``false`` → no tenant, unset → still unresolved.
     """
     domain = binding.domain_name
     cond = pool.condition(LEDGER_CONDITION)
@@ -334,7 +343,7 @@ def resolve_tenant(
 
 
 def kv_role_for(kind: str | None) -> KVRole:
-    """The store connector's ``kv_role`` for an internal role kind (render.md §17.2).
+    """The store connector's ``kv_role`` for an internal role kind (docs/contract/render.md §17.2).
 
     ``None``/``""``/``"server"`` → ``kv_both``; ``"prefill"`` → ``kv_producer``; ``"decode"``
     → ``kv_consumer``.
@@ -352,7 +361,7 @@ def store_connector(engine: str) -> str:
 
 
 def client_config(*, endpoint: str, transport: str, tenant: str) -> dict[str, Any]:
-    """The vLLM-family client configuration document (render.md §17.1), keys in order.
+    """The vLLM-family client configuration document (docs/contract/render.md §17.1), keys in order.
 
     ``tenant_id`` is last and omitted when ``tenant`` is empty.
     """
@@ -426,7 +435,7 @@ def sglang_store_args(*, dtype: str) -> list[str]:
 
 
 def sglang_store_env(*, endpoint: str, transport: str, tenant: str) -> list[dict[str, Any]]:
-    """The SGLang ``MOONCAKE_*`` environment vehicle, in the order of render.md §17.5.
+    """The SGLang ``MOONCAKE_*`` environment vehicle, in the order of docs/contract/render.md §17.5.
 
     ``MOONCAKE_TENANT_ID`` comes first and only for a non-empty tenant; ``MOONCAKE_DEVICE`` is
     written as ``value: ""`` (D19); ``MOONCAKE_LOCAL_HOSTNAME`` is the Pod IP via ``fieldRef``.
@@ -489,7 +498,8 @@ def store_client(
     dtype: str,
     kv_role: KVRole = "kv_both",
 ) -> StoreClient:
-    """The store-only client for ``engine`` (kv-injection.md §4, render.md §17).
+    """The store-only client for ``engine`` (docs/contract/kv-injection.md §4,
+    docs/contract/render.md §17).
 
     vLLM family: file vehicle (``--kv-transfer-config`` store document, dtype, env
     ``MOONCAKE_CONFIG_PATH``, the downwardAPI volume and mount, the client-config annotation).

@@ -1,9 +1,9 @@
-"""How each engine reads one flag from its command line (``reference/admission.md`` §13).
+"""How each engine reads one flag from its command line (``docs/contract/admission.md`` §13).
 
 One rule decides whether a token is a given flag, for admission (owned keys, ``--port``,
 ``--served-model-name``, ``--kv-cache-dtype``), for the renderer (does ``extraArgs`` already
 carry ``--port``/``--host``/``--served-model-name``/a defaulted connector flag, D17) and for the
-Pod injection webhook (kv-injection.md §8):
+Pod injection webhook (docs/contract/kv-injection.md §8):
 
 1. the name is the token up to its first ``=`` (a split value token is judged on its own and,
    not starting with ``--``, is never a flag);
@@ -55,8 +55,8 @@ ENGINE_VALUES: Final = frozenset(e.value for e in Engine)
 def engine_of(engine_name: str, manufacturer: str | None = None) -> str:
     """The internal engine for an API engine name (``vLLM``/``SGLang``) and a manufacturer.
 
-    ``vLLM`` on manufacturer ``ascend`` is ``vllm-ascend`` (api.md §13); anything else is the
-    lowercased engine name.
+    ``vLLM`` on manufacturer ``ascend`` is ``vllm-ascend`` (docs/contract/api-notes.md §13);
+    anything else is the lowercased engine name.
     """
     lowered = engine_name.lower()
     if lowered == Engine.VLLM and manufacturer == "ascend":

@@ -1,10 +1,10 @@
 """Operator-owned and operator-defaulted command-line flags and environment names, per engine.
 
-The table in the seed's "Operator-owned keys" (and ``reference/admission.md`` §13) is the
+The table in the seed's "Operator-owned keys" (and ``docs/contract/admission.md`` §13) is the
 authority: ownership is per (engine, key), never by a name prefix. Every name is declared here
 once; admission refuses an owned key in a role's ``extraArgs``/``env`` (rules R1, R4, §10.3),
-the renderer writes them (render.md §9, §10, §17) and the Pod injection webhook guards the ones
-it writes (kv-injection.md §6).
+the renderer writes them (docs/contract/render.md §9, §10, §17) and the Pod injection webhook guards
+the ones it writes (docs/contract/kv-injection.md §6).
 
 Engines are the lowercase internal names of D1: ``vllm``, ``vllm-ascend``, ``sglang``. The two
 vLLM backends own exactly the same keys (per seed: "One vLLM row covers both backends").
@@ -26,8 +26,8 @@ VLLM_FAMILY: Final = frozenset({Engine.VLLM, Engine.VLLM_ASCEND})
 
 # --- owned on every engine ----------------------------------------------------------------------
 
-#: Written by the renderer above ``size: 1`` (render.md §10 step 4); reserved at every size so
-#: widening an instance never turns an accepted deployment into a refused one (per seed).
+#: Written by the renderer above ``size: 1`` (docs/contract/render.md §10 step 4); reserved at every
+#: size so widening an instance never turns an accepted deployment into a refused one (per seed).
 REPLICA_LEADER_ADDRESS_ENV: Final = "GPUSTACK_REPLICA_LEADER_ADDRESS"
 REPLICA_SIZE_ENV: Final = "GPUSTACK_REPLICA_SIZE"
 MEMBER_INDEX_ENV: Final = "GPUSTACK_MEMBER_INDEX"
@@ -35,15 +35,18 @@ REPLICA_ENV: Final = (REPLICA_LEADER_ADDRESS_ENV, REPLICA_SIZE_ENV, MEMBER_INDEX
 
 # --- vLLM (both accelerator backends) -----------------------------------------------------------
 
-#: The connector document (render.md §17.2); written by the renderer and by Pod injection.
+#: The connector document (docs/contract/render.md §17.2); written by the renderer and by Pod
+#: injection.
 KV_TRANSFER_CONFIG_FLAG: Final = "--kv-transfer-config"
-#: The KV-event publisher document (render.md §17.3); written by the renderer under llm-d-router.
+#: The KV-event publisher document (docs/contract/render.md §17.3); written by the renderer under
+#: llm-d-router.
 KV_EVENTS_CONFIG_FLAG: Final = "--kv-events-config"
 VLLM_OWNED_ARGS: Final = (KV_TRANSFER_CONFIG_FLAG, KV_EVENTS_CONFIG_FLAG)
 
-#: Points vLLM at the projected client JSON (render.md §17.1); renderer and Pod injection.
+#: Points vLLM at the projected client JSON (docs/contract/render.md §17.1); renderer and Pod
+#: injection.
 MOONCAKE_CONFIG_PATH_ENV: Final = "MOONCAKE_CONFIG_PATH"
-#: The native-leg prefill bootstrap port (render.md §17.2); renderer.
+#: The native-leg prefill bootstrap port (docs/contract/render.md §17.2); renderer.
 VLLM_MOONCAKE_BOOTSTRAP_PORT_ENV: Final = "VLLM_MOONCAKE_BOOTSTRAP_PORT"
 VLLM_OWNED_ENV: Final = (MOONCAKE_CONFIG_PATH_ENV, VLLM_MOONCAKE_BOOTSTRAP_PORT_ENV)
 
@@ -87,15 +90,16 @@ SGLANG_OWNED_ENV: Final = (
 # --- conditional ------------------------------------------------------------------------------
 
 #: Owned on both engines while ``spec.kvCache`` is set and the Setting
-#: ``model-deployment-kv-cache-dtype-owned`` is on (admission.md §10.3); the renderer writes the
-#: Binding's dtype there (render.md §17.6). Its longer sibling below is never owned.
+#: ``model-deployment-kv-cache-dtype-owned`` is on (docs/contract/admission.md §10.3); the renderer
+#: writes the Binding's dtype there (docs/contract/render.md §17.6). Its longer sibling below is
+#: never owned.
 KV_CACHE_DTYPE_FLAG: Final = "--kv-cache-dtype"
 KV_CACHE_DTYPE_SKIP_LAYERS_FLAG: Final = "--kv-cache-dtype-skip-layers"
 
-# --- filled when absent (render.md §9 step 4, D17) ---------------------------------------------
+# --- filled when absent (docs/contract/render.md §9 step 4, D17) ----------------------------------
 
 #: Rendered as ``--served-model-name <model.name>`` unless ``extraArgs`` carry it (D7); admission
-#: then requires exactly that one value (§8.1).
+#: then requires exactly that one value (docs/contract/admission.md §8.1).
 SERVED_MODEL_NAME_FLAG: Final = "--served-model-name"
 #: Rendered as ``--host 0.0.0.0`` unless ``extraArgs`` carry it.
 HOST_FLAG: Final = "--host"
@@ -103,25 +107,27 @@ HOST_FLAG: Final = "--host"
 PORT_FLAG: Final = "--port"
 FILLED_FLAGS: Final = (SERVED_MODEL_NAME_FLAG, HOST_FLAG, PORT_FLAG)
 
-#: TLS flags: either one makes the engine serve HTTPS (render.md §12; router rule 7.5b).
+#: TLS flags: either one makes the engine serve HTTPS (docs/contract/render.md §12; router rule
+#: 7.5b).
 SSL_CERTFILE_FLAG: Final = "--ssl-certfile"
 SSL_KEYFILE_FLAG: Final = "--ssl-keyfile"
 SSL_CERT_REQS_FLAG: Final = "--ssl-cert-reqs"
 
-# --- listener ports and mount paths the operator synthesizes (admission.md §15, D22) ----------
+# --- listener ports and mount paths the operator synthesizes (docs/contract/admission.md §15, D22)
 
-#: The serving port of a role that declares no ``ports`` (``http``, render.md §11).
+#: The serving port of a role that declares no ``ports`` (``http``, docs/contract/render.md §11).
 DEFAULT_SERVING_PORT: Final = 8000
 #: vLLM's KV-event publisher and replay ports, on a native-vLLM producer under llm-d-router.
 KV_EVENTS_PORT: Final = 5557
 KV_REPLAY_PORT: Final = 5558
 #: The bootstrap port of a prefiller in a declared pair with a router or a cache (D22).
 BOOTSTRAP_PORT: Final = 8998
-#: Where a direct decoder's engine moves (raised past declared ports, render.md §18).
+#: Where a direct decoder's engine moves (raised past declared ports, docs/contract/render.md §18).
 DECODER_ENGINE_PORT_BASE: Final = 8200
-#: The vLLM-family client configuration directory (render.md §14 row 2, kv-injection.md §4).
+#: The vLLM-family client configuration directory (docs/contract/render.md §14 row 2,
+#: docs/contract/kv-injection.md §4).
 CLIENT_CONFIG_MOUNT_PATH: Final = "/etc/gpustack/kvcache"
-#: The Ascend driver mounted on a vllm-ascend direct leg (render.md §14 row 3).
+#: The Ascend driver mounted on a vllm-ascend direct leg (docs/contract/render.md §14 row 3).
 ASCEND_DRIVER_PATH: Final = "/usr/local/Ascend/driver"
 #: Shared memory and the compile cache: an additional volume here takes precedence (D7, D22).
 SHM_MOUNT_PATH: Final = "/dev/shm"
@@ -146,7 +152,7 @@ SGLANG_DEFAULTED_ARGS: Final = (
     DISAGGREGATION_DECODE_RETRACTION_BACKUP_FLAG,
 )
 
-# --- router-owned flags (admission.md §7 rule 1; exact name before ``=``) ----------------------
+# --- router-owned flags (docs/contract/admission.md §7 rule 1; exact name before ``=``) -----------
 
 LLM_D_ROUTER: Final = "llm-d-router"
 VLLM_ROUTER: Final = "vllm-router"
@@ -209,8 +215,8 @@ def owned_env(engine: str) -> tuple[str, ...]:
 def known_flags(engine: str) -> frozenset[str]:
     """Every flag this module names for ``engine``: owned, conditional and filled.
 
-    Flag resolution (``flags.resolves_to``) uses it for step 5 of admission.md §13: a name that
-    is exactly one of these flags is that flag, never an abbreviation of another.
+    Flag resolution (``flags.resolves_to``) uses it for step 5 of docs/contract/admission.md §13: a
+    name that is exactly one of these flags is that flag, never an abbreviation of another.
     """
     known = _KNOWN.get(engine)
     if known is None:

@@ -1,4 +1,4 @@
-"""The parallel-degree parser (``reference/admission.md`` §14).
+"""The parallel-degree parser (``docs/contract/admission.md`` §14).
 
 A role's parallel degrees are not API fields: they are read from the role's argument stream
 (``command`` when non-empty, else ``extraArgs``) and, on vLLM, the ``VLLM_DP_SIZE`` variable.

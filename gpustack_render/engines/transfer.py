@@ -1,4 +1,5 @@
-"""The direct prefill/decode transfer leg and KV-event publishing (render.md §17.2–§17.5, §18).
+"""The direct prefill/decode transfer leg and KV-event publishing
+(docs/contract/render.md §17.2–§17.5, §18).
 
 These are the connector compositions only a deployment renders (Pod injection never does): the
 native vLLM ``MooncakeConnector`` leg, the vLLM-Ascend ``MooncakeConnectorV1`` leg carrying both
@@ -18,7 +19,7 @@ from gpustack_render.engines.connectors import KVRole, compact_json
 #: The topic of the KV-event publisher.
 KV_EVENTS_TOPIC: Final = "kv@"
 
-#: Container port names of the connector listeners (render.md §11).
+#: Container port names of the connector listeners (docs/contract/render.md §11).
 PORT_MC_BOOTSTRAP: Final = "mc-bootstrap"
 PORT_SGLANG_BOOTSTRAP: Final = "bootstrap"
 PORT_KV_EVENTS: Final = "kv-events"
@@ -80,7 +81,7 @@ def store_role_beside_leg(kind: str) -> KVRole:
 
 
 def kv_events_config() -> dict[str, Any]:
-    """The vLLM ``--kv-events-config`` document (render.md §17.3)."""
+    """The vLLM ``--kv-events-config`` document (docs/contract/render.md §17.3)."""
     return {
         "enable_kv_cache_events": True,
         "publisher": "zmq",
@@ -100,7 +101,7 @@ def kv_events_args() -> list[str]:
 
 def sglang_leg_args(*, kind: str, protocol: str) -> list[str]:
     """SGLang's disaggregation arguments: mode, transfer backend, and on prefill the bootstrap
-    port (render.md §17.5)."""
+    port (docs/contract/render.md §17.5)."""
     backend = SGLANG_BACKEND_TCP if protocol == "tcp" else SGLANG_BACKEND_MOONCAKE
     args = [
         owned.DISAGGREGATION_MODE_FLAG,
@@ -122,7 +123,7 @@ def sglang_decode_defaulted_args() -> list[str]:
 def connector_ports(
     *, vllm_prefill_leg: bool, publisher: bool, sglang_prefill_leg: bool
 ) -> list[dict[str, Any]]:
-    """The connector listeners a role declares, in render.md §11's order."""
+    """The connector listeners a role declares, in docs/contract/render.md §11's order."""
     out: list[dict[str, Any]] = []
     if vllm_prefill_leg:
         out.append(

@@ -3,7 +3,7 @@
 Any Pod labelled ``kvcache.gpustack.ai/inject: "true"`` joins the KV-cache pool its
 ``KVCachePoolBinding`` names: at CREATE the webhook writes exactly the store-client
 configuration its declared engine expects, or refuses, fail-closed, every case that would
-produce a container that starts normally and caches nothing (``reference/kv-injection.md``).
+produce a container that starts normally and caches nothing (``docs/contract/kv-injection.md``).
 
 Entry points:
 
@@ -75,7 +75,7 @@ def inject_pod(
     lookups: Lookups,
     settings: Settings,
 ) -> InjectionResult:
-    """The CREATE injection of ``pod`` in ``namespace`` (kv-injection.md §2).
+    """The CREATE injection of ``pod`` in ``namespace`` (docs/contract/kv-injection.md §2).
 
     Every refusal runs before any mutation, so a refused Pod is returned as submitted; the first
     failing step wins. Never raises on malformed Pods (a field of the wrong type reads as

@@ -34,7 +34,8 @@ def family(engine: str) -> str:
 
 def find_spelled(container: Mapping[str, Any], flag: str, *, engine: str) -> str | None:
     """How the container's own tokens name ``flag`` (``args`` first, then ``command``, value
-    tokens included, kv-injection.md §8), in any spelling ``engine`` reads; ``None`` if not."""
+    tokens included, docs/contract/kv-injection.md §8), in any spelling ``engine`` reads; ``None``
+    if not."""
     for argv in (jsonview.tokens(container.get("args")), jsonview.tokens(container.get("command"))):
         hits = flags.find_flag(argv, flag, engine)
         if hits:

@@ -1,8 +1,8 @@
 """Resolving what a Pod's Binding names: Binding, pool, ledger, backend, endpoint, transport.
 
-Steps 7–14 of the CREATE processing order (kv-injection.md §2, §3, §11). Reads go through the
-caller's :class:`~gpustack_render.schema.lookups.Lookups`: ``None`` is "not found", and a failed
-read
+Steps 7–14 of the CREATE processing order (docs/contract/kv-injection.md §2, §3, §11). Reads go
+through the caller's :class:`~gpustack_render.schema.lookups.Lookups`: ``None`` is "not found", and
+a failed read
 (:class:`~gpustack_render.schema.lookups.LookupFailed`) is refused with the object and the error
 (B4, P2, P8) rather than guessed around.
 """

@@ -1,7 +1,7 @@
 """What a ModelDeployment holds on other objects: its finalizer and its Binding claim.
 
 - The finalizer ``gpustack.ai/controlled`` is added on the first pass, before converging, and
-  removed at the end of teardown (controller.md §1, §3, §12).
+  removed at the end of teardown (docs/contract/controller.md §1, §3, §12).
 - The claim is the deployment's entry ``{kind: ModelDeployment, namespace: "", name: <md>}`` in
   its ``KVCachePoolBinding``'s ``status.usedBy`` (sorted; ``namespace: ""`` = the Binding's own
   namespace). It is ensured every converging pass and removed once no owned Pod remains.

@@ -1,4 +1,5 @@
-"""Warning events a ModelDeployment records (controller.md §16, the seed's "Replica departures").
+"""Warning events a ModelDeployment records (docs/contract/controller.md §16, the seed's "Replica
+departures").
 
 :func:`departure_events` reads the deployment's Pods and returns one event per departing or
 restarted replica Pod; :func:`render_failed` carries the renderer's own message. Events are
@@ -79,7 +80,7 @@ def departure_events(
 
 
 def render_failed(error: RenderError) -> Event:
-    """``RenderFailed`` with the renderer's own message (render.md §21)."""
+    """``RenderFailed`` with the renderer's own message (docs/contract/render.md §21)."""
     return Event(RENDER_FAILED, str(error))
 
 

@@ -1,4 +1,5 @@
-"""The joint multi-role admission check (controller.md §9; the seed's "Prefill and decode").
+"""The joint multi-role admission check (docs/contract/controller.md §9; the seed's "Prefill and
+decode").
 
 Every replica of every role is its own Kueue pod group, so a multi-role deployment is held
 together by an AdmissionCheck this project runs: it answers ``Ready`` for a Workload only once
@@ -92,7 +93,7 @@ def _parse_time(value: str | None) -> datetime | None:
 def joint_verdict(
     *, workload: ObservedWorkload, deployment: JointDeployment | None, now: datetime
 ) -> CheckVerdict:
-    """The check's state and message for ``workload`` (controller.md §9).
+    """The check's state and message for ``workload`` (docs/contract/controller.md §9).
 
     ``deployment`` is ``None`` when the Workload's owner Pods have no controlling
     ModelDeployment. Never ``Retry`` or ``Rejected``.
@@ -213,7 +214,7 @@ def check_entry_apply(
 
 
 def admission_check_object() -> dict[str, Any]:
-    """The AdmissionCheck this project ensures (controller.md §9)."""
+    """The AdmissionCheck this project ensures (docs/contract/controller.md §9)."""
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "AdmissionCheck",

@@ -2,8 +2,9 @@
 
 The controller lists Pods and Kueue Workloads as plain JSON objects; :func:`observe_pod` and
 :func:`observe_workload` turn each into an immutable summary holding only the facts the rules
-read (controller.md §5, §6, §8, §13). Reading is lenient: a missing or malformed field reads as
-its neutral value, never as an error, because an object someone else wrote must not stop a pass.
+read (docs/contract/controller.md §5, §6, §8, §13). Reading is lenient: a missing or malformed field
+reads as its neutral value, never as an error, because an object someone else wrote must not stop a
+pass.
 
 Identity comes from labels and owner references, never from names (conventions.md).
 """
@@ -19,9 +20,9 @@ from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.rendering.hashing import pod_render_version
 
 #: Scheduling gate Kueue's Pod webhook adds to every member of a group and removes on admission
-#: (kubernetes-notes.md §4). A Pod still carrying it has never run.
+#: (docs/contract/kubernetes-notes.md §4). A Pod still carrying it has never run.
 KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
-#: Workload condition types the rules read (controller.md §8).
+#: Workload condition types the rules read (docs/contract/controller.md §8).
 QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"
 EVICTED = "Evicted"
@@ -47,8 +48,8 @@ class ObservedPod:
     """One Pod as the rules see it.
 
     ``ordinal`` is ``None`` when the ordinal label is missing or not a number (an *orphan*);
-    a missing member label reads 0 (controller.md §6). ``render_version`` is 0 when absent.
-    ``owned`` is the ownership test against the deployment being reconciled.
+    a missing member label reads 0 (docs/contract/controller.md §6). ``render_version`` is 0 when
+    absent. ``owned`` is the ownership test against the deployment being reconciled.
     """
 
     name: str
@@ -84,7 +85,7 @@ class ObservedPod:
 
 
 #: Annotation keys a managed (operator-built) engine Pod always carries and a take-over Pod
-#: never does: the Prometheus scrape annotations (render.md §5, "managed roles only").
+#: never does: the Prometheus scrape annotations (docs/contract/render.md §5, "managed roles only").
 _MANAGED_MARKER = labels.PROMETHEUS_SCRAPE
 
 
@@ -141,7 +142,7 @@ class CheckState:
 
 @dataclass(frozen=True, slots=True)
 class ObservedWorkload:
-    """One Kueue Workload as the rules see it (controller.md §8)."""
+    """One Kueue Workload as the rules see it (docs/contract/controller.md §8)."""
 
     name: str
     #: uids of the Pods named by ``apiVersion: v1, kind: Pod`` owner references.

@@ -1,9 +1,9 @@
 """The rollout planner: (desired seats, observed Pods and Workloads, remembered replacement) →
 the next step of one reconcile pass.
 
-This is the pure core of the controller's converge (controller.md §4 steps 5–8, §5, §6, §7,
-§8; the seed's "Rollout behavior" and "Replica departures"; D4, D6, D25). The controller fetches,
-calls :func:`plan`, and applies the returned :class:`Plan` in this order:
+This is the pure core of the controller's converge (docs/contract/controller.md §4 steps
+5–8, §5, §6, §7, §8; the seed's "Rollout behavior" and "Replica departures"; D4, D6, D25). The
+controller fetches, calls :func:`plan`, and applies the returned :class:`Plan` in this order:
 
 1. when :attr:`Plan.persist_first` is set, write ``status.roles[].replacing`` (the values in
    :attr:`Plan.replacing`) **before** deleting anything, so a restart resumes the same replica;
@@ -87,7 +87,7 @@ class Seat:
 
 
 class Tier:
-    """Why a replica is being replaced (controller.md §6)."""
+    """Why a replica is being replaced (docs/contract/controller.md §6)."""
 
     BROKEN = "broken"
     QUEUED = "queued"
@@ -176,7 +176,8 @@ def is_complete(pods: Sequence[ObservedPod], size: int) -> bool:
 
 
 def is_pod_outdated(pod: ObservedPod, role: DesiredRole, *, floor: int) -> bool:
-    """Outdated against **its own seat's** render (controller.md §6, render.md §7, D4)."""
+    """Outdated against **its own seat's** render (docs/contract/controller.md §6,
+    docs/contract/render.md §7, D4)."""
     if pod.ordinal is None:
         return True
     seat = role.seat_hash(pod.ordinal, pod.member)
@@ -251,7 +252,7 @@ def plan(
     actions = _Actions(index, standing)
     requeue = False
 
-    # Pods of a role no longer in the spec (controller.md §4.5).
+    # Pods of a role no longer in the spec (docs/contract/controller.md §4.5).
     names = {r.name for r in desired.roles}
     gone = [p for p in standing if p.role not in names]
     if gone:

@@ -1,5 +1,6 @@
-"""Which rendered Services a pass applies and which stored ones it prunes (render.md §19,
-controller.md §11), and when a stored Service is already aligned with the rendering.
+"""Which rendered Services a pass applies and which stored ones it prunes
+(docs/contract/render.md §19, docs/contract/controller.md §11), and when a stored Service is already
+aligned with the rendering.
 
 A rendered Service is applied unless the stored one is aligned (a value differs, or the
 controller's field manager still owns a field the rendering no longer carries); a stored

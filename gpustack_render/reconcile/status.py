@@ -1,4 +1,5 @@
-"""``ModelDeployment.status``: rebuilt every pass from what was observed (controller.md §13–§15).
+"""``ModelDeployment.status``: rebuilt every pass from what was observed
+(docs/contract/controller.md §13–§15).
 
 :func:`deployment_status` computes the whole status of a converging deployment: per-role counts,
 the seven conditions (with ``lastTransitionTime`` carried over while a condition's ``status`` is
@@ -54,7 +55,7 @@ from gpustack_render.rendering.roleplan import (
     CacheResolution,
 )
 
-# --- condition types and reasons (controller.md §14) -------------------------------------------
+# --- condition types and reasons (docs/contract/controller.md §14) --------------------------------
 
 DOMAIN_REGISTERED: Final = "DomainRegistered"
 QUOTA_RESERVED: Final = "QuotaReserved"
@@ -118,7 +119,7 @@ def desired_from_rendering(rendering: Rendering) -> Desired:
 
 def cache_hold(md: ModelDeployment, cache: CacheResolution | None) -> bool:
     """Outdated roles delete nothing while a deployment that resolved a cache connection before
-    (``status.kvCache`` set) resolves none this pass (controller.md §6 step 3)."""
+    (``status.kvCache`` set) resolves none this pass (docs/contract/controller.md §6 step 3)."""
     if md.spec.kv_cache is None or md.status is None or md.status.kv_cache is None:
         return False
     return cache is None or cache.connection is None
@@ -184,7 +185,8 @@ class _View:
 
 
 def domain_registered(md: ModelDeployment, cache: CacheResolution | None) -> ConditionVerdict:
-    """``DomainRegistered`` from the Binding's registration (controller.md §4 step 1, §14)."""
+    """``DomainRegistered`` from the Binding's registration (docs/contract/controller.md §4 step
+    1, §14)."""
     if md.spec.kv_cache is None or cache is None:
         return ConditionVerdict(
             ConditionStatus.TRUE, NOT_APPLICABLE, "the deployment names no KV cache pool"
@@ -236,7 +238,7 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
     *,
     system_namespace: str,
 ) -> ConditionVerdict:
-    """``QuotaReserved``: the first matching row of controller.md §14."""
+    """``QuotaReserved``: the first matching row of docs/contract/controller.md §14."""
     replicas = view.all_replicas()
     declared = sum(r.replicas for r in rendering.roles)
     preempted = [w for w in view.workloads if w.preempted]
@@ -348,7 +350,7 @@ def replicas_up_to_date(
     plan: Plan | None,
     previous_reason: str | None,
 ) -> ConditionVerdict:
-    """``ReplicasUpToDate`` (controller.md §14)."""
+    """``ReplicasUpToDate`` (docs/contract/controller.md §14)."""
     replicas = view.all_replicas()
     if not replicas:
         return ConditionVerdict(
@@ -436,7 +438,8 @@ def role_kinds_ready(rendering: Rendering, ready_by_role: Mapping[str, int]) -> 
 def cache_attached(
     md: ModelDeployment, *, unmanaged_roles: Sequence[str], any_ready: bool
 ) -> ConditionVerdict:
-    """``CacheAttached`` (controller.md §14; no observation source in this release)."""
+    """``CacheAttached`` (docs/contract/controller.md §14; no observation source in this
+    release)."""
     if md.spec.kv_cache is None:
         return ConditionVerdict(
             ConditionStatus.TRUE, NOT_APPLICABLE, "the deployment names no KV cache pool"
@@ -569,7 +572,8 @@ def endpoint(rendering: Rendering) -> str:
 def phase(
     *, ready: int, desired: int, quota_message: str, notes: Sequence[str] = ()
 ) -> tuple[str, str]:
-    """``phase`` and ``phaseMessage`` of a converging deployment (controller.md §15)."""
+    """``phase`` and ``phaseMessage`` of a converging deployment
+    (docs/contract/controller.md §15)."""
     if desired and ready >= desired:
         value, message = PHASE_READY, ""
     elif ready > 0:
@@ -582,7 +586,8 @@ def phase(
 
 
 def parallelism_status(parallelism: Parallelism, *, managed: bool) -> RoleParallelism:
-    """``status.roles[].parallelism`` from the parser (admission.md §14) [inferred]."""
+    """``status.roles[].parallelism`` from the parser (docs/contract/admission.md §14)
+    [inferred]."""
     declared: dict[str, int] = {}
     degrees = parallelism.degrees
     for spec in flag_table(parallelism.engine):
@@ -656,9 +661,9 @@ def router_status(md: ModelDeployment, rendering: Rendering) -> RouterStatus | N
 
 
 def _unmanaged(role: RoleRendering, view: _View) -> bool:
-    """The role's deployed Pods run a take-over command (controller.md §13, api.md): status
-    claims what is deployed, so a role with no live Pod is not (yet) unmanaged whatever its
-    spec says."""
+    """The role's deployed Pods run a take-over command (docs/contract/controller.md §13,
+    docs/contract/api-notes.md): status claims what is deployed, so a role with no live Pod is not
+    (yet) unmanaged whatever its spec says."""
     return any(p.takeover for p in view.live if p.role == role.name)
 
 

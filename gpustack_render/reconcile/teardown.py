@@ -1,4 +1,4 @@
-"""The teardown of a deleted ModelDeployment (controller.md §12), one pass at a time.
+"""The teardown of a deleted ModelDeployment (docs/contract/controller.md §12), one pass at a time.
 
 While an owned Pod remains: report ``Deleting`` in status, delete every owned Pod not already
 terminating, then the Workloads of this deployment's own Pods (a Pod that merely carries the

@@ -1,4 +1,4 @@
-"""The compilation cache of a managed role (D7, D25; render.md §20).
+"""The compilation cache of a managed role (D7, D25; docs/contract/render.md §20).
 
 A ``DirectoryOrCreate`` hostPath volume ``gpustack-compile-cache`` mounted at
 ``/var/lib/gpustack/cache`` on ``main``, backed on the node by

@@ -1,4 +1,4 @@
-"""The ``preStop`` drain hook of a managed role's ``main`` container (render.md §13).
+"""The ``preStop`` drain hook of a managed role's ``main`` container (docs/contract/render.md §13).
 
 The hook waits 5 s (so endpoints stop routing new requests here), then polls the engine's own
 ``/metrics`` once per second with a 1 s timeout and returns on the second consecutive idle

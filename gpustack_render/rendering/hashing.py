@@ -188,7 +188,8 @@ def effective_floor(
 
 
 def pod_render_version(annotations: Mapping[str, str] | None) -> int:
-    """The render-version a Pod carries; absent or unparsable reads as 0 (render.md §7)."""
+    """The render-version a Pod carries; absent or unparsable reads as 0
+    (docs/contract/render.md §7)."""
     return _positive_int((annotations or {}).get(RENDER_VERSION)) or 0
 
 

@@ -1,4 +1,4 @@
-"""The Kueue LocalQueues a deployment needs (D16, D24; controller.md §10).
+"""The Kueue LocalQueues a deployment needs (D16, D24; docs/contract/controller.md §10).
 
 One per distinct InstanceType entrance its roles use, named after the entrance in the
 deployment's namespace, pointing at the ClusterQueue of the same name. Several deployments share

@@ -5,7 +5,7 @@ template carries a :class:`~gpustack_render.rendering.stamping.Slot` where a sea
 hostname and subdomain, the group-name, ordinal and member-index labels, the pod-spec-hash, the
 leader address).
 
-The ``main`` container (render.md §8–§16, D7, D17, D19, D21):
+The ``main`` container (docs/contract/render.md §8–§16, D7, D17, D19, D21):
 
 - ``command`` = the whole argv (there is no ``args``): base command, owned connector arguments,
   defaulted connector groups, ``--served-model-name``/``--host``/``--port`` each only when the
@@ -79,10 +79,10 @@ POD_API_VERSION: Final = "v1"
 POD_KIND: Final = "Pod"
 #: The engine container's name.
 MAIN_CONTAINER: Final = "main"
-#: The routing proxy's container name (render.md §18).
+#: The routing proxy's container name (docs/contract/render.md §18).
 ROUTING_PROXY_CONTAINER: Final = "routing-proxy"
 
-#: Base commands (render.md §9 step 1).
+#: Base commands (docs/contract/render.md §9 step 1).
 VLLM_BASE: Final = ("vllm", "serve")
 SGLANG_BASE: Final = ("python3", "-m", "sglang.launch_server")
 SGLANG_MODEL_PATH_FLAG: Final = "--model-path"
@@ -93,15 +93,16 @@ BIND_ALL: Final = "0.0.0.0"
 #: Shared memory (D7): an emptyDir in memory at /dev/shm on ``main``.
 SHM_VOLUME: Final = "gpustack-shm"
 DEFAULT_SHM_SIZE: Final = "16Gi"
-#: The Ascend driver tree a vllm-ascend direct leg mounts read-only (render.md §14 row 3).
+#: The Ascend driver tree a vllm-ascend direct leg mounts read-only (docs/contract/render.md §14 row
+#: 3).
 ASCEND_DRIVER_VOLUME: Final = "gpustack-ascend-driver"
 #: Additional volume *i* is named ``additional-<i>`` (D12).
 ADDITIONAL_VOLUME_PREFIX: Final = "additional-"
 
-#: Grace period a managed role gets when it states none (render.md §8).
+#: Grace period a managed role gets when it states none (docs/contract/render.md §8).
 DEFAULT_GRACE_SECONDS: Final = 30
 
-#: vLLM's Engram offload switch and its host-memory member (D7, render.md §16).
+#: vLLM's Engram offload switch and its host-memory member (D7, docs/contract/render.md §16).
 ENGRAM_CONFIG_FLAG: Final = "--engram-config"
 ENGRAM_CPU_OFFLOAD: Final = "cpu_offload"
 #: SGLang's Engram host-table switch, read from the role's ``env`` (D7).
@@ -109,7 +110,7 @@ SGLANG_ENGRAM_ENV: Final = "SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE"
 #: Capabilities granted to a non-privileged Engram role so it can pin host memory.
 ENGRAM_CAPABILITIES: Final = ("IPC_LOCK", "SYS_RESOURCE")
 
-#: Routing proxy (render.md §18, D21).
+#: Routing proxy (docs/contract/render.md §18, D21).
 PROXY_PULL_POLICY: Final = "IfNotPresent"
 PROXY_CPU: Final = "100m"
 PROXY_MEMORY: Final = "128Mi"
@@ -128,7 +129,7 @@ def _fail(plan: RolePlan, message: str, *, origin: str, child: str = "") -> Rend
 
 
 def base_command(family: str, model: str) -> list[str]:
-    """The engine's base command (render.md §9 step 1)."""
+    """The engine's base command (docs/contract/render.md §9 step 1)."""
     if family == Engine.SGLANG:
         return [*SGLANG_BASE, SGLANG_MODEL_PATH_FLAG, model, SGLANG_ENABLE_METRICS_FLAG]
     return [*VLLM_BASE, model]
@@ -249,7 +250,7 @@ def _user_env_entry(name: str, value: str | None) -> dict[str, Any]:
 def main_env(
     md: ModelDeployment, plan: RolePlan, connection: Connection | None
 ) -> list[dict[str, Any]]:
-    """``main``'s env (render.md §10, D19); above size 1 the leader address is a seat
+    """``main``'s env (docs/contract/render.md §10, D19); above size 1 the leader address is a seat
     :class:`Slot`."""
     role = plan.role
     env: list[dict[str, Any]] = []
@@ -280,7 +281,8 @@ def main_env(
 
 
 def main_ports(plan: RolePlan) -> list[dict[str, Any]]:
-    """``main``'s container ports (render.md §11): declared (or ``http``), then connectors."""
+    """``main``'s container ports (docs/contract/render.md §11): declared (or ``http``), then
+    connectors."""
     declared = plan.declared_ports
     ports: list[dict[str, Any]]
     if declared:
@@ -366,7 +368,7 @@ def _shm_size(plan: RolePlan) -> str:
 def volumes_and_mounts(
     plan: RolePlan, *, compile_cache_path: str | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The Pod's volumes and ``main``'s mounts, in render.md §14's order."""
+    """The Pod's volumes and ``main``'s mounts, in docs/contract/render.md §14's order."""
     volumes, mounts, paths = _additional(plan)
     if plan.store_client and is_vllm_family(plan.engine):
         volumes.append(connectors.client_config_volume())
@@ -430,7 +432,7 @@ def vllm_engram_enabled(argv: Sequence[str], engine: str) -> bool:
 
 
 def engram_enabled(plan: RolePlan) -> bool:
-    """Whether the role enables Engram host-memory offload (D7, render.md §16)."""
+    """Whether the role enables Engram host-memory offload (D7, docs/contract/render.md §16)."""
     if plan.family == Engine.SGLANG:
         return any(e.name == SGLANG_ENGRAM_ENV and e.value == "1" for e in plan.role.env or ())
     return vllm_engram_enabled(plan.own_args, plan.engine)
@@ -502,7 +504,7 @@ def main_container(
 
 
 def routing_proxy(plan: RolePlan, *, settings: Settings) -> dict[str, Any]:
-    """The routing proxy of a direct decoder (render.md §18, D21)."""
+    """The routing proxy of a direct decoder (docs/contract/render.md §18, D21)."""
     ports = plan.ports
     proxy: dict[str, Any] = {
         "name": ROUTING_PROXY_CONTAINER,
@@ -551,7 +553,7 @@ def pod_template(
     settings: Settings,
     render_version: int,
 ) -> dict[str, Any]:
-    """The role's Pod template (render.md §3–§16); seat values are :class:`Slot` s."""
+    """The role's Pod template (docs/contract/render.md §3–§16); seat values are :class:`Slot` s."""
     role = plan.role
     deployment = md.metadata.name
     metadata: dict[str, Any] = {}

@@ -1,4 +1,5 @@
-"""The startup, readiness and liveness probes of a replica's ``main`` container (render.md §12).
+"""The startup, readiness and liveness probes of a replica's ``main`` container
+(docs/contract/render.md §12).
 
 Every role that serves TCP gets them, take-over roles included (D13), unless its own ``--host``
 is a loopback address (D22) or it serves TLS demanding client certificates. A direct decoder
@@ -29,7 +30,7 @@ MODELS_PATH: Final = "/v1/models"
 PERIOD_SECONDS: Final = 10
 #: Startup probe timeout (D7).
 STARTUP_TIMEOUT_SECONDS: Final = 5
-#: Readiness and liveness timeouts and thresholds (render.md §12).
+#: Readiness and liveness timeouts and thresholds (docs/contract/render.md §12).
 READINESS_TIMEOUT_SECONDS: Final = 3
 READINESS_FAILURE_THRESHOLD: Final = 3
 LIVENESS_TIMEOUT_SECONDS: Final = 3
@@ -72,7 +73,8 @@ def demands_client_certificates(argv: Sequence[str], engine: str) -> bool:
     """TLS on and the last ``--ssl-cert-reqs`` value, trimmed, is not the integer 0 or 1.
 
     An absent flag is the engine's default (0, no client certificates). A flag whose value is
-    missing or not an integer demands them (the conservative reading of render.md §12).
+    missing or not an integer demands them (the conservative reading of
+    docs/contract/render.md §12).
     """
     if not serves_tls(argv, engine):
         return False

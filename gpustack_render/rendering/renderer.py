@@ -1,10 +1,10 @@
 """``render``: one ModelDeployment plus the objects it names → its Pods, Services and LocalQueues.
 
 A pure function (no I/O, clock or randomness): the same inputs give byte-identical output. The
-pass resolves its inputs (render.md §1), decides per role (§2, ``plan.py``), builds **one Pod
-template per role** and stamps it per seat (ordinal ``0..replicas-1``, member ``0..size-1``):
-only the seat's name, hostname, subdomain, group name, ordinal, member index, leader address and
-pod-spec-hash differ between the Pods of a role.
+pass resolves its inputs (docs/contract/render.md §1), decides per role (§2, ``plan.py``), builds
+**one Pod template per role** and stamps it per seat (ordinal ``0..replicas-1``, member
+``0..size-1``): only the seat's name, hostname, subdomain, group name, ordinal, member index, leader
+address and pod-spec-hash differ between the Pods of a role.
 
 A render error aborts the pass before any object is produced: it is raised as
 :class:`~gpustack_render.core.errors.RenderError` naming the role and the cause; no other exception
@@ -191,7 +191,7 @@ def owner_references(md: ModelDeployment) -> list[dict[str, Any]]:
 
 
 def render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Rendering:
-    """Render every desired child object of ``md`` (render.md).
+    """Render every desired child object of ``md`` (docs/contract/render.md).
 
     ``md`` is the schema-defaulted deployment (``decoding.decode_deployment``); the mutating
     accelerator default is applied here too (D18). The input is never modified. Raises

@@ -1,4 +1,5 @@
-"""The resources of a replica's ``main`` container, derived from its InstanceType (render.md §15).
+"""The resources of a replica's ``main`` container, derived from its InstanceType
+(docs/contract/render.md §15).
 
 CPU, memory and ephemeral storage are not expressible on a role: they are the type's per-unit
 resources scaled by the card count (whole cards), by the slice's memory percentage, or by the
@@ -36,7 +37,7 @@ CPU: Final = "cpu"
 MEMORY: Final = "memory"
 EPHEMERAL_STORAGE: Final = "ephemeral-storage"
 
-#: Manufacturer → whole-card accelerator resource key (render.md §15).
+#: Manufacturer → whole-card accelerator resource key (docs/contract/render.md §15).
 ACCELERATOR_KEYS: Final[dict[str, str]] = {
     "nvidia": "nvidia.com/gpu",
     "amd": "amd.com/gpu",
@@ -203,7 +204,8 @@ def size_pod(
     index: int,
     fabric: tuple[str, int] | None = None,
 ) -> PodResources:
-    """The ``main`` container's resources for ``role`` on ``it`` (render.md §15, D20, D21).
+    """The ``main`` container's resources for ``role`` on ``it`` (docs/contract/render.md §15, D20,
+    D21).
 
     ``fabric`` is the interface resource (key, count) decided from the transfer paths, or None.
     Raises :class:`RenderError` naming the role and the type for a type whose detail is not

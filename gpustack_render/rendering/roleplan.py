@@ -1,4 +1,5 @@
-"""What one render pass resolves and decides before it builds any object (render.md §1, §2).
+"""What one render pass resolves and decides before it builds any object
+(docs/contract/render.md §1, §2).
 
 :func:`resolve_cache` follows ``spec.kvCache`` to a store connection (the Binding, its
 registration, the pool's endpoint and tenancy, the backend's transport offers).
@@ -56,7 +57,8 @@ DEFAULT_PORT_NAME: Final = "http"
 #: The renamed first container port of a direct decoder (the engine behind the proxy).
 MODEL_SERVER_PORT_NAME: Final = "model-server"
 
-#: Binding registration outcomes (controller.md §4 step 1; ``DomainRegistered`` reasons).
+#: Binding registration outcomes (docs/contract/controller.md §4 step 1; ``DomainRegistered``
+#: reasons).
 REGISTERED: Final = "Registered"
 BINDING_NOT_FOUND: Final = "BindingNotFound"
 BINDING_NOT_READY: Final = "BindingNotReady"
@@ -116,7 +118,7 @@ class CacheResolution:
 
 
 def registration(binding: KVCachePoolBinding | None) -> str:
-    """The Binding's registration outcome (controller.md §4 step 1)."""
+    """The Binding's registration outcome (docs/contract/controller.md §4 step 1)."""
     if binding is None:
         return BINDING_NOT_FOUND
     if binding.deleting:
@@ -133,7 +135,8 @@ def registration(binding: KVCachePoolBinding | None) -> str:
 def resolve_cache(
     md: ModelDeployment, *, namespace: str, lookups: Lookups, settings: Settings
 ) -> CacheResolution | None:
-    """Follow ``spec.kvCache`` to a connection (render.md §1, D20); None without a pool.
+    """Follow ``spec.kvCache`` to a connection (docs/contract/render.md §1, D20); None without a
+    pool.
 
     Never a render error: an unresolved connection renders replicas without a store client.
     """
@@ -211,7 +214,8 @@ class Ports:
 
 @dataclass(frozen=True)
 class RolePlan:
-    """Everything decided about one role before its template is built (render.md §2)."""
+    """Everything decided about one role before its template is built
+    (docs/contract/render.md §2)."""
 
     index: int
     role: RoleSpec
@@ -399,7 +403,8 @@ def plan_roles(
     instance_types: Sequence[InstanceType],
     cache: CacheResolution | None,
 ) -> list[RolePlan]:
-    """Every role's decisions, in spec order (render.md §2). Raises :class:`RenderError`."""
+    """Every role's decisions, in spec order (docs/contract/render.md §2). Raises
+    :class:`RenderError`."""
     spec = md.spec
     roles = spec.roles
     kinds = [effective_kind(r) for r in roles]

@@ -1,4 +1,4 @@
-"""The Services a deployment renders (render.md §19, D21).
+"""The Services a deployment renders (docs/contract/render.md §19, D21).
 
 - ``<md>``: deployment-wide, ClusterIP, selecting the **first** role's leaders;
 - ``<md>-<role>``: per role, ClusterIP, selecting the role's leaders (member-index ``0``: harmless

@@ -1,8 +1,8 @@
 """CustomResourceDefinitions generated from the API models.
 
 Structural OpenAPI v3 schemas with defaults, enums, bounds, patterns and list-map keys, so the
-API server itself enforces what the schema can say (admission.md §2). Cross-field rules live in
-the webhook, not in CEL.
+API server itself enforces what the schema can say (docs/contract/admission.md §2). Cross-field
+rules live in the webhook, not in CEL.
 """
 
 from __future__ import annotations

@@ -314,8 +314,12 @@ async def tear_down(kube: Kube, namespace: str, *names: str, timeout: float = 60
     for name in names:
         await kube.delete(MODEL_DEPLOYMENTS, name, namespace)
     for name in names:
+
+        async def gone(name: str = name) -> bool:
+            return await deployment_gone(kube, namespace, name)
+
         await eventually(
-            lambda name=name: deployment_gone(kube, namespace, name),
+            gone,
             timeout=timeout,
             what=f"{namespace}/{name} torn down",
         )

@@ -18,7 +18,7 @@ from typing import Any
 
 from gpustack_controller.controller import Controller, Options
 from gpustack_controller.kube import MODEL_DEPLOYMENTS, PODS, Kube, Resource
-from gpustack_render import labels
+from gpustack_render.core import labels
 
 from .cluster import Cluster
 from .controller_fixtures import (

@@ -157,7 +157,9 @@ def test_values_reach_the_objects(helm: Path, tmp_path: Path) -> None:
     pod = controller["spec"]["template"]["spec"]
     assert controller["spec"]["replicas"] == 3
     assert pod["nodeSelector"] == {"pool": "system"}
-    assert pod["tolerations"] == values["controller"]["tolerations"]
+    assert pod["tolerations"] == [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    ]
     (container,) = pod["containers"]
     assert container["image"] == "registry.invalid/gpustack-render:v9.9.9"
     # Helm merges values: the request given, the other defaults kept.

@@ -1,4 +1,5 @@
-"""The controller on the simulated cluster: create, scale, delete (controller.md §3–§5, §12).
+"""The controller on the simulated cluster: create, scale, delete
+(docs/contract/controller.md §3–§5, §12).
 
 The controller runs in this test's event loop; the real Kueue composes and admits each group's
 Workload, the scheduler binds and KWOK runs the Pods. Every wait is bounded.
@@ -265,7 +266,8 @@ async def test_deletion_tears_everything_down_and_releases_the_finalizer(
 async def test_teardown_leaves_the_workload_of_a_pod_it_does_not_own(
     kube: Kube, kubeconfig_path: Path
 ) -> None:
-    """controller.md §12: only the Workloads owning the deployment's own Pods are deleted."""
+    """docs/contract/controller.md §12: only the Workloads owning the deployment's own Pods are
+    deleted."""
     ns = await new_namespace(kube)
     async with running_controller(kubeconfig_path):
         await kube.create(MODEL_DEPLOYMENTS, deployment("mine", ns, role(replicas=1)), ns)
@@ -360,9 +362,9 @@ async def _when_none(read: Any) -> bool:
 async def test_a_key_dropped_from_the_rendered_service_is_removed_by_the_next_apply(
     kube: Kube, kubeconfig_path: Path
 ) -> None:
-    """render.md §19 / controller.md §11: Services follow the rendering. A label or annotation
-    an earlier rendering applied (same field manager) and the current one no longer carries is
-    removed on the next pass; an aligned Service is not re-applied."""
+    """docs/contract/render.md §19 / docs/contract/controller.md §11: Services follow the rendering.
+    A label or annotation an earlier rendering applied (same field manager) and the current one no
+    longer carries is removed on the next pass; an aligned Service is not re-applied."""
     ns = await new_namespace(kube)
     async with running_controller(kubeconfig_path):
         created = await kube.create(

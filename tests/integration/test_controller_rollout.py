@@ -1,4 +1,5 @@
-"""Rollout, departures and restarts on the simulated cluster (controller.md §6–§7, D6).
+"""Rollout, departures and restarts on the simulated cluster (docs/contract/controller.md §6–§7,
+D6).
 
 The real Kueue admits every group; a test holds admission with the ClusterQueue's own switch
 (``stopPolicy: Hold``, :func:`.controller_fixtures.hold_queue`), which is what gates the next

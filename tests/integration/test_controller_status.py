@@ -1,6 +1,6 @@
 """Status, events, the joint admission check and leader election on the simulated cluster, with
-the real Kueue admitting, the scheduler binding and KWOK running the Pods (controller.md §9,
-§13–§16, D24)."""
+the real Kueue admitting, the scheduler binding and KWOK running the Pods
+(docs/contract/controller.md §9, §13–§16, D24)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpustack_controller.kube import MODEL_DEPLOYMENTS, PODS, SERVICES, Kube
-from gpustack_render import labels
+from gpustack_render.core import labels
 
 from .cluster import Cluster
 from .controller_fixtures import (

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_render.crd import all_crds
+from gpustack_render.schema.crd import all_crds
 
 from .cluster import ClusterBinaries
 from .manifests import Objects, kustomize_overlay

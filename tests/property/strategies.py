@@ -7,10 +7,10 @@ Import from any test (``tests/`` is on ``sys.path`` under pytest)::
 A :class:`Case` is one deployment (plain JSON, as a user writes it) plus every object it looks up
 (InstanceTypes, and with a pool its Binding, pool and backend), and optionally Settings.
 
-**Valid** means the admission webhook accepts the deployment (admission.md §2–§15): names keep
-every ``<md>-<role>`` a DNS-1035 label and every member name a DNS-1123 label; kinds are either
-one or more ``Server`` roles or exactly one ``Prefill`` and one ``Decode``; a router fronts the
-engine (``llm-d-router`` either, ``vllm-router`` vLLM, ``sglang-gateway`` SGLang); routed
+**Valid** means the admission webhook accepts the deployment (docs/contract/admission.md §2–§15):
+names keep every ``<md>-<role>`` a DNS-1035 label and every member name a DNS-1123 label; kinds are
+either one or more ``Server`` roles or exactly one ``Prefill`` and one ``Decode``; a router fronts
+the engine (``llm-d-router`` either, ``vllm-router`` vLLM, ``sglang-gateway`` SGLang); routed
 roles all serve plain TCP on the same port; no owned flag or env appears in ``extraArgs``/``env``;
 no reserved port is declared; declared degrees parse and fit the card count; whole-card requests
 stay within the type's capacity; no explicit ``accelerator: 0``; backends offer one protocol;

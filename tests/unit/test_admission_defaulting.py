@@ -1,4 +1,4 @@
-"""The mutating accelerator default (admission.md §3) and its JSON Patch."""
+"""The mutating accelerator default (docs/contract/admission.md §3) and its JSON Patch."""
 
 from __future__ import annotations
 

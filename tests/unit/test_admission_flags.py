@@ -1,4 +1,4 @@
-"""Flag spelling (admission.md §13) and the owned-key tables."""
+"""Flag spelling (docs/contract/admission.md §13) and the owned-key tables."""
 
 from __future__ import annotations
 

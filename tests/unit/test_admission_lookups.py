@@ -1,5 +1,5 @@
-"""Rules that read other objects: InstanceType rules (admission.md §9, D20), fabric interfaces
-(§10.1), the pool transport of a new binding (§10.2), and failed reads."""
+"""Rules that read other objects: InstanceType rules (docs/contract/admission.md §9, D20), fabric
+interfaces (§10.1), the pool transport of a new binding (§10.2), and failed reads."""
 
 from __future__ import annotations
 

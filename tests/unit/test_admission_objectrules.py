@@ -1,4 +1,5 @@
-"""Object-only rules (admission.md §5, §12) on CREATE, one accepting and one refusing case each."""
+"""Object-only rules (docs/contract/admission.md §5, §12) on CREATE, one accepting and one refusing
+case each."""
 
 from __future__ import annotations
 

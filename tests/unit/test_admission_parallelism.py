@@ -1,4 +1,4 @@
-"""The parallel-degree parser (admission.md §14)."""
+"""The parallel-degree parser (docs/contract/admission.md §14)."""
 
 from __future__ import annotations
 

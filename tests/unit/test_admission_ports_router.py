@@ -1,4 +1,4 @@
-"""Port rules (admission.md §6) and router rules (§7) on CREATE."""
+"""Port rules (docs/contract/admission.md §6) and router rules (§7) on CREATE."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The review pipeline (admission.md §1–§4): schema, mutation, validation, the two webhooks,
-and every example under ``examples/`` admitted."""
+"""The review pipeline (docs/contract/admission.md §1–§4): schema, mutation, validation, the two
+webhooks, and every example under ``examples/`` admitted."""
 
 from __future__ import annotations
 

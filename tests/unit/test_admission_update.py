@@ -1,5 +1,5 @@
-"""UPDATE: identity and frozen fields (admission.md §11), grandfathered stored state, deletion
-exemptions (§16) and DELETE."""
+"""UPDATE: identity and frozen fields (docs/contract/admission.md §11), grandfathered stored state,
+deletion exemptions (§16) and DELETE."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""When departure events fire and how repeats are recorded (controller.md §16, D24).
+"""When departure events fire and how repeats are recorded (docs/contract/controller.md §16, D24).
 
 §16: the departure events are "emitted on every pass while true (the API server aggregates
 identical events)"; D24: the controller aggregates itself — a repeat of the same (object,

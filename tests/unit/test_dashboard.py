@@ -81,7 +81,7 @@ def dashboard() -> dict[str, Any]:
 
 
 def panels() -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for panel in dashboard()["panels"]:
         out += [panel] if panel["type"] != "row" else panel.get("panels", [])
     return out

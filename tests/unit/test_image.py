@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_render.yamlio import load_documents
+from gpustack_render.cli.yamlio import load_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -101,8 +101,8 @@ def test_every_manifest_entry_point_is_in_the_image() -> None:
         assert module in copied.split(), f"{module} is not copied into the image"
     assert "gpustack_render" in copied.split()  # the library both shells import
     *_, runtime = stages()
-    (cmd,) = [args for word, args in runtime if word == "CMD"]
-    assert '"-m"' in cmd and any(f'"{m}"' in cmd for m in modules)
+    (cmd_line,) = [args for word, args in runtime if word == "CMD"]
+    assert '"-m"' in cmd_line and any(f'"{m}"' in cmd_line for m in modules)
 
 
 def test_dockerignore_lets_in_only_what_the_build_copies() -> None:

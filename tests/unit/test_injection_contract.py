@@ -1,4 +1,5 @@
-"""The Pod contract (kv-injection.md §1, steps 1–6 of §2): label, annotation vocabulary, values."""
+"""The Pod contract (docs/contract/kv-injection.md §1, steps 1–6 of §2): label, annotation
+vocabulary, values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Launch recognition (kv-injection.md §7): transparent launchers, shells, scripts, programs."""
+"""Launch recognition (docs/contract/kv-injection.md §7): transparent launchers, shells, scripts,
+programs."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from integration.cluster import (
     kueue_webhook_configurations,
 )
 
-from gpustack_render import resources
-from gpustack_render.yamlio import load_documents
+from gpustack_render.cli.yamlio import load_documents
+from gpustack_render.rendering import resources
 
 ROOT = Path(__file__).resolve().parents[2]
 KUEUE = ROOT / "deploy" / "kueue"

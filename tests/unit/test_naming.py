@@ -1,4 +1,5 @@
-"""Generated names: the FNV-1a group-name vectors of render.md §6 and the D5 name shapes."""
+"""Generated names: the FNV-1a group-name vectors of docs/contract/render.md §6 and the D5 name
+shapes."""
 
 from __future__ import annotations
 

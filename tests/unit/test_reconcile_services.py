@@ -1,6 +1,7 @@
-"""Service alignment (render.md §19, controller.md §11): a Service is re-applied when a rendered
-value differs **or** when the controller's field manager still owns a field the rendering no
-longer carries (server-side apply removes such a field only on the next apply)."""
+"""Service alignment (docs/contract/render.md §19, docs/contract/controller.md §11): a Service is
+re-applied when a rendered value differs **or** when the controller's field manager still owns a
+field the rendering no longer carries (server-side apply removes such a field only on the next
+apply)."""
 
 from __future__ import annotations
 

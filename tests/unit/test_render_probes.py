@@ -1,4 +1,5 @@
-"""Probes (render.md §12, D7, D13, D22) and the preStop drain hook (§13), run for real."""
+"""Probes (docs/contract/render.md §12, D7, D13, D22) and the preStop drain hook (§13), run for
+real."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Resources derived from the InstanceType (render.md §15 worked examples, D12, D20, D21)."""
+"""Resources derived from the InstanceType (docs/contract/render.md §15 worked examples, D12, D20,
+D21)."""
 
 from __future__ import annotations
 

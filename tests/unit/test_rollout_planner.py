@@ -1,4 +1,5 @@
-"""Table-driven tests of the rollout planner (controller.md §4–§7, the seed's rollout rules)."""
+"""Table-driven tests of the rollout planner (docs/contract/controller.md §4–§7, the seed's rollout
+rules)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Table-driven tests of ``ModelDeployment.status`` (controller.md §13–§15)."""
+"""Table-driven tests of ``ModelDeployment.status`` (docs/contract/controller.md §13–§15)."""
 
 from __future__ import annotations
 
@@ -291,8 +291,8 @@ def test_quota_reserved_multi_role_names_the_waiting_roles() -> None:
 
 
 def test_a_preemption_note_is_appended_on_the_other_branches() -> None:
-    """controller.md §14: "A preemption note is appended on other branches" (Parked and
-    Reserved included)."""
+    """docs/contract/controller.md §14: "A preemption note is appended on other branches" (Parked
+    and Reserved included)."""
     md = deployment()
     rendering = rendered(md)
     pods = pods_of(rendering)

@@ -1,4 +1,4 @@
-"""Departure and render events on the ModelDeployment (controller.md §16, D24)."""
+"""Departure and render events on the ModelDeployment (docs/contract/controller.md §16, D24)."""
 
 from __future__ import annotations
 

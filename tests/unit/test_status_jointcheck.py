@@ -1,4 +1,5 @@
-"""The joint multi-role admission check's verdicts (controller.md §9, ``jointcheck.py``)."""
+"""The joint multi-role admission check's verdicts (docs/contract/controller.md §9,
+``jointcheck.py``)."""
 
 from __future__ import annotations
 
