@@ -21,8 +21,17 @@ setup: $(STAMP) ## create .venv and install the project with its dev tools
 demo: setup ## render the bundled example (examples/qwen-chat.yaml)
 	$(BIN)/gpustack-render render examples/qwen-chat.yaml
 
-envtest: ## build (or reuse) kube-apiserver and etcd for the integration tests
-	bash hack/envtest/build.sh
+envtest: ## build (or reuse) the simulated cluster's components (kube-*, etcd, Kueue, KWOK, kubectl, helm)
+	bash hack/envtest/build.sh >/dev/null
+
+cluster: setup envtest ## start a simulated GPU cluster in the background (kubeconfig: .cluster/kubeconfig)
+	$(BIN)/python hack/cluster.py up
+
+cluster-demo: setup ## apply examples/ on the running simulated cluster and wait until each is Ready
+	$(BIN)/python hack/cluster.py demo
+
+cluster-down: ## stop the simulated cluster (every process it started) and remove .cluster/
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY)) hack/cluster.py down
 
 test: setup envtest ## run the whole test suite (unit, golden, property, integration)
 	$(BIN)/pytest
@@ -34,8 +43,9 @@ fmt: setup ## format the code
 	$(BIN)/ruff format gpustack_render gpustack_controller gpustack_webhook tests hack bench
 	$(BIN)/ruff check --fix gpustack_render gpustack_controller gpustack_webhook tests hack bench
 
-lint: setup ## ruff, mypy --strict and the import contracts
+lint: setup ## ruff (lint and format), mypy --strict and the import contracts
 	$(BIN)/ruff check gpustack_render gpustack_controller gpustack_webhook tests hack bench
+	$(BIN)/ruff format --check gpustack_render gpustack_controller gpustack_webhook tests hack bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -51,8 +61,13 @@ golden-update: setup ## rewrite golden files from the current output, then revie
 
 ci: lint test ## what CI runs: lint, then every test
 
-verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree
+verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree (no untracked files)
 	git diff --exit-code
+	@untracked="$$(git ls-files --others --exclude-standard)"; \
+	if [ -n "$$untracked" ]; then echo "untracked files:"; echo "$$untracked"; exit 1; fi
+
+image: ## build the container image with docker, podman or buildah (says so and exits 0 without one)
+	bash hack/image.sh
 
 FUZZ_EXAMPLES ?= 20000
 
@@ -63,4 +78,4 @@ fuzz: setup ## long random fuzz run of the entry points (FUZZ_EXAMPLES per test,
 bench: setup ## run the benchmarks (figures are ratios against an in-run baseline)
 	$(BIN)/python -m bench
 
-.PHONY: help setup demo envtest test test-unit fmt lint crds docs golden-update ci verify bench fuzz
+.PHONY: help setup demo image envtest cluster cluster-demo cluster-down test test-unit fmt lint crds docs golden-update ci verify bench fuzz

@@ -24,9 +24,9 @@ from gpustack_render.api.inputs import (
     KVCachePool,
     KVCachePoolBinding,
 )
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.lookups import StaticLookups
 
 NS = "team-a"
 GPU = "gpustack-nvidia-h100-linux-amd64"

@@ -18,10 +18,10 @@ import time
 from typing import Any
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
 from gpustack_render.injection import review_pod
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import StaticLookups
 
 WARMUP = 200
 ITERATIONS = 3000

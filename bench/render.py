@@ -22,10 +22,11 @@ from gpustack_render.api.inputs import (
     KVCachePool,
     KVCachePoolBinding,
 )
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.render import render
-from gpustack_render.settings import Settings
+from gpustack_render.cli.gcpause import paused_gc
+from gpustack_render.core.settings import Settings
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.lookups import StaticLookups
 
 REPLICAS = 1024
 SIZE = 64
@@ -109,7 +110,8 @@ def main() -> int:
 
     gc.collect()
     start = time.perf_counter()
-    rendering = render(md, lookups=lookups, settings=settings)
+    with paused_gc():
+        rendering = render(md, lookups=lookups, settings=settings)
     objects = rendering.objects()
     seconds = time.perf_counter() - start
 

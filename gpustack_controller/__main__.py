@@ -18,7 +18,7 @@ import sys
 from gpustack_controller.controller import Controller, Options
 from gpustack_controller.kube import Kube, in_cluster_namespace
 from gpustack_controller.server import serve
-from gpustack_render.settings import DEFAULT_SYSTEM_NAMESPACE
+from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
 
 log = logging.getLogger("gpustack_controller")
 

@@ -1,13 +1,13 @@
-"""Runs the joint multi-role AdmissionCheck (controller.md §9): the object, its ``Active``
-condition, and one verdict per Workload, written by server-side apply with the check's own
-field manager. The verdict itself is ``gpustack_render.jointcheck.joint_verdict``.
+"""Runs the joint multi-role AdmissionCheck (docs/contract/controller.md §9): the object, its
+``Active`` condition, and one verdict per Workload, written by server-side apply with the check's
+own field manager. The verdict itself is ``gpustack_render.reconcile.jointcheck.joint_verdict``.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from gpustack_controller.kube import (
@@ -19,21 +19,26 @@ from gpustack_controller.kube import (
     ApiError,
     Kube,
 )
-from gpustack_controller.reconciler import FIELD_MANAGER, deployment_selector, split_key
 from gpustack_controller.watches import Informer
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.jointcheck import (
+from gpustack_render.reconcile.jointcheck import (
     CHECK_NAME,
     CONTROLLER_NAME,
     PENDING,
     JointDeployment,
     active_condition_apply,
+    active_since,
     admission_check_object,
     check_entry_apply,
+    controlling_deployment,
+    joint_deployment,
     joint_verdict,
     needs_verdict,
+    owner_pods,
+    verdict_changed,
 )
-from gpustack_render.observed import observe_pod, observe_workload
+from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
+from gpustack_render.reconcile.observed import observe_workload
+from gpustack_render.schema.decoding import decode_deployment
 
 log = logging.getLogger(__name__)
 
@@ -52,23 +57,12 @@ async def ensure_admission_check(kube: Kube, *, now: datetime.datetime | None = 
     stored = await kube.apply(
         ADMISSION_CHECKS, admission_check_object(), field_manager=FIELD_MANAGER
     )
-    since = None
-    for cond in (stored.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "Active" and cond.get("status") == "True":
-            since = cond.get("lastTransitionTime")
     await kube.apply(
         ADMISSION_CHECKS,
-        active_condition_apply(previous_since=since, now=now or _now()),
+        active_condition_apply(previous_since=active_since(stored), now=now or _now()),
         field_manager=CONTROLLER_NAME,
         subresource="status",
     )
-
-
-def _controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller") is True and ref.get("kind") == MODEL_DEPLOYMENTS.kind:
-            return dict(ref)
-    return None
 
 
 class AdmissionCheckReconciler:
@@ -99,10 +93,7 @@ class AdmissionCheckReconciler:
             return READ_RETRY_SECONDS
         verdict = joint_verdict(workload=workload, deployment=deployment, now=self.clock())
         previous = workload.checks.get(CHECK_NAME)
-        if previous is None or (previous.state, previous.message) != (
-            verdict.state,
-            verdict.message,
-        ):
+        if verdict_changed(previous, verdict):
             await self.kube.apply(
                 WORKLOADS_STORAGE,
                 check_entry_apply(
@@ -126,19 +117,14 @@ class AdmissionCheckReconciler:
 
     async def _deployment(self, workload: dict[str, Any], namespace: str) -> JointDeployment | None:
         """The controlling deployment of the Workload's owner Pods (``None``: not one)."""
-        owner_pods = [
-            ref
-            for ref in (workload.get("metadata") or {}).get("ownerReferences") or ()
-            if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1"
-        ]
-        md_ref: dict[str, Any] | None = None
-        for ref in owner_pods:
+        md_ref: Mapping[str, Any] | None = None
+        for ref in owner_pods(workload):
             pod = self.pods.get(f"{namespace}/{ref.get('name')}")
             if pod is None or (pod.get("metadata") or {}).get("uid") != ref.get("uid"):
                 pod = await self.kube.get(PODS, str(ref.get("name")), namespace)
             if pod is None:
                 continue
-            md_ref = _controller_of(pod)
+            md_ref = controlling_deployment(pod)
             if md_ref is not None:
                 break
         if md_ref is None:
@@ -153,13 +139,4 @@ class AdmissionCheckReconciler:
             PODS, namespace, label_selector=deployment_selector(md.metadata.name)
         )
         raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
-        return JointDeployment(
-            name=md.metadata.name,
-            roles=tuple((r.name, r.replicas) for r in md.spec.roles),
-            pods=[observe_pod(p, owner_uid=md.metadata.uid) for p in raw_pods],
-            workloads=[observe_workload(w) for w in raw_workloads],
-            replacing={r.name: r.replacing for r in (md.status.roles or ())}
-            if md.status is not None
-            else {},
-            deleting=md.metadata.deletion_timestamp is not None,
-        )
+        return joint_deployment(md, pods=raw_pods, workloads=raw_workloads)

@@ -1,6 +1,6 @@
 """The controller process: informers, event mapping, work queues, workers, leader election.
 
-Watches (controller.md §2) and what each event enqueues:
+Watches (docs/contract/controller.md §2) and what each event enqueues:
 
 | Source | Enqueues |
 |---|---|
@@ -45,10 +45,10 @@ from gpustack_controller.reconciler import Caches, DeploymentReconciler
 from gpustack_controller.recorder import EventRecorder
 from gpustack_controller.watches import Informer, object_key
 from gpustack_controller.workqueue import WorkQueue
-from gpustack_render import labels
 from gpustack_render.api.modeldeployment import KIND as MD_KIND
-from gpustack_render.jointcheck import CHECK_NAME
-from gpustack_render.settings import CONFIGMAP_NAME, Settings, settings_from_data
+from gpustack_render.core import labels
+from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
+from gpustack_render.reconcile.jointcheck import CHECK_NAME
 
 log = logging.getLogger(__name__)
 

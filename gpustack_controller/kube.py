@@ -1,7 +1,8 @@
 """The controller's only door to the API server (the one module importing kubernetes_asyncio).
 
 Objects travel as plain JSON dicts: one REST path per :class:`Resource`, JSON in and out, so
-the library's readers (``gpustack_render.observed``, the pydantic models) see exactly what the
+the library's readers (``gpustack_render.reconcile.observed``, the pydantic models) see exactly
+what the
 API server stores. Writes are the four the controller needs: create (POST), delete, JSON merge
 patch and server-side apply (``application/apply-patch+yaml`` with a field manager and
 ``force``). Watches are raw event streams: :meth:`Kube.watch` yields decoded events and leaves
@@ -23,7 +24,9 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
-from gpustack_render import nesting
+from gpustack_render.api.common import GROUP, VERSION
+from gpustack_render.core import nesting
+from gpustack_render.schema.kinds import BY_KIND
 
 #: Where a Pod finds its service account's namespace.
 SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -80,18 +83,25 @@ class Resource:
         return base
 
 
-WORKER = "worker.gpustack.ai"
 KUEUE = "kueue.x-k8s.io"
 PODS: Final = Resource("", "v1", "pods", "Pod")
 SERVICES: Final = Resource("", "v1", "services", "Service")
 EVENTS: Final = Resource("", "v1", "events", "Event")
 CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
-MODEL_DEPLOYMENTS: Final = Resource(WORKER, "v1", "modeldeployments", "ModelDeployment")
-BINDINGS: Final = Resource(WORKER, "v1", "kvcachepoolbindings", "KVCachePoolBinding")
-POOLS: Final = Resource(WORKER, "v1", "kvcachepools", "KVCachePool", namespaced=False)
-BACKENDS: Final = Resource(WORKER, "v1", "kvcachebackends", "KVCacheBackend", namespaced=False)
-INSTANCE_TYPES: Final = Resource(WORKER, "v1", "instancetypes", "InstanceType", namespaced=False)
+
+
+def project_kind(kind: str) -> Resource:
+    """The REST coordinates of a worker.gpustack.ai kind, from the library's kind registry."""
+    info = BY_KIND[kind]
+    return Resource(GROUP, VERSION, info.plural, info.kind, namespaced=info.namespaced)
+
+
+MODEL_DEPLOYMENTS: Final = project_kind("ModelDeployment")
+BINDINGS: Final = project_kind("KVCachePoolBinding")
+POOLS: Final = project_kind("KVCachePool")
+BACKENDS: Final = project_kind("KVCacheBackend")
+INSTANCE_TYPES: Final = project_kind("InstanceType")
 #: Kueue kinds are read and written at v1beta1 (D24).
 WORKLOADS: Final = Resource(KUEUE, "v1beta1", "workloads", "Workload")
 #: Workload writes (the check entry, ``spec.active``) go to Kueue's storage version: a v1beta1

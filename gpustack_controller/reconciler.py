@@ -1,13 +1,18 @@
-"""The ModelDeployment reconcile pass: fetch, render, plan, apply (controller.md §3–§12).
+"""The ModelDeployment reconcile pass: fetch, render, plan, apply
+(docs/contract/controller.md §3–§12).
 
-Every decision comes from the library (``render``, ``rollout.plan``, ``status``, ``events``,
-``claims``); this module only reads what they need and writes what they return, in the order
-the planner documents. A pass:
+Every decision comes from the library (:mod:`gpustack_render.reconcile`: the input graph, the
+rollout plan, Service sync, status, events, claims, the teardown plan; and ``render``); this
+module fetches what they ask for, calls them, and writes what they return, in the order the
+planner documents. A pass:
 
-1. gets the deployment (gone → done); a ``deletionTimestamp`` → teardown; no finalizer → add
-   it with an update;
-2. claims the Binding (``status.usedBy``), renders (a render error → ``RenderFailed`` and a
-   retry, no status write);
+1. gets the deployment (gone → done); a ``deletionTimestamp`` → teardown
+   (:func:`~gpustack_render.reconcile.teardown.plan_teardown`); no finalizer → add it with an
+   update;
+2. fetches the objects the input graph asks for (cache first, then a live read; a stored object
+   that does not decode is a failed read, as in the webhook), claims the Binding
+   (``status.usedBy``), renders (a render error → ``RenderFailed`` and a retry, no status
+   write);
 3. lists the Pods and Workloads from the API server (uncached: the create gate must see every
    Pod that still holds a group name), plans, persists a newly chosen replacement, deletes Pods
    then Workloads, creates whole seats, applies LocalQueues and Services;
@@ -19,9 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, TypeVar
@@ -38,64 +42,52 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_controller.recorder import EventRecorder
-from gpustack_controller.watches import Informer, object_key
-from gpustack_render import claims, events, labels
+from gpustack_controller.watches import Informer
 from gpustack_render.api.inputs import (
+    InputObject,
     InstanceType,
     KVCacheBackend,
     KVCachePool,
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
-from gpustack_render.decoding import decode_deployment, decode_model
-from gpustack_render.errors import RenderError
-from gpustack_render.events import Event
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.observed import (
-    ObservedPod,
-    ObservedWorkload,
-    controlled_by,
-    observe_pod,
-    observe_workload,
-)
-from gpustack_render.render import Rendering, render
-from gpustack_render.rollout import Plan, plan
-from gpustack_render.settings import Settings
-from gpustack_render.status import (
+from gpustack_render.cli.gcpause import paused_gc
+from gpustack_render.core.errors import RenderError
+from gpustack_render.core.settings import Settings
+from gpustack_render.reconcile import claims, events
+from gpustack_render.reconcile.inputs import InputGraph, Read
+from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
+from gpustack_render.reconcile.observed import observe_pod, observe_workload
+from gpustack_render.reconcile.replicas import ReplicaIndex
+from gpustack_render.reconcile.rollout import Plan, plan, remembered_replacing, requeue_after
+from gpustack_render.reconcile.servicesync import service_aligned, sync_services
+from gpustack_render.reconcile.status import (
     cache_hold,
-    deleting_status,
     deployment_status,
     desired_from_rendering,
+    status_changed,
     status_to_json,
     with_replacing,
 )
+from gpustack_render.reconcile.teardown import Draining, plan_teardown
+from gpustack_render.rendering.renderer import Rendering, render
+from gpustack_render.schema.decoding import decode_deployment
+
+__all__ = ["FIELD_MANAGER", "Caches", "DeploymentReconciler", "service_aligned"]
 
 log = logging.getLogger(__name__)
 
-#: The one field manager of the controller's own writes (Services, LocalQueues, status).
-FIELD_MANAGER: Final = "gpustack-controller"
-#: Requeue while anything is held or in flight (controller.md §4 step 11).
+#: Requeue while anything is held or in flight (docs/contract/controller.md §4 step 11).
 HOLD_SECONDS: Final = 2.0
 #: Concurrent writes of one pass.
 WRITE_CONCURRENCY: Final = 32
 
 T = TypeVar("T")
-M = TypeVar("M", InstanceType, KVCachePoolBinding, KVCachePool, KVCacheBackend)
 
 
 def utc_now() -> str:
     """The wall clock as RFC 3339 (seconds, UTC): what conditions carry."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def deployment_selector(name: str) -> str:
-    """The label selector of a deployment's Pods and Services (name + instance)."""
-    return ",".join(f"{k}={v}" for k, v in labels.deployment_selector(name).items())
-
-
-def split_key(key: str) -> tuple[str, str]:
-    namespace, _, name = key.partition("/")
-    return namespace, name
 
 
 async def bounded(
@@ -123,6 +115,16 @@ class Caches:
     pools: Informer
     backends: Informer
     instance_types: Informer
+
+    def of(self, kind: type[InputObject]) -> Informer:
+        """The informer of an input kind."""
+        by_kind: dict[type[InputObject], Informer] = {
+            InstanceType: self.instance_types,
+            KVCachePoolBinding: self.bindings,
+            KVCachePool: self.pools,
+            KVCacheBackend: self.backends,
+        }
+        return by_kind[kind]
 
 
 class DeploymentReconciler:
@@ -180,66 +182,33 @@ class DeploymentReconciler:
             return cached
         return await self.kube.get(informer.resource, name, namespace)
 
-    def _decode(
-        self, model: type[M], obj: dict[str, Any] | None, unreadable: list[Event]
-    ) -> M | None:
-        """``obj`` as ``model``; an object that does not decode is None, logged once per
-        stored version and reported in ``unreadable`` (an Event on the deployment)."""
-        if obj is None:
-            return None
-        decoded, errs = decode_model(model, obj)
-        if decoded is not None:
-            return decoded
-        key = object_key(obj)
-        unreadable.append(events.input_unreadable(model.__name__, key, errs))
-        seen = (model.__name__, key, str((obj.get("metadata") or {}).get("resourceVersion")))
-        if seen not in self._unreadable_logged:
-            self._unreadable_logged.add(seen)
-            first = errs[0].message() if errs else "does not decode"
-            log.error("%s %s is unreadable: %s", model.__name__, key, first[:512])
-        return None
+    async def _inputs(self, md: ModelDeployment) -> InputGraph:
+        """The objects the render reads, fetched round by round as the library finds them."""
+        graph = InputGraph(md)
+        while pending := graph.pending():
+            for read in pending:
+                graph.answer(read, await self._fetch(read))
+        return graph
 
-    async def _lookups(
-        self, md: ModelDeployment, *, unreadable: list[Event] | None = None
-    ) -> tuple[StaticLookups, dict[str, Any] | None]:
-        """The objects the render reads, and the raw Binding (for the claim, None when it
-        does not decode). An object that does not decode is left out and named in
-        ``unreadable``."""
-        bad: list[Event] = [] if unreadable is None else unreadable
-        namespace = md.metadata.namespace
-        out = StaticLookups()
-        for role in md.spec.roles:
-            if role.instance_type in out.instance_types:
-                continue
-            obj = await self._read(self.caches.instance_types, role.instance_type)
-            it = self._decode(InstanceType, obj, bad)
-            if it is not None:
-                out.instance_types[role.instance_type] = it
-        raw_binding = None
-        if md.spec.kv_cache is not None and md.spec.kv_cache.pool_ref.name:
-            ref = md.spec.kv_cache.pool_ref.name
-            raw_binding = await self._read(self.caches.bindings, ref, namespace)
-            binding = self._decode(KVCachePoolBinding, raw_binding, bad)
-            if binding is None:
-                raw_binding = None  # never claim an object we cannot read
-            else:
-                out.bindings[(namespace, ref)] = binding
-                pool_obj = await self._read(self.caches.pools, binding.spec.pool_ref.name)
-                pool = self._decode(KVCachePool, pool_obj, bad)
-                if pool is not None:
-                    out.pools[pool.name] = pool
-                    if pool.spec.backends:
-                        backend_obj = await self._read(self.caches.backends, pool.spec.backends[0])
-                        backend = self._decode(KVCacheBackend, backend_obj, bad)
-                        if backend is not None:
-                            out.backends[backend.name] = backend
-        return out, raw_binding
+    def _log_unreadable(self, graph: InputGraph) -> None:
+        """Log each unreadable input once per stored version (an Event names it on each
+        deployment that reads it)."""
+        for bad in graph.unreadable:
+            read = bad.read
+            key = f"{read.namespace}/{read.name}" if read.namespace else read.name
+            seen = (read.kind.__name__, key, bad.resource_version)
+            if seen not in self._unreadable_logged:
+                self._unreadable_logged.add(seen)
+                log.error(
+                    "%s %s is unreadable: %s", read.kind.__name__, key, bad.failure.reason[:512]
+                )
 
-    async def _observe(
-        self, md: ModelDeployment
-    ) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
-        """Every Pod carrying the deployment's selector and the namespace's Workloads, as the
-        API server holds them now."""
+    async def _fetch(self, read: Read) -> dict[str, Any] | None:
+        return await self._read(self.caches.of(read.kind), read.name, read.namespace or None)
+
+    async def _observe(self, md: ModelDeployment) -> ReplicaIndex:
+        """Every Pod carrying the deployment's selector and the namespace's Workloads owning
+        one of them, as the API server holds them now, indexed once for the pass."""
         namespace = md.metadata.namespace
         raw_pods, _ = await self.kube.list(
             PODS, namespace, label_selector=deployment_selector(md.metadata.name)
@@ -248,32 +217,30 @@ class DeploymentReconciler:
         uids = {p.uid for p in pods}
         raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
         workloads = [observe_workload(w) for w in raw_workloads]
-        return pods, [w for w in workloads if w.owns_any(uids)]
+        return ReplicaIndex.of(pods, [w for w in workloads if w.owns_any(uids)])
 
     # ---- converge ---------------------------------------------------------------------------
 
     async def _converge(self, md: ModelDeployment, raw: dict[str, Any]) -> float | None:
-        namespace, name = md.metadata.namespace, md.metadata.name
-        unreadable: list[Event] = []
-        lookups, raw_binding = await self._lookups(md, unreadable=unreadable)
-        for event in unreadable:
-            await self.recorder.record(raw, event)
-        if raw_binding is not None:
-            await self._claim(raw_binding, name)
+        namespace = md.metadata.namespace
+        inputs = await self._inputs(md)
+        self._log_unreadable(inputs)
+        for bad in inputs.unreadable:
+            await self.recorder.record(raw, bad.event())
+        if inputs.raw_binding is not None:
+            await self._claim(inputs.raw_binding, md.metadata.name)
         settings = self.settings()
         try:
-            rendering = render(md, lookups=lookups, settings=settings)
+            with paused_gc():
+                rendering = render(md, lookups=inputs.lookups, settings=settings)
         except RenderError as exc:
             await self.recorder.record(raw, events.render_failed(exc))
             raise
-        pods, workloads = await self._observe(md)
+        index = await self._observe(md)
         step = plan(
             desired=desired_from_rendering(rendering),
-            pods=pods,
-            workloads=workloads,
-            replacing={r.name: r.replacing for r in (md.status.roles or ())}
-            if md.status is not None
-            else {},
+            index=index,
+            replacing=remembered_replacing(md),
             cache_hold=cache_hold(md, rendering.cache),
         )
         stored = md.status
@@ -284,28 +251,24 @@ class DeploymentReconciler:
         await self._delete(namespace, step)
         create_error = await self._create(rendering, step)
         await self._ensure_local_queues(rendering)
-        pods_after, workloads_after = await self._observe(md)
-        service_error = await self._sync_services(md, rendering, pods_after)
-        current = md.model_copy(update={"status": stored})
+        after = await self._observe(md)
+        service_error = await self._sync_services(md, rendering, after)
         new_status = deployment_status(
-            current,
+            md.model_copy(update={"status": stored}),
             rendering=rendering,
-            pods=pods_after,
-            workloads=workloads_after,
+            index=after,
             plan=step,
             system_namespace=settings.system_namespace,
             now=self.now(),
         )
-        if stored is None or status_to_json(new_status) != status_to_json(stored):
+        if status_changed(stored, new_status):
             await self._write_status(md, new_status)
-        for event in events.departure_events(pods_after):
+        for event in events.departure_events(after.pods, seen_before=index.pods):
             await self.recorder.record(raw, event)
         error = create_error or service_error
         if error is not None:
             raise error
-        if step.requeue or any(p.terminating for p in pods_after if p.owned):
-            return HOLD_SECONDS
-        return None
+        return HOLD_SECONDS if requeue_after(step, after) else None
 
     async def _write_status(self, md: ModelDeployment, status: ModelDeploymentStatus) -> None:
         body = {
@@ -362,52 +325,43 @@ class DeploymentReconciler:
             self._queues_ensured.add(key)
 
     async def _sync_services(
-        self, md: ModelDeployment, rendering: Rendering, pods: Sequence[ObservedPod]
+        self, md: ModelDeployment, rendering: Rendering, after: ReplicaIndex
     ) -> BaseException | None:
-        """Apply every rendered Service that is not aligned with what is stored (a value
-        differs, or this manager still owns a field the rendering no longer carries); prune
-        owned Services no longer rendered (an instance Service only once no Pod of its ordinal
-        remains)."""
-        namespace, uid = md.metadata.namespace, md.metadata.uid
+        """Apply the rendered Services that are not aligned, prune the ones no longer
+        rendered (:func:`~gpustack_render.reconcile.servicesync.sync_services`); a Service
+        held by another owner is reported, never written."""
+        namespace = md.metadata.namespace
         wanted = rendering.services()
-        names = {str(s["metadata"]["name"]) for s in wanted}
-        error: BaseException | None = None
+        stored: dict[str, dict[str, Any] | None] = {}
         for service in wanted:
             name = str(service["metadata"]["name"])
-            existing = self.caches.services.get(f"{namespace}/{name}")
-            if existing is None:
-                existing = await self.kube.get(SERVICES, name, namespace)
-            if existing is not None and not controlled_by(existing, uid):
-                error = error or ApiError(
-                    409,
-                    "AlreadyExists",
-                    f"Service {namespace}/{name} exists and is not owned by ModelDeployment "
-                    f"{namespace}/{md.metadata.name}",
-                )
-                continue
-            if existing is not None and service_aligned(existing, service, FIELD_MANAGER):
-                continue
+            stored[name] = await self._read(self.caches.services, name, namespace)
+        sync = sync_services(
+            wanted,
+            stored=stored,
+            others=self.caches.services.items(),
+            namespace=namespace,
+            owner_uid=md.metadata.uid,
+            pods=after.pods,
+            manager=FIELD_MANAGER,
+        )
+        for service in sync.apply:
             await self.kube.apply(
                 SERVICES, service, field_manager=FIELD_MANAGER, namespace=namespace
             )
-        held = {(p.role, p.ordinal) for p in pods if p.owned}
-        for existing in self.caches.services.items():
-            meta = existing.get("metadata") or {}
-            if meta.get("namespace") != namespace or meta.get("name") in names:
-                continue
-            if not controlled_by(existing, uid):
-                continue
-            selector = (existing.get("spec") or {}).get("selector") or {}
-            ordinal = selector.get(labels.POD_ORDINAL)
-            role = selector.get(labels.COMPONENT)
-            if ordinal is not None and (role, _int(ordinal)) in held:
-                continue  # peers of a terminating instance still resolve one another
-            await self.kube.delete(SERVICES, str(meta.get("name")), namespace)
-        return error
+        for name in sync.prune:
+            await self.kube.delete(SERVICES, name, namespace)
+        if sync.conflicts:
+            return ApiError(
+                409,
+                "AlreadyExists",
+                f"Service {namespace}/{sync.conflicts[0]} exists and is not owned by "
+                f"ModelDeployment {namespace}/{md.metadata.name}",
+            )
+        return None
 
     async def _claim(self, raw_binding: dict[str, Any], deployment: str) -> None:
-        used_by = (raw_binding.get("status") or {}).get("usedBy")
-        wanted = claims.claimed(used_by, deployment)
+        wanted = claims.claim_on(raw_binding, deployment)
         if wanted is not None:
             await self._write_used_by(raw_binding, wanted)
 
@@ -429,44 +383,34 @@ class DeploymentReconciler:
     # ---- teardown ---------------------------------------------------------------------------
 
     async def _teardown(self, md: ModelDeployment, raw: dict[str, Any]) -> float | None:
-        if claims.FINALIZER not in md.metadata.finalizers:
-            return None
         namespace, name = md.metadata.namespace, md.metadata.name
-        pods, workloads = await self._observe(md)
-        owned = [p for p in pods if p.owned]
-        if owned:
-            status = deleting_status(md, remaining=len(owned), now=self.now())
-            if md.status is None or status_to_json(status) != status_to_json(md.status):
-                await self._write_status(md, status)
+        step = plan_teardown(md, index=await self._observe(md), now=self.now())
+        if step is None:
+            return None
+        if isinstance(step, Draining):
+            if step.status is not None:
+                await self._write_status(md, step.status)
             results = await bounded(
                 partial(self.kube.delete, PODS, p.name, namespace, uid=p.uid)
-                for p in owned
-                if not p.terminating
+                for p in step.delete_pods
             )
             _raise_first(results)
-            # Only the Workloads of this deployment's own Pods (controller.md §12): a Pod that
-            # merely carries the deployment's labels is not ours to release.
-            owned_uids = {p.uid for p in owned}
             results = await bounded(
-                partial(self.kube.delete, WORKLOADS, w.name, namespace)
-                for w in workloads
-                if w.owns_any(owned_uids)
+                partial(self.kube.delete, WORKLOADS, w, namespace) for w in step.delete_workloads
             )
             _raise_first(results)
             return HOLD_SECONDS
-        if md.spec.kv_cache is not None and md.spec.kv_cache.pool_ref.name:
-            raw_binding = await self.kube.get(BINDINGS, md.spec.kv_cache.pool_ref.name, namespace)
+        if step.binding is not None:
+            raw_binding = await self.kube.get(BINDINGS, step.binding, namespace)
             if raw_binding is not None:
-                used_by = (raw_binding.get("status") or {}).get("usedBy")
-                remaining = claims.released(used_by, name)
+                remaining = claims.release_from(raw_binding, name)
                 if remaining is not None:
                     await self._write_used_by(raw_binding, remaining)
-        finalizers = claims.without_finalizer(md.metadata.finalizers)
-        if finalizers is not None:
+        if step.finalizers is not None:
             try:
                 await self.kube.replace(
                     MODEL_DEPLOYMENTS,
-                    {**raw, "metadata": {**raw["metadata"], "finalizers": finalizers}},
+                    {**raw, "metadata": {**raw["metadata"], "finalizers": step.finalizers}},
                     namespace,
                 )
             except ApiError as exc:
@@ -480,99 +424,3 @@ def _raise_first(results: Sequence[object]) -> None:
     for result in results:
         if isinstance(result, BaseException):
             raise result
-
-
-def _int(text: object) -> int | None:
-    try:
-        return int(str(text))
-    except ValueError:
-        return None
-
-
-def service_aligned(existing: Mapping[str, Any], wanted: Mapping[str, Any], manager: str) -> bool:
-    """True when applying ``wanted`` as ``manager`` would change nothing in ``existing``.
-
-    Two halves: every rendered field is stored with the rendered value (:func:`_covers`), and
-    the field set ``manager`` owns through server-side apply (``metadata.managedFields``)
-    names nothing the rendering dropped — a label, annotation, port or selector key removed
-    from the rendering is still stored and still ours, and only a new apply removes it. A
-    Service without an apply entry of ``manager`` is not known to be aligned.
-    """
-    if not _covers(existing, wanted):
-        return False
-    owned = _applied_fields(existing, manager)
-    return owned is not None and not _owns_more(owned, wanted)
-
-
-def _applied_fields(obj: Mapping[str, Any], manager: str) -> Mapping[str, Any] | None:
-    """The ``fieldsV1`` set ``manager`` owns by apply on the main resource, if any."""
-    for entry in (obj.get("metadata") or {}).get("managedFields") or ():
-        if (
-            isinstance(entry, Mapping)
-            and entry.get("manager") == manager
-            and entry.get("operation") == "Apply"
-            and not entry.get("subresource")
-        ):
-            fields = entry.get("fieldsV1")
-            return fields if isinstance(fields, Mapping) else {}
-    return None
-
-
-def _owns_more(fields: Mapping[str, Any], wanted: Any) -> bool:
-    """True when the ``fieldsV1`` set ``fields`` names a path ``wanted`` does not carry.
-
-    ``f:<name>`` is a map field, ``k:<json>`` a list element by its key fields, ``v:<json>``
-    a set element, ``i:<n>`` a list index and ``.`` the element itself.
-    """
-    for key, sub in fields.items():
-        if key == ".":
-            continue
-        kind, _, rest = str(key).partition(":")
-        child: Any
-        if kind == "f":
-            if not isinstance(wanted, Mapping) or rest not in wanted:
-                return True
-            child = wanted[rest]
-        elif kind in ("k", "v", "i"):
-            if not isinstance(wanted, list):
-                return True
-            try:
-                ident = json.loads(rest)
-            except ValueError:
-                return True
-            if kind == "k":
-                match = [
-                    e
-                    for e in wanted
-                    if isinstance(e, Mapping)
-                    and isinstance(ident, Mapping)
-                    and all(e.get(k) == v for k, v in ident.items())
-                ]
-            elif kind == "v":
-                match = [e for e in wanted if e == ident]
-            else:
-                match = [wanted[ident]] if isinstance(ident, int) and ident < len(wanted) else []
-            if not match:
-                return True
-            child = match[0]
-        else:
-            return True
-        if isinstance(sub, Mapping) and sub and _owns_more(sub, child):
-            return True
-    return False
-
-
-def _covers(existing: Any, wanted: Any) -> bool:
-    """Every field of ``wanted`` is present with the same value in ``existing`` (server
-    defaults may add more); lists must match element by element."""
-    if isinstance(wanted, Mapping):
-        return isinstance(existing, Mapping) and all(
-            k in existing and _covers(existing[k], v) for k, v in wanted.items()
-        )
-    if isinstance(wanted, list):
-        return (
-            isinstance(existing, list)
-            and len(existing) == len(wanted)
-            and all(_covers(e, w) for e, w in zip(existing, wanted, strict=True))
-        )
-    return bool(existing == wanted)

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from gpustack_controller import metrics
 from gpustack_controller.kube import EVENTS, ApiError, Kube
-from gpustack_render.events import DEDUP_WINDOW_SECONDS, Event, dedup_key
+from gpustack_render.reconcile.events import DEDUP_WINDOW_SECONDS, Event, dedup_key
 
 log = logging.getLogger(__name__)
 

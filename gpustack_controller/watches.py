@@ -3,8 +3,8 @@
 An :class:`Informer` keeps a cache of one resource (optionally one namespace and a label
 selector) and calls its handler with ``(event type, new object, old object)`` for every change,
 including the synthetic ``ADDED`` events of each (re-)list and ``DELETED`` for objects that
-vanished between two lists. Handlers map events to work-queue keys (``controller.md`` §2); they
-must be cheap and never raise.
+vanished between two lists. Handlers map events to work-queue keys
+(``docs/contract/controller.md`` §2); they must be cheap and never raise.
 """
 
 from __future__ import annotations

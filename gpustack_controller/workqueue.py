@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from gpustack_controller import metrics
 from gpustack_controller.kube import ApiError
-from gpustack_render.errors import RenderError
+from gpustack_render.core.errors import RenderError
 
 log = logging.getLogger(__name__)
 

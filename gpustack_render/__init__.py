@@ -17,9 +17,7 @@ from gpustack_render.api import (
     ModelArtifact,
     ModelDeployment,
 )
-from gpustack_render.crd import all_crds
-from gpustack_render.decoding import decode_deployment, decode_model
-from gpustack_render.errors import (
+from gpustack_render.core.errors import (
     ErrorList,
     ErrorType,
     FieldError,
@@ -27,24 +25,35 @@ from gpustack_render.errors import (
     Verdict,
     VerdictKind,
 )
-from gpustack_render.events import Event, departure_events, render_failed
-from gpustack_render.hashing import (
+from gpustack_render.core.naming import group_name
+from gpustack_render.core.paths import FieldPath
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings, settings_from_data
+from gpustack_render.injection import InjectionRecord, freeze_pod, inject_pod, review_pod
+from gpustack_render.reconcile.events import Event, departure_events, render_failed
+from gpustack_render.reconcile.observed import (
+    ObservedPod,
+    ObservedWorkload,
+    observe_pod,
+    observe_workload,
+)
+from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, plan
+from gpustack_render.reconcile.status import (
+    deleting_status,
+    deployment_status,
+    desired_from_rendering,
+)
+from gpustack_render.rendering.hashing import (
     CURRENT_RENDER_VERSION,
     MIN_SUPPORTED_RENDER_VERSION,
     effective_floor,
     is_outdated,
     pod_render_version,
 )
-from gpustack_render.injection import InjectionRecord, freeze_pod, inject_pod, review_pod
-from gpustack_render.lookups import LookupFailed, Lookups, StaticLookups
-from gpustack_render.naming import group_name
-from gpustack_render.observed import ObservedPod, ObservedWorkload, observe_pod, observe_workload
-from gpustack_render.paths import FieldPath
-from gpustack_render.render import Rendering, RoleRendering, SeatRendering, render
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.rollout import Desired, DesiredRole, Plan, plan
-from gpustack_render.settings import Settings, settings_from_data
-from gpustack_render.status import deleting_status, deployment_status, desired_from_rendering
+from gpustack_render.rendering.renderer import Rendering, RoleRendering, SeatRendering, render
+from gpustack_render.schema.crd import all_crds
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.lookups import LookupFailed, Lookups, StaticLookups
 
 __all__ = [
     "CURRENT_RENDER_VERSION",

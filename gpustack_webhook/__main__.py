@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpustack_render.settings import DEFAULT_SYSTEM_NAMESPACE
+from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
 from gpustack_webhook import logs
 from gpustack_webhook.kube import KubeReader, own_namespace
 from gpustack_webhook.limits import ConnectionLimits

@@ -33,8 +33,9 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
 
-from gpustack_render import nesting
 from gpustack_render.api.common import GROUP, VERSION
+from gpustack_render.core import nesting
+from gpustack_render.schema.kinds import BY_KIND, INPUT_MODELS
 from gpustack_webhook.lookups import ReadError
 
 #: Where a Pod finds its service account's namespace.
@@ -58,11 +59,8 @@ class Resource:
 
 #: The kinds the library's Lookups read (the RBAC in deploy/webhook grants ``get`` on these).
 RESOURCES: dict[str, Resource] = {
-    "InstanceType": Resource("instancetypes", namespaced=False),
-    "KVCachePoolBinding": Resource("kvcachepoolbindings", namespaced=True),
-    "KVCachePool": Resource("kvcachepools", namespaced=False),
-    "KVCacheBackend": Resource("kvcachebackends", namespaced=False),
-    "ModelArtifact": Resource("modelartifacts", namespaced=True),
+    kind: Resource(BY_KIND[kind].plural, namespaced=BY_KIND[kind].namespaced)
+    for kind in INPUT_MODELS
 }
 
 

@@ -56,7 +56,7 @@ class ConnectionLimits:
     linger: float = 1.0
 
 
-class OverCapacity(ConnectionError):
+class OverCapacityError(ConnectionError):
     """Raised by the protocol factory: asyncio then drops the accepted socket before any TLS
     state is allocated for it."""
 
@@ -73,10 +73,10 @@ class Guard:
         self._by_handler: dict[RequestHandler, _Guarded] = {}
 
     def __call__(self) -> asyncio.Protocol:
-        """A protocol for one accepted connection, or :class:`OverCapacity`."""
+        """A protocol for one accepted connection, or :class:`OverCapacityError`."""
         if len(self.open) >= self.limits.max_connections:
             self.observe(OVER_CAPACITY)
-            raise OverCapacity(f"{len(self.open)} connections are open")
+            raise OverCapacityError(f"{len(self.open)} connections are open")
         assert self.factory is not None, "the listener binds the factory before accepting"
         return _Guarded(self, self.factory())
 

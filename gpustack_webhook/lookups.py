@@ -1,7 +1,7 @@
 """Where one review's inputs come from: Settings and the objects its rules read.
 
-The library is synchronous and pure; it asks a :class:`~gpustack_render.lookups.Lookups` for the
-objects a rule needs. The server answers with :class:`ReviewReads`, the reads of one review: an
+The library is synchronous and pure; it asks a :class:`~gpustack_render.schema.lookups.Lookups` for
+the objects a rule needs. The server answers with :class:`ReviewReads`, the reads of one review: an
 object already read is returned (memoised per name for that review only, never shared between
 reviews — a stale cache must not decide admission); an object not yet read stops the library
 with :class:`NeedRead`, the server GETs it live on the event loop (through :class:`Sources`) and
@@ -15,9 +15,9 @@ so it is as live as a read of its own. A GET sent before the review began is nev
 nothing is kept once a GET has answered.
 
 Not-found is ``None``; any other failure (an error answer, a timeout, the review's deadline, a
-stored object that does not decode) is a :class:`~gpustack_render.lookups.LookupFailed`, raised to
-the library where it asked, so it is reported as the library reports read failures, never as a
-verdict on a missing object.
+stored object that does not decode) is a :class:`~gpustack_render.schema.lookups.LookupFailed`,
+raised to the library where it asked, so it is reported as the library reports read failures,
+never as a verdict on a missing object.
 
 Settings come from the ConfigMap ``gpustack-settings`` in the server's namespace. They are
 operator configuration, not an object a rule reads, so :class:`LiveSources` may reuse a read for
@@ -36,29 +36,16 @@ from typing import Any, Protocol, TypeVar
 
 from gpustack_render.api.inputs import (
     InputObject,
-    InstanceType,
-    KVCacheBackend,
-    KVCachePool,
-    KVCachePoolBinding,
-    ModelArtifact,
 )
-from gpustack_render.decoding import decode_model
-from gpustack_render.lookups import LookupFailed, StaticLookups
-from gpustack_render.settings import CONFIGMAP_NAME, Settings, settings_from_data
+from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
+from gpustack_render.schema.kinds import INPUT_MODELS
+from gpustack_render.schema.lookups import LookupFailed, StaticLookups, decode_stored
 from gpustack_webhook.logs import LOGGER_NAME, fields
 
 log = logging.getLogger(f"{LOGGER_NAME}.lookups")
 
 M = TypeVar("M", bound=InputObject)
 
-#: The kinds a review may read, by kind name.
-MODELS: dict[str, type[InputObject]] = {
-    "InstanceType": InstanceType,
-    "KVCachePoolBinding": KVCachePoolBinding,
-    "KVCachePool": KVCachePool,
-    "KVCacheBackend": KVCacheBackend,
-    "ModelArtifact": ModelArtifact,
-}
 
 #: Result labels passed to a :data:`LookupObserver`.
 FOUND, NOT_FOUND, FAILED = "found", "not_found", "failed"
@@ -97,20 +84,8 @@ class ReviewReads:
     def __init__(self) -> None:
         self.answers: dict[ReadKey, InputObject | LookupFailed | None] = {}
 
-    def instance_type(self, name: str) -> InstanceType | None:
-        return self._answer(InstanceType, "", name)
-
-    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None:
-        return self._answer(KVCachePoolBinding, namespace, name)
-
-    def pool(self, name: str) -> KVCachePool | None:
-        return self._answer(KVCachePool, "", name)
-
-    def backend(self, name: str) -> KVCacheBackend | None:
-        return self._answer(KVCacheBackend, "", name)
-
-    def artifact(self, namespace: str, name: str) -> ModelArtifact | None:
-        return self._answer(ModelArtifact, namespace, name)
+    def get(self, kind: type[M], namespace: str, name: str) -> M | None:
+        return self._answer(kind, namespace, name)
 
     def _answer(self, model: type[M], namespace: str, name: str) -> M | None:
         if not name:
@@ -165,14 +140,7 @@ class StaticSources:
         return self.fixed_settings
 
     async def read(self, key: ReadKey, *, since: float | None = None) -> InputObject | None:
-        readers: dict[str, Callable[[], InputObject | None]] = {
-            "InstanceType": lambda: self.objects.instance_type(key.name),
-            "KVCachePoolBinding": lambda: self.objects.binding(key.namespace, key.name),
-            "KVCachePool": lambda: self.objects.pool(key.name),
-            "KVCacheBackend": lambda: self.objects.backend(key.name),
-            "ModelArtifact": lambda: self.objects.artifact(key.namespace, key.name),
-        }
-        return readers[key.kind]()
+        return self.objects.get(INPUT_MODELS[key.kind], key.namespace, key.name)
 
 
 class LiveSources:
@@ -230,7 +198,7 @@ class LiveSources:
             self._observe(key.kind, FAILED)
             return LookupFailed(key.kind, key.name, reason, namespace=key.namespace)
 
-        model = MODELS.get(key.kind)
+        model = INPUT_MODELS.get(key.kind)  # the kinds a review may read
         if model is None:
             raise failed("not a kind this server reads")
         try:
@@ -243,10 +211,11 @@ class LiveSources:
         if data is None:
             self._observe(key.kind, NOT_FOUND)
             return None
-        obj, errs = decode_model(model, data)
-        if obj is None:
-            first = errs[0].message() if errs else "does not decode"
-            raise failed(f"the stored object does not decode ({first})")
+        try:
+            obj = decode_stored(model, data, name=key.name, namespace=key.namespace)
+        except LookupFailed:
+            self._observe(key.kind, FAILED)
+            raise
         self._observe(key.kind, FOUND)
         return obj
 

@@ -33,15 +33,15 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from gpustack_render import nesting
 from gpustack_render.admission import mutate_deployment, validate_deployment
 from gpustack_render.api.common import GROUP
 from gpustack_render.api.inputs import InputObject
-from gpustack_render.errors import Verdict
+from gpustack_render.core import nesting
+from gpustack_render.core.errors import Verdict
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
 from gpustack_render.injection import review_pod
-from gpustack_render.lookups import LookupFailed, Lookups
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import LookupFailed, Lookups
 from gpustack_webhook.limits import ConnectionLimits, Guard, GuardedSite
 from gpustack_webhook.logs import LOGGER_NAME, fields
 from gpustack_webhook.lookups import NeedRead, ReadKey, ReviewReads, Sources
@@ -53,7 +53,8 @@ log = logging.getLogger(f"{LOGGER_NAME}.server")
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 
 #: Paths of the four webhooks (controller-runtime style for the ModelDeployment pair; the Pod
-#: pair as kv-injection.md §12 gives them). deploy/webhook/webhooks.yaml uses the same.
+#: pair as docs/contract/kv-injection.md §12 gives them). deploy/webhook/webhooks.yaml uses the
+#: same.
 PATH_MODELDEPLOYMENT_MUTATE = "/mutate-worker-gpustack-ai-v1-modeldeployment"
 PATH_MODELDEPLOYMENT_VALIDATE = "/validate-worker-gpustack-ai-v1-modeldeployment"
 PATH_POD_INJECT = "/mutate-gpustack-worker-kvcache-core-v1-pod"
@@ -111,7 +112,7 @@ def default_webhooks() -> tuple[Webhook, ...]:
     )
 
 
-class BadReview(ValueError):
+class BadReview(ValueError):  # noqa: N818 (a refusal of the request, reported as HTTP 400, not an internal error)
     """The body is not an AdmissionReview this webhook can answer."""
 
 
@@ -142,6 +143,13 @@ def parse_review(raw: bytes, hook: Webhook) -> dict[str, Any]:
     check_request_fields(request)
     if request.get("operation") not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
         raise BadReview(f"request.operation {request.get('operation')!r} is not an operation")
+    _check_kind(request, hook)
+    _check_objects(request)
+    return review
+
+
+def _check_kind(request: Mapping[str, Any], hook: Webhook) -> None:
+    """``request.kind`` names the kind ``hook`` reviews."""
     kind = request.get("kind")
     if not isinstance(kind, dict):
         raise BadReview("request.kind is missing")
@@ -155,6 +163,10 @@ def parse_review(raw: bytes, hook: Webhook) -> dict[str, Any]:
             f"{hook.path} reviews {hook.kind} ({hook.group or 'core'}/{hook.version}), "
             f"not {name} ({group or 'core'}/{version})"
         )
+
+
+def _check_objects(request: Mapping[str, Any]) -> None:
+    """``request.object`` and ``request.oldObject`` are objects where the operation needs them."""
     for key in ("object", "oldObject"):
         if request.get(key) is not None and not isinstance(request.get(key), dict):
             raise BadReview(f"request.{key} is not an object")
@@ -164,7 +176,6 @@ def parse_review(raw: bytes, hook: Webhook) -> dict[str, Any]:
         raise BadReview(f"request.object is missing on {request.get('operation')}")
     if request.get("operation") == "UPDATE" and not isinstance(request.get("oldObject"), dict):
         raise BadReview("request.oldObject is missing on UPDATE")
-    return review
 
 
 #: Optional members of an ``admission.k8s.io/v1`` AdmissionRequest, by the JSON type they must

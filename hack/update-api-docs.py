@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gpustack_render.apidoc import api_reference
+from gpustack_render.schema.apidoc import api_reference
 
 
 def main() -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gpustack_render.crd import all_crds, crd_file_name
-from gpustack_render.yamlio import dump_yaml_one
+from gpustack_render.cli.yamlio import dump_yaml_one
+from gpustack_render.schema.crd import all_crds, crd_file_name
 
 
 def main() -> int:

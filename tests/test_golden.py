@@ -25,7 +25,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from gpustack_render import cli, yamlio
+from gpustack_render.cli import commands as cli
+from gpustack_render.cli import yamlio
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 VERBS = ("render", "admit", "inject", "crds")

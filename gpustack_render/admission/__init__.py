@@ -1,5 +1,5 @@
 """ModelDeployment admission: the mutating accelerator default and every validating rule of
-``reference/admission.md``, as pure functions over an :class:`AdmissionRequest`, lookups and
+``docs/contract/admission.md``, as pure functions over an :class:`AdmissionRequest`, lookups and
 Settings.
 
 Modules by rule family: ``objectrules`` (§5, §12), ``arguments`` (R1–R4, §8.1, §10.3),

@@ -1,25 +1,26 @@
 """Rules on a role's command line and environment: owned keys (R1, R4), parallel degrees (R2,
 R3), the served model name (§8.1) and ``--kv-cache-dtype`` while a pool is set (§10.3).
 
-Spelling follows :mod:`gpustack_render.flags`; the owned sets follow :mod:`gpustack_render.owned`.
+Spelling follows :mod:`gpustack_render.engines.flags`; the owned sets follow
+:mod:`gpustack_render.engines.owned`.
 """
 
 from __future__ import annotations
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context, whole_cards
 from gpustack_render.api.modeldeployment import RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.flags import find_flag, resolves_to, spelled, values_at
-from gpustack_render.owned import (
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import FieldPath
+from gpustack_render.engines.flags import find_flag, resolves_to, spelled, values_at
+from gpustack_render.engines.owned import (
     KV_CACHE_DTYPE_FLAG,
     SERVED_MODEL_NAME_FLAG,
     is_vllm_family,
     owned_args,
     owned_env,
 )
-from gpustack_render.parallelism import INT64_MAX, Parallelism, parse_role_parallelism
-from gpustack_render.paths import FieldPath
+from gpustack_render.engines.parallelism import INT64_MAX, Parallelism, parse_role_parallelism
 
 
 def role_parallelism(ctx: Context, role: RoleSpec) -> Parallelism:
@@ -48,7 +49,7 @@ def validate_owned_args(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorL
                 f"{spelled(token, key)} is owned by the operator on engine {engine}: it renders "
                 f"{key} itself, and two values for one connector argument cannot be told apart. "
                 f"To own the whole command line instead, set {path.child('command')}",
-                origin="R1",
+                origin="args.owned-flag",
             )
         )
     return out
@@ -68,7 +69,7 @@ def validate_degrees(
                 f"the parallel degrees of role {role.name!r} cannot be read: {err.flag}: "
                 f"{err.problem} (as written: {err.token!r}). Fix the value, or set "
                 f"{path.child('command')} to own the whole command line",
-                origin="R2",
+                origin="degrees.unreadable",
             )
         )
         return out
@@ -89,7 +90,7 @@ def validate_degrees(
             f"degrees ({', '.join(behind)}) need {stated} on every member. The width is per "
             f"member, so a larger size does not rescue it: request at least that many "
             f"accelerators or lower the degrees",
-            origin="R3",
+            origin="degrees.cards-mismatch",
         )
     )
     return out
@@ -110,7 +111,7 @@ def validate_owned_env(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorLi
                 f"{entry.name} is owned by the operator on engine {engine} and would not be "
                 f"merged with the value it renders. To own the whole command line and its "
                 f"environment instead, set {path.child('command')}",
-                origin="R4",
+                origin="env.owned-name",
             )
         )
     return out
@@ -155,7 +156,7 @@ def validate_served_name(
             f"{SERVED_MODEL_NAME_FLAG} must carry exactly one value, {model!r} "
             f"(spec.model.name): routers, tokenizer calls and metrics match on it. Leave the "
             f"flag out and the operator renders it",
-            origin="8.1",
+            origin="served-name.mismatch",
         )
     )
     return out
@@ -185,7 +186,7 @@ def validate_kv_cache_dtype(ctx: Context, role: RoleSpec, path: FieldPath) -> Er
                 f"KVCachePoolBinding's dtype while spec.kvCache names a pool. Name a Binding "
                 f"declaring the dtype you want, or set {path.child('command')} to own the "
                 f"command line",
-                origin="10.3",
+                origin="kv-cache.dtype-flag-owned",
             )
         )
     return out

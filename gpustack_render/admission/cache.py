@@ -1,8 +1,9 @@
-"""Cache-dependent rules (``reference/admission.md`` §10.1, §10.2): fabric interfaces and the
+"""Cache-dependent rules (``docs/contract/admission.md`` §10.1, §10.2): fabric interfaces and the
 transport of a new pool binding. Both read the Binding → pool → backend chain.
 
-Offers and the transport checks are those of :mod:`gpustack_render.connectors` (api.md §11.4,
-kv-injection.md §11), so admission and the renderer agree on what a pool offers.
+Offers and the transport checks are those of :mod:`gpustack_render.engines.connectors`
+(docs/contract/api-notes.md §11.4, docs/contract/kv-injection.md §11), so admission and the renderer
+agree on what a pool offers.
 """
 
 from __future__ import annotations
@@ -10,19 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context, quantity_value
 from gpustack_render.api.inputs import KVCacheBackend
 from gpustack_render.api.modeldeployment import RoleSpec
-from gpustack_render.connectors import (
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, FieldError
+from gpustack_render.core.paths import KV_CACHE, ROLES, FieldPath
+from gpustack_render.core.vocabulary import Engine
+from gpustack_render.deployment.bindings import BindingChain
+from gpustack_render.engines.connectors import (
     TransportFailure,
     check_transport,
     distinct_offers,
     transport_offers,
 )
-from gpustack_render.errors import ErrorList, FieldError
-from gpustack_render.lookups import LookupFailed
-from gpustack_render.paths import KV_CACHE, ROLES, FieldPath
+from gpustack_render.schema.lookups import LookupFailed
 
 RDMA: Final = "rdma"
 EFA: Final = "efa"
@@ -46,18 +49,15 @@ def resolve_chain(ctx: Context) -> Chain:
     if cache is None:
         return Chain(None, "binding")
     binding_name = cache.pool_ref.name
+    chain = BindingChain(ctx.lookups, namespace=ctx.namespace, name=binding_name)
     try:
-        binding = ctx.lookups.binding(ctx.namespace, binding_name)
-        if binding is None:
+        if chain.binding() is None:
             return Chain(None, "binding", f"{ctx.namespace}/{binding_name}")
-        pool_name = binding.spec.pool_ref.name
-        pool = ctx.lookups.pool(pool_name)
-        if pool is None:
-            return Chain(None, "pool", pool_name)
-        backend_name = pool.spec.backends[0] if pool.spec.backends else ""
-        backend = ctx.lookups.backend(backend_name) if backend_name else None
+        if chain.pool() is None:
+            return Chain(None, "pool", chain.pool_name)
+        backend = chain.backend()
         if backend is None:
-            return Chain(None, "backend", backend_name)
+            return Chain(None, "backend", chain.backend_name)
     except LookupFailed as exc:
         return Chain(None, failure=exc)
     return Chain(backend)
@@ -71,14 +71,14 @@ def _interface(role: RoleSpec) -> int:
 
 
 def _leg(ctx: Context, i: int, errs: ErrorList, *, cached: bool) -> str | None:
-    return ctx.direct_leg(i, errs, origin="10.1", store_client=cached)
+    return ctx.direct_leg(i, errs, origin="interface.no-fabric-path", store_client=cached)
 
 
 def interface_rejudged(
     ctx: Context, i: int, role: RoleSpec, old_ctx: Context | None, errs: ErrorList
 ) -> bool:
-    """§10.1 on UPDATE: the role's interface request, type or command presence moved, or a
-    router/transfer edit changed its rendered direct-transfer path."""
+    """docs/contract/admission.md §10.1 on UPDATE: the role's interface request, type or command
+    presence moved, or a router/transfer edit changed its rendered direct-transfer path."""
     if old_ctx is None:
         return True
     stored = next(
@@ -100,7 +100,8 @@ def interface_rejudged(
 
 
 def validate_interfaces(ctx: Context, *, old_ctx: Context | None) -> ErrorList:
-    """§10.1: a positive ``resources.interface`` needs exactly one RDMA or EFA path."""
+    """docs/contract/admission.md §10.1: a positive ``resources.interface`` needs exactly one RDMA
+    or EFA path."""
     out = ErrorList()
     requesting = [
         (i, role)
@@ -114,7 +115,9 @@ def validate_interfaces(ctx: Context, *, old_ctx: Context | None) -> ErrorList:
         chain = resolve_chain(ctx)
         first = ROLES.index(requesting[0][0]).child("resources", "interface")
         if chain.failure is not None:
-            out.append(errors.internal(first, f"{chain.failure}; retry", origin="10.1"))
+            out.append(
+                errors.internal(first, f"{chain.failure}; retry", origin="interface.no-fabric-path")
+            )
             return out
         if chain.backend is None:
             out.append(
@@ -123,7 +126,7 @@ def validate_interfaces(ctx: Context, *, old_ctx: Context | None) -> ErrorList:
                     f"the fabric-interface protocol follows the pool's backend, and the "
                     f"{chain.missing} {chain.missing_name!r} does not resolve; it must resolve "
                     f"before interfaces can be requested",
-                    origin="10.1",
+                    origin="interface.no-fabric-path",
                 )
             )
             return out
@@ -162,7 +165,7 @@ def _judge_interface(
             path,
             value,
             f"{path} cannot be allocated for role {role.name!r}: {problem}",
-            origin="10.1",
+            origin="interface.no-fabric-path",
         )
     ]
 
@@ -175,26 +178,29 @@ def _kv_cache_changed(ctx: Context, old_ctx: Context | None) -> bool:
 
 
 def validate_pool_transport(ctx: Context, *, old_ctx: Context | None) -> ErrorList:
-    """§10.2: a new binding must be to a pool whose offers every engine of the deployment can
-    use (the mixed-offer check and the match of kv-injection.md §11)."""
+    """docs/contract/admission.md §10.2: a new binding must be to a pool whose offers every engine
+    of the deployment can use (the mixed-offer check and the match of
+    docs/contract/kv-injection.md §11)."""
     out = ErrorList()
     if not ctx.has_cache or ctx.deleting or not _kv_cache_changed(ctx, old_ctx):
         return out
     chain = resolve_chain(ctx)
     path: FieldPath = KV_CACHE.child("poolRef", "name")
     if chain.failure is not None:
-        out.append(errors.internal(path, f"{chain.failure}; retry", origin="10.2"))
+        out.append(
+            errors.internal(path, f"{chain.failure}; retry", origin="kv-cache.transport-unusable")
+        )
         return out
     if chain.backend is None:
         return out  # the render reports an unresolved binding
     offers = transport_offers(chain.backend)
-    engines: list[str] = []
+    engines: list[Engine] = []
     for i, role in enumerate(ctx.md.spec.roles):
         if not role.managed:
             continue  # a take-over role gets no store client
-        engine = ctx.inject_engine(i, out, origin="10.2")
-        if engine is not None and engine not in engines:
-            engines.append(engine)
+        known = ctx.inject_engine(i, out, origin="kv-cache.transport-unusable")
+        if known is not None and known not in engines:
+            engines.append(known)
     for engine in engines:
         check = check_transport(engine, offers)
         if check.ok:
@@ -217,5 +223,5 @@ def validate_pool_transport(ctx: Context, *, old_ctx: Context | None) -> ErrorLi
                 f"the pool offers no transport engine {engine} can use ({shown}). Set one "
                 f"protocol on the backend's transport, or use another pool"
             )
-        out.append(errors.forbidden(path, f"{why}", origin="10.2"))
+        out.append(errors.forbidden(path, f"{why}", origin="kv-cache.transport-unusable"))
     return out

@@ -1,8 +1,8 @@
 """What every ModelDeployment admission rule reads: the request, lookups, per-role facts.
 
-The per-role decisions follow render.md §2 (managed, pair, direct leg, direct decoder) and
-admission.md §15 (reserved listener ports), so admission judges what the renderer would build.
-Lookups are memoised per object within one request (admission.md §1).
+The per-role decisions follow docs/contract/render.md §2 (managed, pair, direct leg, direct decoder)
+and docs/contract/admission.md §15 (reserved listener ports), so admission judges what the renderer
+would build. Lookups are memoised per object within one request (docs/contract/admission.md §1).
 """
 
 from __future__ import annotations
@@ -11,41 +11,27 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
-from gpustack_render import errors
 from gpustack_render.api.inputs import (
     InstanceType,
-    KVCacheBackend,
-    KVCachePool,
-    KVCachePoolBinding,
-    ModelArtifact,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment, RoleSpec
-from gpustack_render.connectors import artifact_transport
-from gpustack_render.errors import ErrorList
-from gpustack_render.flags import engine_of
-from gpustack_render.lookups import LookupFailed, Lookups
-from gpustack_render.owned import (
-    BOOTSTRAP_PORT,
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ROLES, FieldPath
+from gpustack_render.core.quantity import QuantityError, parse_quantity
+from gpustack_render.core.settings import Settings
+from gpustack_render.core.vocabulary import Engine
+from gpustack_render.deployment import roles
+from gpustack_render.deployment.roles import EngineOf, effective_kind
+from gpustack_render.engines.flags import deployment_engine
+from gpustack_render.engines.owned import (
     DEFAULT_SERVING_PORT,
-    KV_EVENTS_PORT,
-    KV_REPLAY_PORT,
-    LLM_D_ROUTER,
-    SGLANG,
-    VLLM,
-    VLLM_ASCEND,
-    is_vllm_family,
 )
-from gpustack_render.paths import ROLES, FieldPath
-from gpustack_render.quantity import QuantityError, parse_quantity
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import LookupFailed, Lookups, M
 
-#: The group/kind a refusal names (admission.md §1).
+#: The group/kind a refusal names (docs/contract/admission.md §1).
 GROUP_KIND: Final = "ModelDeployment.worker.gpustack.ai"
 
-SERVER: Final = "server"
-PREFILL: Final = "prefill"
-DECODE: Final = "decode"
-ENCODE: Final = "encode"
 
 _MISSING: Final = object()
 
@@ -57,57 +43,23 @@ class MemoLookups:
         self._inner = inner
         self._cache: dict[tuple[str, str, str], Any] = {}
 
-    def _get(self, key: tuple[str, str, str], read: Any) -> Any:
+    def get(self, kind: type[M], namespace: str, name: str) -> M | None:
+        key = (kind.__name__, namespace, name)
         hit = self._cache.get(key, _MISSING)
         if hit is _MISSING:
             try:
-                hit = read()
+                hit = self._inner.get(kind, namespace, name)
             except LookupFailed as exc:
                 hit = exc
             self._cache[key] = hit
         if isinstance(hit, LookupFailed):
             raise hit
-        return hit
-
-    def instance_type(self, name: str) -> InstanceType | None:
-        got: InstanceType | None = self._get(
-            ("InstanceType", "", name), lambda: self._inner.instance_type(name)
-        )
-        return got
-
-    def binding(self, namespace: str, name: str) -> KVCachePoolBinding | None:
-        got: KVCachePoolBinding | None = self._get(
-            ("KVCachePoolBinding", namespace, name), lambda: self._inner.binding(namespace, name)
-        )
-        return got
-
-    def pool(self, name: str) -> KVCachePool | None:
-        got: KVCachePool | None = self._get(
-            ("KVCachePool", "", name), lambda: self._inner.pool(name)
-        )
-        return got
-
-    def backend(self, name: str) -> KVCacheBackend | None:
-        got: KVCacheBackend | None = self._get(
-            ("KVCacheBackend", "", name), lambda: self._inner.backend(name)
-        )
-        return got
-
-    def artifact(self, namespace: str, name: str) -> ModelArtifact | None:
-        got: ModelArtifact | None = self._get(
-            ("ModelArtifact", namespace, name), lambda: self._inner.artifact(namespace, name)
-        )
-        return got
+        return hit if isinstance(hit, kind) else None
 
 
 def memoised(lookups: Lookups) -> MemoLookups:
     """``lookups`` memoised for one request (an already memoised one is returned as is)."""
     return lookups if isinstance(lookups, MemoLookups) else MemoLookups(lookups)
-
-
-def effective_kind(role: RoleSpec) -> str:
-    """The role's kind in internal spelling; unset reads ``server`` (admission.md §5)."""
-    return (role.kind or "Server").lower()
 
 
 def quantity_value(value: int | str | None) -> Fraction | None:
@@ -169,7 +121,7 @@ class Context:
     name: str
     namespace: str
     deleting: bool = False
-    _engines: dict[str, str | None] = field(default_factory=dict)
+    _engines: dict[str, Engine | None] = field(default_factory=dict)
     _type_errors: set[str] = field(default_factory=set)
 
     @property
@@ -177,13 +129,13 @@ class Context:
         return list(self.md.spec.roles)
 
     @property
-    def base_engine(self) -> str:
+    def base_engine(self) -> Engine:
         """``vllm`` or ``sglang``: what owned keys and flag spelling follow."""
-        return SGLANG if self.md.spec.engine.name == "SGLang" else VLLM
+        return roles.base_engine(self.md)
 
     @property
     def router(self) -> str | None:
-        return self.md.spec.router.name if self.md.spec.router else None
+        return roles.router_of(self.md)
 
     @property
     def has_cache(self) -> bool:
@@ -195,13 +147,12 @@ class Context:
     @property
     def pair(self) -> bool:
         """The deployment declares at least one prefill and one decode role."""
-        kinds = self.kinds()
-        return PREFILL in kinds and DECODE in kinds
+        return roles.is_pair(self.md)
 
     def role_path(self, i: int) -> FieldPath:
         return ROLES.index(i)
 
-    def inject_engine(self, i: int, errs: ErrorList, *, origin: str) -> str | None:
+    def inject_engine(self, i: int, errs: ErrorList, *, origin: str) -> Engine | None:
         """The role's internal engine (``vllm-ascend`` on manufacturer ``ascend``).
 
         SGLang never reads the type. A missing type reads as the plain engine, as the renderer
@@ -209,14 +160,14 @@ class Context:
         per type), except while deleting, where the answer is ``None`` (unknown) and the rule
         declines rather than block the update that clears the finalizer.
         """
-        if self.base_engine == SGLANG:
-            return SGLANG
+        if self.base_engine == Engine.SGLANG:
+            return Engine.SGLANG
         type_name = self.md.spec.roles[i].instance_type
         if type_name in self._engines:
             return self._engines[type_name]
-        engine: str | None
+        engine: Engine | None
         try:
-            itype = self.lookups.instance_type(type_name)
+            itype = self.lookups.get(InstanceType, "", type_name)
         except LookupFailed as exc:
             if not self.deleting and self.first_type_failure(type_name):
                 errs.append(
@@ -232,7 +183,7 @@ class Context:
             manufacturer = (
                 itype.status.detail.manufacturer if itype and itype.status.detail else None
             )
-            engine = engine_of(self.md.spec.engine.name, manufacturer)
+            engine = deployment_engine(self.md.spec.engine.name, manufacturer)
         self._engines[type_name] = engine
         return engine
 
@@ -244,60 +195,29 @@ class Context:
         self._type_errors.add(type_name)
         return True
 
-    # --- render.md §2 decisions ---------------------------------------------------------------
+    # --- docs/contract/render.md §2 decisions -----------------------------------------------------
+
+    def _engine_of(self, i: int, errs: ErrorList, origin: str) -> EngineOf:
+        return lambda: self.inject_engine(i, errs, origin=origin)
 
     def direct_leg(self, i: int, errs: ErrorList, *, origin: str, store_client: bool) -> str | None:
-        """The role's direct prefill/decode leg protocol (artifact spelling), or ``None``.
-
-        ``store_client`` says whether the role would get a store client (SGLang renders a leg
-        with a store client even without a router). An unknown engine (deleting, failed read)
-        reads as no leg.
-        """
+        """The role's direct prefill/decode leg protocol (artifact spelling), or ``None``
+        (:func:`~gpustack_render.deployment.roles.direct_leg`; an unknown engine reads as no
+        leg)."""
+        engine = self._engine_of(i, errs, origin)
         role = self.md.spec.roles[i]
-        if not role.managed or not self.pair or effective_kind(role) not in (PREFILL, DECODE):
-            return None
-        if self.base_engine == SGLANG:
-            if self.router is None and not store_client:
-                return None
-            return self._leg_protocol()
-        if self.router is None:
-            return None
-        engine = self.inject_engine(i, errs, origin=origin)
-        if engine is None:
-            return None
-        if engine == VLLM_ASCEND:
-            return None if self.router != LLM_D_ROUTER else "ascend"
-        return self._leg_protocol()
-
-    def _leg_protocol(self) -> str:
-        transfer = self.md.spec.kv_transfer
-        return artifact_transport(transfer.protocol if transfer else None) or "tcp"
+        return roles.direct_leg(self.md, role, engine=engine, store_client=store_client) or None
 
     def is_direct_decoder(self, i: int, errs: ErrorList, *, origin: str) -> bool | None:
         """Managed native-vLLM decode role behind llm-d-router; ``None`` when unknown."""
-        role = self.md.spec.roles[i]
-        if not role.managed or self.router != LLM_D_ROUTER or effective_kind(role) != DECODE:
-            return False
-        if self.base_engine != VLLM:
-            return False
-        engine = self.inject_engine(i, errs, origin=origin)
-        return None if engine is None else engine == VLLM
+        engine = self._engine_of(i, errs, origin)
+        return roles.direct_decoder(self.md, self.md.spec.roles[i], engine=engine)
 
     def reserved_ports(self, i: int, errs: ErrorList, *, origin: str) -> dict[int, str]:
-        """The role's reserved listener ports (admission.md §15), port → what listens there."""
-        role = self.md.spec.roles[i]
-        out: dict[int, str] = {}
-        if not role.managed:
-            return out
-        kind = effective_kind(role)
-        if is_vllm_family(self.base_engine) and self.router == LLM_D_ROUTER and kind != DECODE:
-            engine = self.inject_engine(i, errs, origin=origin)
-            if engine == VLLM:
-                out[KV_EVENTS_PORT] = "the vllm KV-event publisher (llm-d-router)"
-                out[KV_REPLAY_PORT] = "the vllm KV-event replay endpoint (llm-d-router)"
-        if kind == PREFILL and self.pair and (self.router is not None or self.has_cache):
-            out[BOOTSTRAP_PORT] = "the prefill bootstrap listener of the prefill/decode pair"
-        return out
+        """The role's reserved listener ports (docs/contract/admission.md §15), port → what listens
+        there."""
+        engine = self._engine_of(i, errs, origin)
+        return roles.reserved_ports(self.md, self.md.spec.roles[i], engine=engine)
 
     def engine_label(self, i: int, errs: ErrorList, *, origin: str) -> str:
         """The engine's internal name for messages (the plain engine when unknown)."""

@@ -1,4 +1,4 @@
-"""Host-access gates (``reference/admission.md`` §8.2, D11).
+"""Host-access gates (``docs/contract/admission.md`` §8.2, D11).
 
 With the Setting ``instance-privileged-allowed`` off, ``privileged: true`` is refused unless the
 stored role of the same name was already privileged; with ``instance-host-path-volume-allowed``
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context
 from gpustack_render.api.modeldeployment import AdditionalVolume, RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.paths import ROLES
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ROLES
 
 PRIVILEGED_SETTING: Final = "instance-privileged-allowed"
 HOST_PATH_SETTING: Final = "instance-host-path-volume-allowed"
@@ -47,7 +47,7 @@ def validate_host_access(ctx: Context, *, old_roles: dict[str, RoleSpec]) -> Err
                     path.child("privileged"),
                     f"privileged containers are not allowed on this cluster: the Setting "
                     f"{PRIVILEGED_SETTING} is off",
-                    origin="8.2",
+                    origin="host-access.not-allowed",
                 )
             )
         if settings.host_path_volume_allowed:
@@ -61,7 +61,7 @@ def validate_host_access(ctx: Context, *, old_roles: dict[str, RoleSpec]) -> Err
                     path.child("additionalVolumes").index(j).child("hostPath"),
                     f"hostPath volumes ({vol.host_path.path}) are not allowed on this cluster: "
                     f"the Setting {HOST_PATH_SETTING} is off",
-                    origin="8.2",
+                    origin="host-access.not-allowed",
                 )
             )
     return out

@@ -1,4 +1,4 @@
-"""Identity and frozen fields on UPDATE (``reference/admission.md`` §11, D3).
+"""Identity and frozen fields on UPDATE (``docs/contract/admission.md`` §11, D3).
 
 A frozen field identifies the deployment: a different value describes a different deployment,
 which is created rather than edited. Roles are matched by name, not position; a rename is a
@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from gpustack_render import errors
 from gpustack_render.api.modeldeployment import ModelDeployment
-from gpustack_render.errors import ErrorList, FieldError
-from gpustack_render.paths import ENGINE, KV_CACHE, MODEL, ROLES, ROUTER, FieldPath
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, FieldError
+from gpustack_render.core.paths import ENGINE, KV_CACHE, MODEL, ROLES, ROUTER, FieldPath
+from gpustack_render.deployment.roles import effective_kind
 
-ORIGIN: Final = "11"
+ORIGIN: Final = "identity.field-changed"
 
 
 def _frozen(path: FieldPath, value: Any, what: str) -> FieldError:
@@ -67,7 +68,7 @@ def validate_identity(new: ModelDeployment, old: ModelDeployment) -> ErrorList:
                     "the set of roles: a role cannot be added or renamed",
                 )
             )
-        elif (role.kind or "Server") != (stored.kind or "Server"):
+        elif effective_kind(role) != effective_kind(stored):
             out.append(
                 _frozen(
                     ROLES.index(i).child("kind"),

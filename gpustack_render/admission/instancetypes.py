@@ -1,4 +1,4 @@
-"""InstanceType rules (``reference/admission.md`` §9, D12, D20), skipped while deleting.
+"""InstanceType rules (``docs/contract/admission.md`` §9, D12, D20), skipped while deleting.
 
 Per role with ``resources``: the type must exist; on an acceleratable type the requested mode
 must be offered and a whole-card count must fit the type's capacity (the pool total, not what
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpustack_render import errors
 from gpustack_render.admission.context import (
     Context,
     is_partition_request,
@@ -20,9 +19,12 @@ from gpustack_render.admission.context import (
 )
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.api.modeldeployment import RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.lookups import LookupFailed
-from gpustack_render.paths import ROLES, FieldPath
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ROLES, FieldPath
+from gpustack_render.core.vocabulary import RoleKind
+from gpustack_render.deployment.roles import effective_kind
+from gpustack_render.schema.lookups import LookupFailed
 
 
 def _profiles(itype: InstanceType) -> list[str]:
@@ -80,7 +82,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                     rpath.child("acceleratorPartitionedProfile"),
                     f"InstanceType {tname!r} is not physically partitionable; request whole "
                     f"accelerators or use a partitionable type",
-                    origin="9.4a",
+                    origin="instance-type.not-partitionable",
                 )
             )
         elif profile not in offered:
@@ -89,7 +91,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                     rpath.child("acceleratorPartitionedProfile"),
                     profile,
                     f"InstanceType {tname!r} offers the partition profiles {', '.join(offered)}",
-                    origin="9.4b",
+                    origin="instance-type.profile-not-offered",
                 )
             )
     if sliced and not partition and _slicing_ready(itype) and _logical_count(itype) <= 0:
@@ -98,7 +100,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                 rpath.child("acceleratorSlicedMemoryPercentage"),
                 f"InstanceType {tname!r} is not logically sliceable; request whole accelerators "
                 f"or use a sliceable type",
-                origin="9.4c",
+                origin="instance-type.not-sliceable",
             )
         )
     if (sliced or partition) and cards != 1:
@@ -108,7 +110,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                 rpath.child("accelerator"),
                 res.accelerator if res.accelerator is not None else 0,
                 f"{mode} of InstanceType {tname!r} takes exactly 1 accelerator",
-                origin="9.4d",
+                origin="instance-type.fraction-takes-one-card",
             )
         )
     if not sliced and not partition:
@@ -120,7 +122,7 @@ def _mode_rules(role: RoleSpec, path: FieldPath, itype: InstanceType) -> ErrorLi
                     res.accelerator,
                     f"InstanceType {tname!r} has a whole-accelerator capacity of {capacity} "
                     f"(the pool's total, not what is free); request at most {capacity}",
-                    origin="9.4e",
+                    origin="instance-type.cards-over-capacity",
                 )
             )
     return out
@@ -139,7 +141,7 @@ def validate_instance_types(ctx: Context) -> ErrorList:
         path = ROLES.index(i)
         tname = role.instance_type
         try:
-            itype = ctx.lookups.instance_type(tname)
+            itype = ctx.lookups.get(InstanceType, "", tname)
         except LookupFailed as exc:
             if not ctx.first_type_failure(tname):
                 continue
@@ -147,7 +149,7 @@ def validate_instance_types(ctx: Context) -> ErrorList:
                 errors.internal(
                     path.child("instanceType"),
                     f"cannot read InstanceType {tname!r}: {exc.reason}; retry",
-                    origin="9.1",
+                    origin="instance-type.must-exist",
                 )
             )
             continue
@@ -157,7 +159,7 @@ def validate_instance_types(ctx: Context) -> ErrorList:
                     path.child("instanceType"),
                     tname,
                     f"InstanceType {tname!r} does not exist; name an existing InstanceType",
-                    origin="9.1",
+                    origin="instance-type.must-exist",
                 )
             )
             continue
@@ -171,7 +173,7 @@ def validate_instance_types(ctx: Context) -> ErrorList:
                         role.resources.accelerator,
                         f"InstanceType {tname!r} is not acceleratable; request no accelerator "
                         f"or use an acceleratable type",
-                        origin="9.2",
+                        origin="instance-type.not-acceleratable",
                     )
                 )
             continue
@@ -199,7 +201,7 @@ def _shared_zero(ctx: Context, types: dict[int, InstanceType]) -> ErrorList:
                 f"accelerator 0 on acceleratable InstanceType {itype.name!r}, which another "
                 f"role of this deployment also names: request at least one accelerator, or "
                 f"move the CPU-only role to a non-acceleratable type",
-                origin="9.5",
+                origin="instance-type.zero-cards-on-shared-type",
             )
         )
     return out
@@ -215,10 +217,12 @@ def _shared_slices(ctx: Context, types: dict[int, InstanceType]) -> ErrorList:
         if itype.spec.acceleratable and is_slice_request(roles[i]) and accelerator_group(itype)
     }
     for p, ptype in sliced.items():
-        if roles[p].kind != "Prefill":
+        if effective_kind(roles[p]) != RoleKind.PREFILL:
             continue
         for d, dtype in sliced.items():
-            if roles[d].kind != "Decode" or accelerator_group(ptype) != accelerator_group(dtype):
+            if effective_kind(roles[d]) != RoleKind.DECODE or accelerator_group(
+                ptype
+            ) != accelerator_group(dtype):
                 continue
             group = accelerator_group(ptype)
             out.append(
@@ -230,7 +234,7 @@ def _shared_slices(ctx: Context, types: dict[int, InstanceType]) -> ErrorList:
                     f"logical slice (acceleratorSlicedMemoryPercentage) from accelerator group "
                     f"{group!r}; use another group, whole accelerators, or partition profiles "
                     f"(isolated by the device)",
-                    origin="9.6",
+                    origin="instance-type.prefill-decode-share-slice",
                 )
             )
     return out

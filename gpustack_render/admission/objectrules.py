@@ -1,11 +1,8 @@
-"""Object-only rules (``reference/admission.md`` §5, §12, §7): answered from the submitted
+"""Object-only rules (``docs/contract/admission.md`` §5, §12, §7): answered from the submitted
 object alone, in the order of §4 step 1 — the release-scope refusals, then per role R1–R8, then
 R9–R16 and the router rules.
 
-Rule ids (``origin``) follow the reference: ``12``, ``R1``…``R16b``, ``7.x``. Two additions
-from D22 and api.md carry their own ids: ``R5b`` (a card count that is not a non-negative whole
-number), ``R7d`` (more than one volume source) and ``R7e`` (a mount at a path the operator
-mounts).
+Rule ids (``origin``) are listed in ``docs/rules.md`` with the old ids they replace.
 """
 
 from __future__ import annotations
@@ -13,19 +10,19 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from gpustack_render import errors, mountpaths
 from gpustack_render.admission.arguments import (
     role_parallelism,
     validate_degrees,
     validate_owned_args,
     validate_owned_env,
 )
-from gpustack_render.admission.context import ENCODE, SERVER, Context, quantity_value
+from gpustack_render.admission.context import Context, quantity_value
 from gpustack_render.admission.ports import validate_declared_ports
 from gpustack_render.admission.router import validate_router
 from gpustack_render.api.modeldeployment import MAX_ROLES, RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.naming import (
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.naming import (
     MAX_LABEL_LENGTH,
     deployment_service_name,
     instance_name,
@@ -35,13 +32,14 @@ from gpustack_render.naming import (
     role_service_name,
     router_service_name,
 )
-from gpustack_render.owned import (
+from gpustack_render.core.paths import KV_CACHE, MODEL, ROLES, FieldPath
+from gpustack_render.core.vocabulary import Engine, RoleKind
+from gpustack_render.engines import mountpaths
+from gpustack_render.engines.owned import (
     ASCEND_DRIVER_PATH,
     CLIENT_CONFIG_MOUNT_PATH,
-    VLLM_ASCEND,
     is_vllm_family,
 )
-from gpustack_render.paths import KV_CACHE, MODEL, ROLES, FieldPath
 
 #: The implicit lowest topology level; naming it explicitly is refused (R16b).
 HOSTNAME_LEVEL: Final = "kubernetes.io/hostname"
@@ -69,7 +67,7 @@ def validate_release_scope(ctx: Context) -> ErrorList:
                 MODEL.child("artifactRef"),
                 "this release does not deliver ModelArtifact weights; remove the field and let "
                 "the engine fetch the model, or mount the weights with additionalVolumes",
-                origin="12",
+                origin="release.field-not-delivered",
             )
         )
     for i, role in enumerate(ctx.md.spec.roles):
@@ -78,7 +76,7 @@ def validate_release_scope(ctx: Context) -> ErrorList:
                 errors.forbidden(
                     ROLES.index(i).child("elasticEp"),
                     "this release does not deliver the Elastic EP profile; remove the field",
-                    origin="12",
+                    origin="release.field-not-delivered",
                 )
             )
     return out
@@ -92,8 +90,8 @@ def validate_resources(role: RoleSpec, path: FieldPath) -> ErrorList:
         return out
     rpath = path.child("resources")
     for field_name, value, origin in (
-        ("accelerator", res.accelerator, "R5b"),
-        ("interface", res.interface, "R5"),
+        ("accelerator", res.accelerator, "resources.cards-not-whole"),
+        ("interface", res.interface, "resources.interface-not-whole"),
     ):
         if value is None:
             continue
@@ -116,14 +114,15 @@ def validate_resources(role: RoleSpec, path: FieldPath) -> ErrorList:
                 "a partition profile cannot be combined with acceleratorSlicedMemoryPercentage "
                 "or acceleratorSlicedCoresPercentage: one accelerator cannot be partitioned and "
                 "sliced at once. Set the profile or the slice percentages, not both",
-                origin="R6",
+                origin="resources.partition-with-slice",
             )
         )
     return out
 
 
 def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList) -> dict[str, str]:
-    """Paths the renderer mounts on this role's ``main`` container (render.md §14), with why."""
+    """Paths the renderer mounts on this role's ``main`` container (docs/contract/render.md §14),
+    with why."""
     out: dict[str, str] = {}
     if not role.managed:
         return out
@@ -131,8 +130,9 @@ def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList)
         out[CLIENT_CONFIG_MOUNT_PATH] = "the KV-cache client configuration"
     if (
         is_vllm_family(ctx.base_engine)
-        and ctx.direct_leg(i, errs, origin="R7e", store_client=False) is not None
-        and ctx.inject_engine(i, errs, origin="R7e") == VLLM_ASCEND
+        and ctx.direct_leg(i, errs, origin="volumes.operator-mount-path", store_client=False)
+        is not None
+        and ctx.inject_engine(i, errs, origin="volumes.operator-mount-path") == Engine.VLLM_ASCEND
     ):
         out[ASCEND_DRIVER_PATH] = "the Ascend driver of the direct transfer leg"
     return out
@@ -164,7 +164,7 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
                     vpath,
                     f"the volume mounted at {vol.mount_path} names no source: set exactly one "
                     f"of configMap, secret or hostPath",
-                    origin="R7a",
+                    origin="volumes.no-source",
                 )
             )
         elif len(sources) > 1:
@@ -173,7 +173,7 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
                     vpath,
                     f"the volume mounted at {vol.mount_path} names {len(sources)} sources "
                     f"({', '.join(sources)}); set exactly one of configMap, secret or hostPath",
-                    origin="R7d",
+                    origin="volumes.several-sources",
                 )
             )
         if vol.mount_path in seen:
@@ -183,7 +183,7 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
                     vpath.child("mountPath"),
                     vol.mount_path,
                     f"already mounted by {path.child('additionalVolumes').index(k)}",
-                    origin="R7b",
+                    origin="volumes.duplicate-mount-path",
                 )
             )
         else:
@@ -194,7 +194,7 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
                     vpath.child("subPath"),
                     vol.sub_path,
                     "must not contain '..' as a path element",
-                    origin="R7c",
+                    origin="volumes.path-traversal",
                 )
             )
         owned = next((p for p in operator_paths if mountpaths.overlap(vol.mount_path, p)), None)
@@ -210,7 +210,7 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
                     vol.mount_path,
                     f"the operator mounts {operator_paths[owned]} at {owned} on this role; "
                     f"the Pod would carry {relation}. Mount the volume elsewhere",
-                    origin="R7e",
+                    origin="volumes.operator-mount-path",
                 )
             )
     return out
@@ -239,7 +239,7 @@ def validate_pool_ref(ctx: Context) -> ErrorList:
                 KV_CACHE.child("poolRef", "name"),
                 "name the KVCachePoolBinding in this namespace that grants the pool: the "
                 "Binding is the authorization point, and an empty reference names none",
-                origin="R9",
+                origin="kv-cache.empty-pool-ref",
             )
         )
     return out
@@ -257,7 +257,7 @@ def validate_role_count(ctx: Context) -> ErrorList:
                 f"at most {MAX_ROLES} roles: this operator's own role-count limit, not an "
                 f"upstream number, because every role renders its own replicas, Services and "
                 f"queue references",
-                origin="R10",
+                origin="roles.too-many",
             )
         )
     return out
@@ -275,7 +275,7 @@ def validate_unique_names(ctx: Context) -> ErrorList:
                     role.name,
                     f"already the name of {ROLES.index(first[role.name])}; replicas of two "
                     f"roles of one name would join the same Kueue pod groups",
-                    origin="R11",
+                    origin="roles.duplicate-name",
                 )
             )
         else:
@@ -304,7 +304,7 @@ def validate_service_names(ctx: Context, *, existing: frozenset[str]) -> ErrorLi
                 f"the role's Service would be named {service!r} ({len(service)} characters), "
                 f"which is not a valid Service name: {'; '.join(problems)}. Shorten or rename "
                 f"the role or the deployment",
-                origin="R12",
+                origin="names.invalid-service-name",
             )
         )
     return out
@@ -340,7 +340,7 @@ def validate_service_collisions(ctx: Context) -> ErrorList:
                         role.name,
                         f"the Service name {service!r} is claimed by {other} and by "
                         f"{claimant}; rename this role",
-                        origin="R13",
+                        origin="names.service-name-claimed-twice",
                     )
                 )
     return out
@@ -367,7 +367,7 @@ def validate_member_names(ctx: Context) -> ErrorList:
                 f"the longest member name {longest!r} ({len(longest)} characters) is not a "
                 f"hostname: {why}. Shorten the role, shorten the deployment, or declare fewer "
                 f"replicas",
-                origin="R14",
+                origin="names.member-name-too-long",
             )
         )
     return out
@@ -377,7 +377,7 @@ def validate_kinds(ctx: Context) -> ErrorList:
     """R15a–R15c: kind combinations and kinds no engine renders."""
     out = ErrorList()
     kinds = ctx.kinds()
-    if SERVER in kinds and any(k != SERVER for k in kinds):
+    if RoleKind.SERVER in kinds and any(k != RoleKind.SERVER for k in kinds):
         for i in range(len(kinds)):
             out.append(
                 errors.invalid(
@@ -386,12 +386,12 @@ def validate_kinds(ctx: Context) -> ErrorList:
                     f"kinds {', '.join(sorted(set(kinds)))} in one deployment: a server serves "
                     f"whole requests by itself, so a server beside another kind describes no "
                     f"arrangement",
-                    origin="R15a",
+                    origin="kinds.server-mixed",
                 )
             )
     first: dict[str, int] = {}
     for i, kind in enumerate(kinds):
-        if kind == SERVER:
+        if kind == RoleKind.SERVER:
             continue
         if kind in first:
             out.append(
@@ -400,20 +400,20 @@ def validate_kinds(ctx: Context) -> ErrorList:
                     ctx.md.spec.roles[i].kind,
                     f"kind {kind} is already declared by role "
                     f"{ctx.md.spec.roles[first[kind]].name!r}; only server may repeat",
-                    origin="R15b",
+                    origin="kinds.repeated",
                 )
             )
         else:
             first[kind] = i
     for i, kind in enumerate(kinds):
-        if kind == ENCODE:
+        if kind == RoleKind.ENCODE:
             out.append(
                 errors.invalid(
                     ROLES.index(i).child("kind"),
                     ctx.md.spec.roles[i].kind,
                     f"engine {ctx.base_engine} has no rendering for kind {kind} (on neither "
                     f"accelerator backend)",
-                    origin="R15c",
+                    origin="kinds.not-rendered-by-engine",
                 )
             )
     return out
@@ -476,7 +476,7 @@ def validate_topology(ctx: Context) -> ErrorList:
                     path,
                     f"{HOSTNAME_LEVEL} is the implicit lowest level; omit the field to leave "
                     f"placement unconstrained",
-                    origin="R16b",
+                    origin="topology.hostname-level",
                 )
             )
             continue
@@ -487,7 +487,7 @@ def validate_topology(ctx: Context) -> ErrorList:
                     path,
                     level,
                     f"{path} must be a label key naming a topology level: {'; '.join(problems)}",
-                    origin="R16a",
+                    origin="topology.invalid-level-key",
                 )
             )
     return out

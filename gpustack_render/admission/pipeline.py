@@ -1,5 +1,5 @@
 """The ModelDeployment admission as the API server runs it: schema, mutating half, validating
-half (``reference/admission.md`` §1–§4, §16).
+half (``docs/contract/admission.md`` §1–§4, §16).
 
 - :func:`review_deployment` answers the whole question "would the API server accept this?":
   schema decoding (a schema error is a 422 refusal with field causes), the mutating default,
@@ -19,7 +19,6 @@ from typing import Any
 
 import jsonpatch
 
-from gpustack_render import errors
 from gpustack_render.admission.arguments import validate_kv_cache_dtype, validate_served_name
 from gpustack_render.admission.cache import validate_interfaces, validate_pool_transport
 from gpustack_render.admission.context import GROUP_KIND, Context, memoised
@@ -29,13 +28,14 @@ from gpustack_render.admission.instancetypes import validate_instance_types
 from gpustack_render.admission.objectrules import validate_object
 from gpustack_render.admission.ports import validate_port_flag, validate_reserved_port_flag
 from gpustack_render.api.modeldeployment import ModelDeployment
-from gpustack_render.decoding import decode_deployment, nesting_errors
-from gpustack_render.defaulting import default_accelerators
-from gpustack_render.errors import ErrorList, Verdict
-from gpustack_render.lookups import Lookups
-from gpustack_render.paths import ROLES
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, Verdict
+from gpustack_render.core.paths import ROLES
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.deployment.defaulting import default_accelerators
+from gpustack_render.schema.decoding import decode_deployment, nesting_errors
+from gpustack_render.schema.lookups import Lookups
 
 #: Operations the webhooks judge; every other one is allowed untouched.
 JUDGED = ("CREATE", "UPDATE")
@@ -77,7 +77,8 @@ def validate_model_deployment(
     name: str = "",
     namespace: str = "",
 ) -> ErrorList:
-    """Every validating rule, in the order of admission.md §4, on the (mutated) ``md``.
+    """Every validating rule, in the order of docs/contract/admission.md §4, on the (mutated)
+    ``md``.
 
     ``old`` is the stored object on UPDATE (``None`` on CREATE); ``name`` and ``namespace``
     stand in when the object's metadata lacks them. Never raises.
@@ -159,17 +160,15 @@ def _decode_old(request: AdmissionRequest) -> ModelDeployment | None:
 
 
 def _no_object(name: str) -> Verdict:
-    errs = ErrorList([errors.required("", "the request carries no object", origin="schema")])
+    errs = ErrorList(
+        [errors.required("", "the request carries no object", origin="schema.violation")]
+    )
     return _refuse(errs, name)
 
 
-def review_deployment(
-    request: AdmissionRequest, *, lookups: Lookups, settings: Settings
-) -> Verdict:
-    """Schema decoding, the mutating default, then the validating rules on the mutated object.
-
-    Allowed requests carry the patch from the schema-defaulted object to the mutated one.
-    """
+def _judged(request: AdmissionRequest) -> ModelDeployment | Verdict:
+    """The request's object decoded, or the verdict that ends its review before any rule: an
+    operation not judged, no object, or a schema refusal."""
     if request.operation not in JUDGED:
         return Verdict.allow()
     obj = request.object
@@ -179,6 +178,20 @@ def review_deployment(
     md, errs = decode_deployment(obj)
     if md is None:
         return _refuse(errs, name)
+    return md
+
+
+def review_deployment(
+    request: AdmissionRequest, *, lookups: Lookups, settings: Settings
+) -> Verdict:
+    """Schema decoding, the mutating default, then the validating rules on the mutated object.
+
+    Allowed requests carry the patch from the schema-defaulted object to the mutated one.
+    """
+    md = _judged(request)
+    if isinstance(md, Verdict):
+        return md
+    name = _name_of(request.object, request)
     memo = memoised(lookups)
     original = md.to_dict()
     mutated, errs = default_accelerators(original, lookups=memo)
@@ -223,15 +236,10 @@ def validate_deployment(
     request: AdmissionRequest, *, lookups: Lookups, settings: Settings
 ) -> Verdict:
     """The validating webhook on an object the API server has decoded, defaulted and mutated."""
-    if request.operation not in JUDGED:
-        return Verdict.allow()
-    obj = request.object
-    name = _name_of(obj, request)
-    if obj is None:
-        return _no_object(name)
-    md, errs = decode_deployment(obj)
-    if md is None:
-        return _refuse(errs, name)
+    md = _judged(request)
+    if isinstance(md, Verdict):
+        return md
+    name = _name_of(request.object, request)
     errs = validate_model_deployment(
         md,
         old=_decode_old(request),

@@ -1,19 +1,19 @@
 """Port rules: reserved listener ports declared (R8), ``--port`` against the first declared port
 (§6.1) and ``--port`` inside the reserved set on a role without ``ports`` (§6.2).
 
-The reserved set of a role is :meth:`Context.reserved_ports` (admission.md §15).
+The reserved set of a role is :meth:`Context.reserved_ports` (docs/contract/admission.md §15).
 """
 
 from __future__ import annotations
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context
 from gpustack_render.api.modeldeployment import RoleSpec
-from gpustack_render.errors import ErrorList
-from gpustack_render.flags import find_flag
-from gpustack_render.owned import PORT_FLAG
-from gpustack_render.parallelism import parse_int
-from gpustack_render.paths import ROUTER, FieldPath
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ROUTER, FieldPath
+from gpustack_render.engines.flags import find_flag
+from gpustack_render.engines.owned import PORT_FLAG
+from gpustack_render.engines.parallelism import parse_int
 
 
 def _reserved_text(reserved: dict[int, str]) -> str:
@@ -35,10 +35,10 @@ def validate_declared_ports(ctx: Context, i: int, role: RoleSpec, path: FieldPat
     out = ErrorList()
     if not role.ports:
         return out
-    reserved = ctx.reserved_ports(i, out, origin="R8")
+    reserved = ctx.reserved_ports(i, out, origin="ports.reserved-port-declared")
     if not reserved:
         return out
-    engine = ctx.engine_label(i, out, origin="R8")
+    engine = ctx.engine_label(i, out, origin="ports.reserved-port-declared")
     for port in role.ports:
         if port.port not in reserved:
             continue
@@ -50,7 +50,7 @@ def validate_declared_ports(ctx: Context, i: int, role: RoleSpec, path: FieldPat
                 f"role {role.name!r} declares port {port.port}, which the operator reserves "
                 f"for {reserved[port.port]} on engine {engine}{ctx.router_label()}; reserved "
                 f"on this role: {_reserved_text(reserved)}. Declare another port",
-                origin="R8",
+                origin="ports.reserved-port-declared",
             )
         )
     return out
@@ -73,7 +73,7 @@ def validate_port_flag(
     declared = role.ports[0].port
     if parse_int(value) == declared:
         return out
-    if ctx.is_direct_decoder(i, out, origin="6.1") is not False:
+    if ctx.is_direct_decoder(i, out, origin="port-flag.differs-from-declared") is not False:
         return out
     if (
         old is not None
@@ -90,7 +90,7 @@ def validate_port_flag(
             f"first declared port ({path.child('ports').index(0).child('port')}) is {declared}; "
             f"the Service and probes follow the declared port. Drop {PORT_FLAG} or make the two "
             f"equal",
-            origin="6.1",
+            origin="port-flag.differs-from-declared",
         )
     )
     return out
@@ -106,7 +106,7 @@ def reserved_port_collision(
     port = parse_int(value) if value is not None else None
     if port is None:
         return None
-    reserved = ctx.reserved_ports(i, errs, origin="6.2")
+    reserved = ctx.reserved_ports(i, errs, origin="port-flag.reserved")
     if port not in reserved:
         return None
     return port, reserved
@@ -138,7 +138,7 @@ def validate_reserved_port_flag(
             stored = reserved_port_collision(old_ctx, k, old_role, scratch)
             if stored is not None and stored[0] == port:
                 return out
-    engine = ctx.engine_label(i, out, origin="6.2")
+    engine = ctx.engine_label(i, out, origin="port-flag.reserved")
     where = ROUTER if ctx.router else path.child("extraArgs")
     out.append(
         errors.invalid(
@@ -148,7 +148,7 @@ def validate_reserved_port_flag(
             f"the operator reserves for {reserved[port]} on engine {engine}"
             f"{ctx.router_label()}; reserved on this role: {_reserved_text(reserved)}. Pass "
             f"another port",
-            origin="6.2",
+            origin="port-flag.reserved",
         )
     )
     return out

@@ -1,4 +1,4 @@
-"""Router rules (``reference/admission.md`` §7), only with ``spec.router``.
+"""Router rules (``docs/contract/admission.md`` §7), only with ``spec.router``.
 
 The router's own objects are not rendered in this release (D8), but its effects on the engine
 roles are, so a router that cannot front the roles as declared is refused here.
@@ -8,34 +8,33 @@ from __future__ import annotations
 
 from typing import Final
 
-from gpustack_render import errors
 from gpustack_render.admission.context import Context, serving_port, serving_protocol
 from gpustack_render.admission.ports import own_port
-from gpustack_render.errors import ErrorList
-from gpustack_render.flags import find_flag
-from gpustack_render.owned import (
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import ENGINE, ROUTER
+from gpustack_render.core.vocabulary import Engine
+from gpustack_render.engines.flags import find_flag
+from gpustack_render.engines.owned import (
     DEFAULT_SERVING_PORT,
     LLM_D_ROUTER,
     ROUTER_OWNED_ARGS,
-    SGLANG,
     SGLANG_GATEWAY,
     SSL_CERTFILE_FLAG,
     SSL_KEYFILE_FLAG,
-    VLLM,
     VLLM_ROUTER,
 )
-from gpustack_render.parallelism import parse_int
-from gpustack_render.paths import ENGINE, ROUTER
+from gpustack_render.engines.parallelism import parse_int
 
 #: Engines each router fronts (rule 3), by base engine.
 FRONTED_ENGINES: Final[dict[str, tuple[str, ...]]] = {
-    LLM_D_ROUTER: (VLLM, SGLANG),
-    VLLM_ROUTER: (VLLM,),
-    SGLANG_GATEWAY: (SGLANG,),
+    LLM_D_ROUTER: (Engine.VLLM, Engine.SGLANG),
+    VLLM_ROUTER: (Engine.VLLM,),
+    SGLANG_GATEWAY: (Engine.SGLANG,),
 }
 
 #: Engines exposing every metric llm-d-router requires (rule 4); both do today [inferred].
-LLM_D_ROUTER_METRIC_ENGINES: Final[dict[str, str]] = {VLLM: "", SGLANG: ""}
+LLM_D_ROUTER_METRIC_ENGINES: Final[dict[str, str]] = {Engine.VLLM: "", Engine.SGLANG: ""}
 #: The metric llm-d-router scores endpoints by, as named in a refusal.
 LLM_D_ROUTER_METRIC: Final = "the queue, running-request and KV-cache utilisation gauges"
 
@@ -58,7 +57,7 @@ def validate_router(ctx: Context) -> ErrorList:
                     token,
                     f"{flag} is set by the operator on router {name}; two values for it cannot "
                     f"be told apart. Remove it",
-                    origin="7.1",
+                    origin="router.owned-flag",
                 )
             )
     if router.disaggregation_threshold_tokens is not None and name != LLM_D_ROUTER:
@@ -67,7 +66,7 @@ def validate_router(ctx: Context) -> ErrorList:
                 ROUTER.child("disaggregationThresholdTokens"),
                 router.disaggregation_threshold_tokens,
                 f"the field is meaningful only under router {LLM_D_ROUTER}, not {name}; remove it",
-                origin="7.2",
+                origin="router.field-llm-d-only",
             )
         )
     fronted = FRONTED_ENGINES.get(name, ())
@@ -77,7 +76,7 @@ def validate_router(ctx: Context) -> ErrorList:
                 ROUTER.child("name"),
                 name,
                 f"router {name} does not front engine {engine}; it fronts {', '.join(fronted)}",
-                origin="7.3",
+                origin="router.engine-not-fronted",
             )
         )
     if name == LLM_D_ROUTER and engine not in LLM_D_ROUTER_METRIC_ENGINES:
@@ -86,7 +85,7 @@ def validate_router(ctx: Context) -> ErrorList:
                 ENGINE,
                 engine,
                 f"router {name} requires {LLM_D_ROUTER_METRIC}, which engine {engine} lacks",
-                origin="7.4",
+                origin="router.engine-lacks-metric",
             )
         )
     ports: set[int] = set()
@@ -99,7 +98,7 @@ def validate_router(ctx: Context) -> ErrorList:
                     name,
                     f"role {role.name!r} serves over {protocol} (its first declared port); "
                     f"router {name} reaches roles over TCP only",
-                    origin="7.5a",
+                    origin="router.port-not-tcp",
                 )
             )
         argv = list(role.command or role.extra_args or ())
@@ -111,14 +110,14 @@ def validate_router(ctx: Context) -> ErrorList:
                     name,
                     f"role {role.name!r} passes {' and '.join(tls)}; router {name} supports "
                     f"plaintext endpoints only",
-                    origin="7.5b",
+                    origin="router.tls-endpoint",
                 )
             )
         port = serving_port(role)
         ports.add(port)
         value, _ = own_port(ctx, role)
         own = parse_int(value) if value is not None else None
-        if own == port and ctx.is_direct_decoder(i, out, origin="7.5c"):
+        if own == port and ctx.is_direct_decoder(i, out, origin="router.decoder-own-port"):
             out.append(
                 errors.invalid(
                     ROUTER,
@@ -126,7 +125,7 @@ def validate_router(ctx: Context) -> ErrorList:
                     f"role {role.name!r} passes --port {port}, its serving port; on this "
                     f"decoder the routing proxy takes port {port} and the engine moves "
                     f"behind it. Drop --port",
-                    origin="7.5c",
+                    origin="router.decoder-own-port",
                 )
             )
     if len(ports) > 1:
@@ -138,7 +137,7 @@ def validate_router(ctx: Context) -> ErrorList:
                 f"router {name} needs every role on one serving port (the first declared port, "
                 f"else {DEFAULT_SERVING_PORT}); the roles serve on "
                 f"{', '.join(str(p) for p in listed)}",
-                origin="7.6",
+                origin="router.serving-ports-differ",
             )
         )
     return out

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from gpustack_render.quantity import is_quantity
+from gpustack_render.core.quantity import is_quantity
 
 GROUP = "worker.gpustack.ai"
 VERSION = "v1"

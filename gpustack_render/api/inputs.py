@@ -1,4 +1,4 @@
-"""The input kinds this project reads but does not own (``reference/api.md`` §11).
+"""The input kinds this project reads but does not own (``docs/contract/api-notes.md`` §11).
 
 Only the fields the library reads are modelled; every other field is kept as given, and the
 shipped CRDs preserve them too (D1).

@@ -1,8 +1,8 @@
 """The ``ModelDeployment`` kind (group ``worker.gpustack.ai``, version ``v1``).
 
-Field names, bounds, enums and defaults follow ``reference/api.md`` §1–§9. Defaults given here
-are schema defaults (the API server applies them before any webhook sees the object); values the
-renderer merely *renders* when a field is unset (``shmSize`` → 16Gi, a 30 s grace period, the
+Field names, bounds, enums and defaults follow ``docs/contract/api-notes.md`` §1–§9. Defaults given
+here are schema defaults (the API server applies them before any webhook sees the object); values
+the renderer merely *renders* when a field is unset (``shmSize`` → 16Gi, a 30 s grace period, the
 ``tcp`` transfer protocol) are not defaults and stay unset in the stored object.
 """
 

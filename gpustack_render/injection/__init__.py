@@ -3,16 +3,16 @@
 Any Pod labelled ``kvcache.gpustack.ai/inject: "true"`` joins the KV-cache pool its
 ``KVCachePoolBinding`` names: at CREATE the webhook writes exactly the store-client
 configuration its declared engine expects, or refuses, fail-closed, every case that would
-produce a container that starts normally and caches nothing (``reference/kv-injection.md``).
+produce a container that starts normally and caches nothing (``docs/contract/kv-injection.md``).
 
 Entry points:
 
 - :func:`review_pod` — one admission request (CREATE: injection; UPDATE: freeze) → Verdict;
 - :func:`inject_pod` — the CREATE decision on a raw Pod → :class:`InjectionResult`;
-- :func:`freeze_pod` — the UPDATE freeze → :class:`~gpustack_render.errors.ErrorList`.
+- :func:`freeze_pod` — the UPDATE freeze → :class:`~gpustack_render.core.errors.ErrorList`.
 
-The client documents and vehicles come from :mod:`gpustack_render.connectors`, shared with the
-deployment renderer.
+The client documents and vehicles come from :mod:`gpustack_render.engines.connectors`, shared with
+the deployment renderer.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpustack_render import connectors
-from gpustack_render.decoding import nesting_errors
-from gpustack_render.errors import Verdict
-from gpustack_render.injection import podview
+from gpustack_render.core import jsonview, naming
+from gpustack_render.core.errors import Verdict
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.engines import connectors
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.collisions import check_collisions, names_flag
 from gpustack_render.injection.contract import Contract, opted_in, read_contract
@@ -36,9 +37,8 @@ from gpustack_render.injection.record import InjectionRecord, parse_record
 from gpustack_render.injection.refusal import Refusal
 from gpustack_render.injection.resolve import Resolution, resolve
 from gpustack_render.injection.target import Target, select_container
-from gpustack_render.lookups import Lookups
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.schema.decoding import nesting_errors
+from gpustack_render.schema.lookups import Lookups
 
 __all__ = [
     "InjectionRecord",
@@ -49,9 +49,6 @@ __all__ = [
     "parse_record",
     "review_pod",
 ]
-
-#: The namespace of a Pod that names none (D18).
-DEFAULT_NAMESPACE = "default"
 
 
 @dataclass(frozen=True)
@@ -80,24 +77,27 @@ def inject_pod(
     lookups: Lookups,
     settings: Settings,
 ) -> InjectionResult:
-    """The CREATE injection of ``pod`` in ``namespace`` (kv-injection.md §2).
+    """The CREATE injection of ``pod`` in ``namespace`` (docs/contract/kv-injection.md §2).
 
     Every refusal runs before any mutation, so a refused Pod is returned as submitted; the first
     failing step wins. Never raises on malformed Pods (a field of the wrong type reads as
     absent).
     """
-    if not opted_in(podview.labels_of(pod)):
+    if not opted_in(jsonview.labels_of(pod)):
         return InjectionResult(pod)
     deep = nesting_errors(pod)  # read, compared and diffed below: bounded first
     if deep:
         return InjectionResult(
-            pod, refusal=Refusal(r.N1_NESTING, f"the Pod is unreadable: {deep[0].message()}")
+            pod, refusal=Refusal(r.NESTING, f"the Pod is unreadable: {deep[0].message()}")
         )
-    contract = read_contract(podview.annotations_of(pod))
+    contract = read_contract(jsonview.annotations_of(pod))
     if isinstance(contract, Refusal):
         return InjectionResult(pod, refusal=contract)
     resolution = resolve(
-        contract, namespace=namespace or DEFAULT_NAMESPACE, lookups=lookups, settings=settings
+        contract,
+        namespace=namespace or naming.DEFAULT_NAMESPACE,
+        lookups=lookups,
+        settings=settings,
     )
     if isinstance(resolution, Refusal):
         return InjectionResult(pod, refusal=resolution)
@@ -109,7 +109,7 @@ def inject_pod(
         dtype=resolution.dtype,
         kv_role=connectors.kv_role_for(contract.role),
     )
-    pod_spec = podview.spec_of(pod)
+    pod_spec = jsonview.spec_of(pod)
     target = select_container(pod_spec, named=contract.container)
     if isinstance(target, Refusal):
         return InjectionResult(pod, refusal=target)
@@ -120,8 +120,8 @@ def inject_pod(
         return InjectionResult(pod, refusal=refused)
     launch = check_launch(
         target.name,
-        podview.tokens(target.container.get("command")),
-        podview.tokens(target.container.get("args")),
+        jsonview.tokens(target.container.get("command")),
+        jsonview.tokens(target.container.get("args")),
         engine=contract.engine,
         forwarded=contract.forwarded,
     )
@@ -160,12 +160,12 @@ def _inject(
 
 
 def _namespace(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:
-    ns = podview.metadata_of(pod).get("namespace")
-    return request.namespace or (ns if isinstance(ns, str) and ns else DEFAULT_NAMESPACE)
+    ns = jsonview.metadata_of(pod).get("namespace")
+    return request.namespace or (ns if isinstance(ns, str) and ns else naming.DEFAULT_NAMESPACE)
 
 
 def _name(request: AdmissionRequest, pod: Mapping[str, Any]) -> str:
-    meta = podview.metadata_of(pod)
+    meta = jsonview.metadata_of(pod)
     name = request.name or meta.get("name") or meta.get("generateName") or ""
     if isinstance(name, str):
         return name

@@ -5,7 +5,7 @@ O1–O6: keys this Pod's own engine would be given and a merge could not settle 
 a path: at, inside or above the owned one). F1–F3: on SGLang, keys selecting another
 configuration source, which would leave every injected variable unread (F3: an ``envFrom``
 that could supply one).
-Flags are read with the shared token rule of :mod:`gpustack_render.flags`. Only keys this
+Flags are read with the shared token rule of :mod:`gpustack_render.engines.flags`. Only keys this
 render writes are checked, so the same key on an engine that does not read it is not refused;
 the volume and mount checks therefore apply to the vLLM family, the only engines given a volume.
 """
@@ -15,29 +15,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gpustack_render import connectors, flags, mountpaths
-from gpustack_render.connectors import StoreClient
-from gpustack_render.injection import podview
+from gpustack_render.core import jsonview
+from gpustack_render.engines import flags, mountpaths, owned
+from gpustack_render.engines.connectors import StoreClient
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
 from gpustack_render.injection.target import Target
 
 #: The connector flag each engine family is given and refuses (O2).
 OWNED_CONNECTOR_FLAG: Final[dict[str, str]] = {
-    "vllm": connectors.FLAG_KV_TRANSFER_CONFIG,
-    "sglang": connectors.FLAG_HICACHE_STORAGE_BACKEND,
+    "vllm": owned.KV_TRANSFER_CONFIG_FLAG,
+    "sglang": owned.HICACHE_STORAGE_BACKEND_FLAG,
 }
 
 
 def family(engine: str) -> str:
     """``vllm`` for both vLLM-family engines, else the engine."""
-    return "vllm" if engine in connectors.VLLM_FAMILY else engine
+    return "vllm" if engine in owned.VLLM_FAMILY else engine
 
 
 def find_spelled(container: Mapping[str, Any], flag: str, *, engine: str) -> str | None:
     """How the container's own tokens name ``flag`` (``args`` first, then ``command``, value
-    tokens included, kv-injection.md §8), in any spelling ``engine`` reads; ``None`` if not."""
-    for argv in (podview.tokens(container.get("args")), podview.tokens(container.get("command"))):
+    tokens included, docs/contract/kv-injection.md §8), in any spelling ``engine`` reads; ``None``
+    if not."""
+    for argv in (jsonview.tokens(container.get("args")), jsonview.tokens(container.get("command"))):
         hits = flags.find_flag(argv, flag, engine)
         if hits:
             return flags.spelled(argv[hits[0].position], flag)
@@ -58,77 +59,79 @@ def check_collisions(
     vllm = fam == "vllm"
     container = target.container
     name = target.name
-    env_names = {podview.name_of(e) for e in podview.items(container.get("env"))}
+    env_names = {jsonview.name_of(e) for e in jsonview.items(container.get("env"))}
 
-    if vllm and connectors.ENV_MOONCAKE_CONFIG_PATH in env_names:
+    if vllm and owned.MOONCAKE_CONFIG_PATH_ENV in env_names:
         return Refusal(
-            r.O1_OWNED_ENV,
-            f"container {name} declares env {connectors.ENV_MOONCAKE_CONFIG_PATH}: a KV cache "
+            r.OWNED_ENV,
+            f"container {name} declares env {owned.MOONCAKE_CONFIG_PATH_ENV}: a KV cache "
             "is already configured, and two sources for one setting is undiagnosable (no "
             "merge); remove yours, or drop the inject label",
         )
     spelled = find_spelled(container, OWNED_CONNECTOR_FLAG[fam], engine=engine)
     if spelled is not None:
         return Refusal(
-            r.O2_OWNED_FLAG,
+            r.OWNED_FLAG,
             f"container {name} passes {spelled}: the webhook writes that flag for engine "
             f"{engine}, and two on one command line are undiagnosable; remove yours, or drop "
             "the inject label",
         )
     if dtype:
-        spelled = find_spelled(container, connectors.FLAG_KV_CACHE_DTYPE, engine=engine)
+        spelled = find_spelled(container, owned.KV_CACHE_DTYPE_FLAG, engine=engine)
         if spelled is not None:
             return Refusal(
-                r.O3_DTYPE_FLAG,
+                r.DTYPE_FLAG,
                 f"container {name} passes {spelled}: the dtype comes from the Binding "
                 f"({dtype!r}), and engines writing two dtypes into one domain read each other's "
                 "blocks wrong; remove yours and name a Binding declaring the dtype you want (the "
                 "Setting model-deployment-kv-cache-dtype-owned off admits it)",
             )
-    owned_volumes = {podview.name_of(v) for v in client.volumes}
-    for volume in podview.items(pod_spec.get("volumes")):
-        if podview.name_of(volume) in owned_volumes:
+    owned_volumes = {jsonview.name_of(v) for v in client.volumes}
+    for volume in jsonview.items(pod_spec.get("volumes")):
+        if jsonview.name_of(volume) in owned_volumes:
             return Refusal(
-                r.O4_OWNED_VOLUME,
-                f"the Pod declares volume {podview.name_of(volume)}, a name owned by the "
+                r.OWNED_VOLUME,
+                f"the Pod declares volume {jsonview.name_of(volume)}, a name owned by the "
                 "KV-cache injection webhook; rename yours",
             )
-    mount_names = {podview.name_of(m) for m in client.mounts}
-    mount_paths = [mountpaths.normalize(podview.mapping(m).get("mountPath")) for m in client.mounts]
-    mounts = podview.items(container.get("volumeMounts"))
+    mount_names = {jsonview.name_of(m) for m in client.mounts}
+    mount_paths = [
+        mountpaths.normalize(jsonview.mapping(m).get("mountPath")) for m in client.mounts
+    ]
+    mounts = jsonview.items(container.get("volumeMounts"))
     for mount in mounts:
-        if podview.name_of(mount) in mount_names:
+        if jsonview.name_of(mount) in mount_names:
             return Refusal(
-                r.O5_OWNED_MOUNT_NAME,
-                f"container {name} mounts a volume named {podview.name_of(mount)}, a name owned "
+                r.OWNED_MOUNT_NAME,
+                f"container {name} mounts a volume named {jsonview.name_of(mount)}, a name owned "
                 "by the KV-cache injection webhook; rename yours",
             )
     for k, mount in enumerate(mounts):
-        path = mountpaths.normalize(podview.mapping(mount).get("mountPath"))
-        owned = next((p for p in mount_paths if mountpaths.overlap(path, p)), None)
-        if owned is not None:
-            where = "at" if path == owned else ("inside" if len(path) > len(owned) else "above")
+        path = mountpaths.normalize(jsonview.mapping(mount).get("mountPath"))
+        held = next((p for p in mount_paths if mountpaths.overlap(path, p)), None)
+        if held is not None:
+            where = "at" if path == held else ("inside" if len(path) > len(held) else "above")
             return Refusal(
-                r.O6_OWNED_MOUNT_PATH,
+                r.OWNED_MOUNT_PATH,
                 f"container {name} volumeMounts[{k}] mounts something at {path}, {where} "
-                f"{owned}, where the KV-cache injection webhook mounts its client "
+                f"{held}, where the KV-cache injection webhook mounts its client "
                 "configuration (a mount at, inside or above that path, subPath included, "
                 "shadows or hides it); mount yours elsewhere",
             )
     if fam == "sglang":
-        if connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH in env_names:
+        if owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV in env_names:
             return Refusal(
-                r.F1_CONFIG_SOURCE_ENV,
+                r.CONFIG_SOURCE_ENV,
                 f"container {name} declares env "
-                f"{connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH}: it points sglang at its "
+                f"{owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV}: it points sglang at its "
                 "own file, so the injected MOONCAKE_* variables would go unread; remove it",
             )
         spelled = find_spelled(
-            container, connectors.FLAG_HICACHE_STORAGE_BACKEND_EXTRA_CONFIG, engine=engine
+            container, owned.HICACHE_STORAGE_BACKEND_EXTRA_CONFIG_FLAG, engine=engine
         )
         if spelled is not None:
             return Refusal(
-                r.F2_CONFIG_SOURCE_FLAG,
+                r.CONFIG_SOURCE_FLAG,
                 f"container {name} passes {spelled}: that configuration outranks the "
                 "environment, so the injected MOONCAKE_* variables would go unread; remove it",
             )
@@ -144,13 +147,13 @@ def _config_source_env_from(container: Mapping[str, Any], name: str) -> Refusal 
     admission cannot read the source's keys. An entry whose ``prefix`` cannot begin the name
     cannot supply it.
     """
-    variable = connectors.ENV_SGLANG_HICACHE_MOONCAKE_CONFIG_PATH
-    for k, source in enumerate(podview.items(container.get("envFrom"))):
-        prefix = podview.mapping(source).get("prefix")
+    variable = owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV
+    for k, source in enumerate(jsonview.items(container.get("envFrom"))):
+        prefix = jsonview.mapping(source).get("prefix")
         prefix = prefix if isinstance(prefix, str) else ""
         if variable.startswith(prefix):
             return Refusal(
-                r.F3_CONFIG_SOURCE_ENV_FROM,
+                r.CONFIG_SOURCE_ENV_FROM,
                 f"container {name} envFrom[{k}] could supply {variable} (admission cannot read "
                 "a ConfigMap's or Secret's keys, and the webhook never overwrites that "
                 "variable): it would point sglang at its own file, so the injected MOONCAKE_* "

@@ -1,6 +1,6 @@
 """The opt-in contract of a Pod: the label, the annotations and their accepted values.
 
-``reference/kv-injection.md`` §1. Values are exact and case-sensitive; nothing is trimmed or
+``docs/contract/kv-injection.md`` §1. Values are exact and case-sensitive; nothing is trimmed or
 case-folded. Steps 2–6 of the CREATE processing order (§2) live here: the annotation
 vocabulary, the refused domain key, and the engine, manufacturer and role values.
 """
@@ -11,16 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from gpustack_render.connectors import CLIENT_CONFIG_ANNOTATION
+from gpustack_render.core import labels as keys
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
 
 #: Every key of the contract starts with this prefix.
 PREFIX: Final = "kvcache.gpustack.ai/"
 
-#: Label, set by the Pod's author: ``"true"`` opts the Pod in (the webhook's objectSelector and
-#: the first processing step); frozen on a live Pod.
-LABEL_INJECT: Final = "kvcache.gpustack.ai/inject"
 #: The only label value that opts in.
 INJECT_TRUE: Final = "true"
 
@@ -40,9 +37,6 @@ ANNOTATION_LAUNCH_ARGS_FORWARDED: Final = "kvcache.gpustack.ai/launch-args-forwa
 ANNOTATION_DOMAIN: Final = "kvcache.gpustack.ai/domain"
 #: Annotation written by the webhook (the injection record, §9); refused at CREATE, frozen.
 ANNOTATION_INJECTED: Final = "kvcache.gpustack.ai/injected"
-#: Annotation written by the webhook on the vLLM family (the client document); refused at
-#: CREATE, frozen. Declared once in :mod:`gpustack_render.connectors`.
-ANNOTATION_CLIENT_CONFIG: Final = CLIENT_CONFIG_ANNOTATION
 
 #: The accepted author keys, in the order messages list them (§1).
 ACCEPTED_KEYS: Final[tuple[str, ...]] = (
@@ -54,7 +48,7 @@ ACCEPTED_KEYS: Final[tuple[str, ...]] = (
     ANNOTATION_LAUNCH_ARGS_FORWARDED,
 )
 #: The keys only the webhook writes.
-WRITTEN_KEYS: Final[tuple[str, ...]] = (ANNOTATION_CLIENT_CONFIG, ANNOTATION_INJECTED)
+WRITTEN_KEYS: Final[tuple[str, ...]] = (keys.KV_CLIENT_CONFIG, ANNOTATION_INJECTED)
 
 #: Engine annotation values → the internal engine (before the manufacturer).
 ENGINE_VALUES: Final[dict[str, str]] = {"vLLM": "vllm", "SGLang": "sglang"}
@@ -91,7 +85,7 @@ def text(value: object) -> str:
 
 def opted_in(labels: Mapping[str, object]) -> bool:
     """Step 1: only the label value ``"true"`` opts a Pod in."""
-    return labels.get(LABEL_INJECT) == INJECT_TRUE
+    return labels.get(keys.KV_INJECT) == INJECT_TRUE
 
 
 def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
@@ -101,7 +95,7 @@ def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
     for key in sorted(k for k in annotations if isinstance(k, str) and k.startswith(PREFIX)):
         if key in WRITTEN_KEYS:
             return Refusal(
-                r.K1_WRITTEN_KEY,
+                r.WRITTEN_KEY,
                 f"annotation {key} is written by the KV-cache injection webhook: it records what "
                 "the webhook decided, so a submitted value would record a decision nobody made; "
                 "remove it",
@@ -109,13 +103,13 @@ def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
         if key not in ACCEPTED_KEYS and key != ANNOTATION_DOMAIN:
             accepted = ", ".join(ACCEPTED_KEYS)
             return Refusal(
-                r.K2_UNKNOWN_KEY,
+                r.UNKNOWN_KEY,
                 f"annotation {key} is not a KV-cache injection key (accepted: {accepted}); an "
                 "ignored key would leave the Pod configured unlike its manifest; fix the key",
             )
     if ANNOTATION_DOMAIN in annotations:
         return Refusal(
-            r.K3_DOMAIN,
+            r.DOMAIN,
             f"annotation {ANNOTATION_DOMAIN} is refused: the reuse domain comes only from the "
             f"KVCachePoolBinding named by {ANNOTATION_BINDING}; a namespace needing two "
             "boundaries creates two Bindings",
@@ -127,13 +121,13 @@ def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
         manufacturer = text(annotations[ANNOTATION_MANUFACTURER])
         if engine != "vllm":
             return Refusal(
-                r.E3_MANUFACTURER_ENGINE,
+                r.MANUFACTURER_ENGINE,
                 f"annotation {ANNOTATION_MANUFACTURER} is only accepted with engine vllm "
                 f'({ANNOTATION_ENGINE}="vLLM"); this Pod declares engine {engine}',
             )
         if manufacturer != MANUFACTURER_ASCEND:
             return Refusal(
-                r.E4_MANUFACTURER_VALUE,
+                r.MANUFACTURER_VALUE,
                 f"annotation {ANNOTATION_MANUFACTURER} has value {manufacturer!r}: it must be "
                 f"{MANUFACTURER_ASCEND!r} with engine vllm (selects the vllm-ascend runtime), or "
                 "be left off",
@@ -142,7 +136,7 @@ def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
     role_value = text(annotations.get(ANNOTATION_ROLE, ""))
     if role_value and role_value not in ROLE_VALUES:
         return Refusal(
-            r.E5_ROLE,
+            r.ROLE,
             f"annotation {ANNOTATION_ROLE} has value {role_value!r}: accepted values are "
             '"Prefill" and "Decode"; leave it off for a plain server',
         )
@@ -159,20 +153,20 @@ def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
 def _engine(annotations: Mapping[str, object]) -> str | Refusal:
     if ANNOTATION_ENGINE not in annotations:
         return Refusal(
-            r.E1_ENGINE,
+            r.ENGINE,
             f"annotation {ANNOTATION_ENGINE} is required: accepted values [vLLM SGLang]; the "
             "engine is declared, never guessed from the image",
         )
     value = text(annotations[ANNOTATION_ENGINE])
     if value == ENGINE_ASCEND_MISSPELLING:
         return Refusal(
-            r.E2_ENGINE_ASCEND,
+            r.ENGINE_ASCEND,
             f"annotation {ANNOTATION_ENGINE} has value {value!r}, which is not an engine value: "
             f'set {ANNOTATION_ENGINE}="vLLM" with {ANNOTATION_MANUFACTURER}="ascend"',
         )
     if value not in ENGINE_VALUES:
         return Refusal(
-            r.E1_ENGINE,
+            r.ENGINE,
             f"annotation {ANNOTATION_ENGINE} has value {value!r}: accepted values [vLLM SGLang]; "
             "the engine is declared, never guessed from the image",
         )

@@ -1,4 +1,4 @@
-"""The UPDATE freeze: what injection wrote stays as written (kv-injection.md §10).
+"""The UPDATE freeze: what injection wrote stays as written (docs/contract/kv-injection.md §10).
 
 The opt-in label and the two written annotations are frozen on a live Pod and on a terminating
 one, since a Pod keeps serving and the kubelet keeps reprojecting the client file through its
@@ -11,25 +11,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpustack_render import errors
-from gpustack_render.connectors import CLIENT_CONFIG_PATH
-from gpustack_render.errors import ErrorList
-from gpustack_render.injection import podview
+from gpustack_render.core import errors, jsonview
+from gpustack_render.core import labels as keys
+from gpustack_render.core.errors import ErrorList
+from gpustack_render.core.paths import METADATA
+from gpustack_render.engines.connectors import CLIENT_CONFIG_PATH
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import (
-    ANNOTATION_CLIENT_CONFIG,
     ANNOTATION_INJECTED,
     INJECT_TRUE,
-    LABEL_INJECT,
     WRITTEN_KEYS,
 )
-from gpustack_render.paths import METADATA
 
 _ABSENT = object()
 
 _WHY = {
     ANNOTATION_INJECTED: "an edited injection record would record a decision nobody made",
-    ANNOTATION_CLIENT_CONFIG: (
+    keys.KV_CLIENT_CONFIG: (
         f"it is projected at {CLIENT_CONFIG_PATH}, so an edit would swap the master address, "
         "transport and sizes under a running container"
     ),
@@ -40,12 +38,12 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
     """The freeze violations of an UPDATE from ``old`` to ``new`` (empty = allowed)."""
     old_pod: Mapping[str, Any] = old or {}
     new_pod: Mapping[str, Any] = new or {}
-    was = podview.labels_of(old_pod).get(LABEL_INJECT) == INJECT_TRUE
-    now = podview.labels_of(new_pod).get(LABEL_INJECT) == INJECT_TRUE
+    was = jsonview.labels_of(old_pod).get(keys.KV_INJECT) == INJECT_TRUE
+    now = jsonview.labels_of(new_pod).get(keys.KV_INJECT) == INJECT_TRUE
     errs = ErrorList()
     if not was and not now:
         return errs
-    label_path = METADATA.child("labels").key(LABEL_INJECT)
+    label_path = METADATA.child("labels").key(keys.KV_INJECT)
     if now and not was:
         errs.append(
             errors.forbidden(
@@ -53,7 +51,7 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
                 "the label is immutable: injection runs only at CREATE, so this Pod would claim a "
                 "KV cache it has no configuration for; set it where the Pod is defined and "
                 "replace the Pod",
-                origin=r.U1_LABEL_ADDED,
+                origin=r.LABEL_ADDED,
             )
         )
     elif was and not now:
@@ -62,11 +60,11 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
                 label_path,
                 "the label is immutable: nothing un-injects a Pod and the written configuration "
                 "stays; change it where the Pod is defined",
-                origin=r.U2_LABEL_REMOVED,
+                origin=r.LABEL_REMOVED,
             )
         )
-    old_notes = podview.annotations_of(old_pod)
-    new_notes = podview.annotations_of(new_pod)
+    old_notes = jsonview.annotations_of(old_pod)
+    new_notes = jsonview.annotations_of(new_pod)
     for key in WRITTEN_KEYS:
         before = old_notes.get(key, _ABSENT)
         after = new_notes.get(key, _ABSENT)
@@ -78,7 +76,7 @@ def freeze_pod(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> 
                 METADATA.child("annotations").key(key),
                 f"{change}: the annotation is written by the KV-cache injection webhook and "
                 f"frozen; {_WHY[key]}; change the inputs and replace the Pod",
-                origin=r.U3_WRITTEN_ANNOTATION,
+                origin=r.WRITTEN_ANNOTATION,
             )
         )
     return errs

@@ -1,4 +1,5 @@
-"""Launch recognition: does an appended argument reach the declared engine? (kv-injection.md §7)
+"""Launch recognition: does an appended argument reach the declared engine?
+(docs/contract/kv-injection.md §7)
 
 Injection appends its flags to the container's ``args``. That only configures the engine when
 the command line visibly runs the engine with those arguments, so the launch is read token by
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from gpustack_render import owned
+from gpustack_render.engines import owned
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import ANNOTATION_LAUNCH_ARGS_FORWARDED, FORWARDED_TRUE
 from gpustack_render.injection.refusal import Refusal
@@ -81,7 +82,7 @@ class Launcher:
         return matches[0] if len(matches) == 1 else name
 
 
-#: The transparent launchers, by program basename (kv-injection.md §7 step 4).
+#: The transparent launchers, by program basename (docs/contract/kv-injection.md §7 step 4).
 LAUNCHERS: Final[dict[str, Launcher]] = {
     "env": Launcher(
         value_short=frozenset("uCa"),
@@ -150,7 +151,7 @@ def basename(token: str) -> str:
     return token.rsplit("/", 1)[-1]
 
 
-def _segment(
+def _segment(  # noqa: C901 (one left-to-right scan of a launch segment, a branch per launcher form)
     spec: Launcher, argv: Sequence[str], touched: list[str] | None = None
 ) -> tuple[_Strip, int]:
     """Read one launcher's segment; returns the outcome and the program's index. ``env``'s
@@ -324,7 +325,7 @@ def check_launch(
     """
     if not command and not args:
         return Refusal(
-            r.A1_NO_LAUNCH,
+            r.NO_LAUNCH,
             f"container {container} declares neither command nor args: the image "
             "ENTRYPOINT/CMD would run, and args alone would discard CMD; put the engine "
             "executable in command and the launch arguments in args (this overrides the "
@@ -332,7 +333,7 @@ def check_launch(
         )
     if forwarded is not None and forwarded != FORWARDED_TRUE:
         return Refusal(
-            r.A2_FORWARDING_VALUE,
+            r.FORWARDING_VALUE,
             f'annotation {ANNOTATION_LAUNCH_ARGS_FORWARDED} has value {forwarded!r}: it must be "'
             f'{FORWARDED_TRUE}" when declared',
         )
@@ -341,7 +342,7 @@ def check_launch(
         if declared:
             return Launch("", True)
         return Refusal(
-            r.A3_ARGS_WITHOUT_COMMAND,
+            r.ARGS_WITHOUT_COMMAND,
             f"container {container} declares args but no command: the image ENTRYPOINT is "
             "invisible to admission, so nothing shows appended arguments reach the engine; set "
             f'command, or declare {ANNOTATION_LAUNCH_ARGS_FORWARDED}="true" only if the '
@@ -356,7 +357,7 @@ def check_launch(
         if declared:
             return Launch("", True)
         return Refusal(
-            r.A4_HIDDEN_COMMAND_LINE,
+            r.HIDDEN_COMMAND_LINE,
             f"container {container} hides its command line inside one argument (env -S / "
             "--split-string): admission cannot tell what runs; launch the engine directly, add "
             f'the flag inside that argument, or declare {ANNOTATION_LAUNCH_ARGS_FORWARDED}="true"',
@@ -367,7 +368,7 @@ def check_launch(
             return refusal
     if not argv:
         return Refusal(
-            r.A7_NOTHING_TO_RUN,
+            r.NOTHING_TO_RUN,
             f"container {container} runs launcher {launcher} with nothing after it: the "
             "appended flag would be executed as the program; put the engine executable and its "
             "arguments after the launcher",
@@ -378,7 +379,7 @@ def check_launch(
     if found is not None:
         if found != selected:
             return Refusal(
-                r.A8_OTHER_ENGINE,
+                r.OTHER_ENGINE,
                 f"container {container} launches {program}, the entry point of {found}, but "
                 f"the Pod's annotations select the {engine} runtime; fix the engine/manufacturer "
                 "annotation or launch that engine",
@@ -387,7 +388,7 @@ def check_launch(
     if declared:
         return Launch(program, True)
     return Refusal(
-        r.A9_UNRECOGNISED,
+        r.UNRECOGNISED,
         f"container {container} launches {program}, which is not an engine entry point "
         f"(vllm, or python3 -m {MODULE_SGLANG}); launch the engine directly, or declare "
         f'{ANNOTATION_LAUNCH_ARGS_FORWARDED}="true" only if that launcher forwards appended '
@@ -405,7 +406,7 @@ def _launcher_env(container: str, touched: Sequence[str]) -> Refusal | None:
             return None
         what = f"sets or unsets {', '.join(names)}"
     return Refusal(
-        r.A10_LAUNCHER_ENV,
+        r.LAUNCHER_ENV,
         f"container {container} runs env, which {what} when the engine starts, after the "
         "webhook wrote the KV-cache variables: the engine would not run with the configuration "
         "the Pod records; remove that from the env command line (set other variables in the "
@@ -422,7 +423,7 @@ def _shell_or_script(container: str, argv: Sequence[str], *, declared: bool) -> 
     kind, value = _shell_script(argv)
     if kind == "c":
         return Refusal(
-            r.A5_SHELL_C,
+            r.SHELL_C,
             f"container {container} runs shell {program} with option {value}: an appended flag "
             "becomes the shell's $0 (the rest its positional parameters) and never reaches the "
             "engine; launch the engine directly or add the flag to the script",
@@ -434,7 +435,7 @@ def _shell_or_script(container: str, argv: Sequence[str], *, declared: bool) -> 
 
 def _script_refusal(container: str, script: str) -> Refusal:
     return Refusal(
-        r.A6_SCRIPT,
+        r.SCRIPT,
         f"container {container} runs script {script}: admission cannot read whether it "
         'forwards "$@" to the engine; launch the engine directly, edit the script, or declare '
         f'{ANNOTATION_LAUNCH_ARGS_FORWARDED}="true"',

@@ -1,4 +1,5 @@
-"""Applying a rendered store client to a copy of the Pod (step 20, kv-injection.md §5).
+"""Applying a rendered store client to a copy of the Pod (step 20,
+docs/contract/kv-injection.md §5).
 
 Nothing else changes: no label, resource, image, command, scheduling field, owner reference or
 other container. The input is never modified. The copy is made copy-on-write: every object on
@@ -13,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpustack_render import connectors
-from gpustack_render.connectors import StoreClient
-from gpustack_render.injection import podview
+from gpustack_render.core import jsonview
+from gpustack_render.engines import connectors
+from gpustack_render.engines.connectors import StoreClient
 from gpustack_render.injection.contract import ANNOTATION_INJECTED
 from gpustack_render.injection.record import InjectionRecord
 
@@ -36,7 +37,7 @@ def write_env(env: list[Any], entries: list[dict[str, Any]]) -> list[Any]:
     out = list(env)
     positions: dict[str, list[int]] = {}
     for i, entry in enumerate(out):
-        positions.setdefault(podview.name_of(entry), []).append(i)
+        positions.setdefault(jsonview.name_of(entry), []).append(i)
     for entry in entries:
         found = positions.get(entry["name"])
         if found:
@@ -49,12 +50,8 @@ def write_env(env: list[Any], entries: list[dict[str, Any]]) -> list[Any]:
 
 def default_env(env: list[Any], entries: list[dict[str, Any]]) -> list[Any]:
     """Defaulted env: each entry appended only when no entry of that name exists."""
-    present = {podview.name_of(e) for e in env}
+    present = {jsonview.name_of(e) for e in env}
     return [*env, *(json_copy(e) for e in entries if e["name"] not in present)]
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def apply_injection(
@@ -74,19 +71,19 @@ def apply_injection(
     containers = spec["containers"] = list(spec["containers"])
     container = containers[index] = dict(containers[index])
 
-    env = write_env(_list(container.get("env")), client.env)
+    env = write_env(jsonview.items(container.get("env")), client.env)
     container["env"] = default_env(env, connectors.observability_env())
-    container["args"] = [*_list(container.get("args")), *client.args, *defaulted_args]
+    container["args"] = [*jsonview.items(container.get("args")), *client.args, *defaulted_args]
     if client.mounts:
         container["volumeMounts"] = [
-            *_list(container.get("volumeMounts")),
+            *jsonview.items(container.get("volumeMounts")),
             *json_copy(client.mounts),
         ]
     if client.volumes:
-        spec["volumes"] = [*_list(spec.get("volumes")), *json_copy(client.volumes)]
+        spec["volumes"] = [*jsonview.items(spec.get("volumes")), *json_copy(client.volumes)]
 
-    metadata = out["metadata"] = dict(podview.metadata_of(out))
-    annotations = metadata["annotations"] = dict(podview.mapping(metadata.get("annotations")))
+    metadata = out["metadata"] = dict(jsonview.metadata_of(out))
+    annotations = metadata["annotations"] = dict(jsonview.mapping(metadata.get("annotations")))
     annotations.update(client.annotations)
     annotations[ANNOTATION_INJECTED] = record.to_json()
     return out

@@ -15,8 +15,8 @@ in place with a different one that merely looks alike once pruned. An operation 
 ``make_patch`` is used instead. Otherwise every written value is a real, unpruned branch of the
 mutated Pod and every path exists in both, so the patch applied to the pruned submitted Pod
 giving the pruned mutated one means it gives the real mutated Pod from the real submitted one
-(kv-injection.md §5: the patch *is* the mutation). That check runs on the small pruned trees; a
-failure falls back to the plain diff, verified on the whole Pods, and as a last resort to a
+(docs/contract/kv-injection.md §5: the patch *is* the mutation). That check runs on the small pruned
+trees; a failure falls back to the plain diff, verified on the whole Pods, and as a last resort to a
 coarse patch that never diffs inside an array. Markers and placeholders start with NUL, which no
 real Pod key or string carries in practice.
 """

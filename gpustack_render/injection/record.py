@@ -1,4 +1,5 @@
-"""The injection record: the ``kvcache.gpustack.ai/injected`` annotation (kv-injection.md §9).
+"""The injection record: the ``kvcache.gpustack.ai/injected`` annotation
+(docs/contract/kv-injection.md §9).
 
 Compact JSON with keys in a fixed order; ``<``, ``>``, ``&`` escaped. It records what the
 webhook decided (an action, not an outcome): ``tenantInjected`` says a tenant was written, not
@@ -11,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpustack_render import nesting
-from gpustack_render.connectors import compact_json
+from gpustack_render.core import nesting
+from gpustack_render.engines.connectors import compact_json
 
 
 @dataclass(frozen=True, slots=True)

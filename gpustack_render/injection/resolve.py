@@ -1,8 +1,9 @@
 """Resolving what a Pod's Binding names: Binding, pool, ledger, backend, endpoint, transport.
 
-Steps 7–14 of the CREATE processing order (kv-injection.md §2, §3, §11). Reads go through the
-caller's :class:`~gpustack_render.lookups.Lookups`: ``None`` is "not found", and a failed read
-(:class:`~gpustack_render.lookups.LookupFailed`) is refused with the object and the error
+Steps 7–14 of the CREATE processing order (docs/contract/kv-injection.md §2, §3, §11). Reads go
+through the caller's :class:`~gpustack_render.schema.lookups.Lookups`: ``None`` is "not found", and
+a failed read
+(:class:`~gpustack_render.schema.lookups.LookupFailed`) is refused with the object and the error
 (B4, P2, P8) rather than guessed around.
 """
 
@@ -11,14 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpustack_render import connectors
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
-from gpustack_render.connectors import LedgerState, TransportFailure
+from gpustack_render.core.settings import Settings
+from gpustack_render.deployment.bindings import BindingChain
+from gpustack_render.engines import connectors
+from gpustack_render.engines.connectors import LedgerState, TransportFailure
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import ANNOTATION_BINDING, Contract
 from gpustack_render.injection.refusal import Refusal
-from gpustack_render.lookups import LookupFailed, Lookups
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import LookupFailed, Lookups
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,45 +53,46 @@ def resolve(
     name = contract.binding
     if not name:
         return Refusal(
-            r.B1_BINDING_REQUIRED,
+            r.BINDING_REQUIRED,
             f"annotation {ANNOTATION_BINDING} is required: it names the KVCachePoolBinding in "
             f"this Pod's namespace {namespace!r}",
         )
     if "/" in name:
         return Refusal(
-            r.B2_BINDING_CROSS_NAMESPACE,
+            r.BINDING_CROSS_NAMESPACE,
             f"annotation {ANNOTATION_BINDING} has value {name!r}: use a plain name; there is no "
             f"cross-namespace form, the Binding is read in the Pod's namespace {namespace!r}",
         )
+    chain = BindingChain(lookups, namespace=namespace, name=name)
     try:
-        binding = lookups.binding(namespace, name)
+        binding = chain.binding()
     except LookupFailed as exc:
         return Refusal(
-            r.B4_BINDING_READ,
+            r.BINDING_READ,
             f"reading KVCachePoolBinding {name!r} in namespace {namespace!r} failed: {exc.reason}",
         )
     if binding is None:
         return Refusal(
-            r.B3_BINDING_NOT_FOUND,
+            r.BINDING_NOT_FOUND,
             f"KVCachePoolBinding {name!r} not found in namespace {namespace!r}: the name is "
             "wrong or the Binding is not created yet",
         )
     if binding.deleting:
         return Refusal(
-            r.B5_BINDING_TERMINATING,
+            r.BINDING_TERMINATING,
             f"KVCachePoolBinding {name!r} in namespace {namespace!r} is being deleted: its "
             "domain is being withdrawn from the ledger, so every write would fail with "
             "TENANT_NOT_REGISTERED; wait for the deletion and create a new Binding, or name one "
             "that is not terminating",
         )
-    pool_name = binding.spec.pool_ref.name
+    pool_name = chain.pool_name
     try:
-        pool = lookups.pool(pool_name)
+        pool = chain.pool()
     except LookupFailed as exc:
-        return Refusal(r.P2_POOL_READ, f"reading KVCachePool {pool_name!r} failed: {exc.reason}")
+        return Refusal(r.POOL_READ, f"reading KVCachePool {pool_name!r} failed: {exc.reason}")
     if pool is None:
         return Refusal(
-            r.P1_POOL_NOT_FOUND,
+            r.POOL_NOT_FOUND,
             f"KVCachePoolBinding {name!r} in namespace {namespace!r} names KVCachePool "
             f"{pool_name!r}, which does not exist",
         )
@@ -99,26 +102,26 @@ def resolve(
         return ledger
     if not pool.spec.backends:
         return Refusal(
-            r.P6_NO_BACKEND,
+            r.NO_BACKEND,
             f"KVCachePool {pool_name!r} names no backend (spec.backends is empty)",
         )
-    backend_name = pool.spec.backends[0]
+    backend_name = chain.backend_name
     try:
-        backend = lookups.backend(backend_name)
+        backend = chain.backend()
     except LookupFailed as exc:
         return Refusal(
-            r.P8_BACKEND_READ, f"reading KVCacheBackend {backend_name!r} failed: {exc.reason}"
+            r.BACKEND_READ, f"reading KVCacheBackend {backend_name!r} failed: {exc.reason}"
         )
     if backend is None:
         return Refusal(
-            r.P7_BACKEND_NOT_FOUND,
+            r.BACKEND_NOT_FOUND,
             f"KVCachePool {pool_name!r} names KVCacheBackend {backend_name!r}, which does not "
             "exist",
         )
     endpoint = pool.status.client_endpoint or ""
     if not endpoint:
         return Refusal(
-            r.P9_NO_ENDPOINT,
+            r.NO_ENDPOINT,
             f"KVCachePool {pool_name!r} has published no status.clientEndpoint, so engine "
             f"{contract.engine} has no master address; retry once the pool publishes it",
         )
@@ -146,17 +149,17 @@ def refuse_ledger(pool: str, tenancy: connectors.TenantResolution) -> Refusal | 
     cond = connectors.LEDGER_CONDITION
     if tenancy.state is LedgerState.ABSENT:
         return Refusal(
-            r.P3_LEDGER_ABSENT,
+            r.LEDGER_ABSENT,
             f"KVCachePool {pool!r} has not reported condition {cond} yet; retry once it does",
         )
     if tenancy.state is LedgerState.UNKNOWN:
         return Refusal(
-            r.P4_LEDGER_UNKNOWN,
+            r.LEDGER_UNKNOWN,
             f"KVCachePool {pool!r} reports condition {cond} Unknown (reason "
             f"{tenancy.reason!r}): a wait, not an answer; retry",
         )
     return Refusal(
-        r.P5_LEDGER_FALSE,
+        r.LEDGER_FALSE,
         f"KVCachePool {pool!r} reports condition {cond} False, reason {tenancy.reason!r}: "
         f"{tenancy.message or 'no message'}; restore the store master (only reason "
         f"{connectors.REASON_MULTI_TENANCY_DISABLED} is admitted, with no tenant)",
@@ -169,7 +172,7 @@ def refuse_transport(
     """Step 12 (T1, T2): both transport checks, messages in artifact and API spelling."""
     if check.failure is TransportFailure.MIXED:
         return Refusal(
-            r.T1_MIXED_TRANSPORT,
+            r.MIXED_TRANSPORT,
             f"engine {check.engine} cannot bind to KVCachePool {pool!r}: backend {backend!r} "
             f"offers transports {_offers(check.distinct)}, and one installed transport cannot "
             "read blocks on the others (NotSupportedTransport); use one transport on the "
@@ -178,7 +181,7 @@ def refuse_transport(
     if check.failure is TransportFailure.UNSUPPORTED:
         if check.required is None:
             return Refusal(
-                r.T2_TRANSPORT_UNSUPPORTED,
+                r.TRANSPORT_UNSUPPORTED,
                 f"{r.REASON_TRANSPORT_UNSUPPORTED}: engine {check.engine} finds no usable "
                 f"transport on KVCachePool {pool!r}: backend {backend!r} offers "
                 f"{_offers(check.offers)}; the transport belongs to the backend: set "
@@ -186,7 +189,7 @@ def refuse_transport(
             )
         api = connectors.API_PROTOCOL_FOR.get(check.required, check.required)
         return Refusal(
-            r.T2_TRANSPORT_UNSUPPORTED,
+            r.TRANSPORT_UNSUPPORTED,
             f"{r.REASON_TRANSPORT_UNSUPPORTED}: engine {check.engine} accepts only transport "
             f"{check.required!r}, but KVCachePool {pool!r} (backend {backend!r}) offers "
             f"{_offers(check.offers)}; the transport belongs to the backend: set {api} on its "

@@ -1,15 +1,29 @@
 #!/usr/bin/env bash
-# Build the envtest control plane (kube-apiserver + etcd) from the Go modules pinned in
-# hack/envtest/{kube-apiserver,etcd}/go.mod, and fetch the pinned Kueue CRDs.
+# Build the simulated cluster's components from the Go modules pinned in hack/envtest/*/go.mod:
+#
+#   kubernetes/  k8s.io/kubernetes     kube-apiserver, kube-scheduler, kube-controller-manager, kubectl
+#   etcd/        go.etcd.io/etcd       etcd
+#   kueue/       sigs.k8s.io/kueue     kueue (the manager; its CRDs and webhook manifests are copied too)
+#   kwok/        sigs.k8s.io/kwok      kwok (fake Nodes and the Pod lifecycle)
+#   helm/        helm.sh/helm/v3       helm (the chart's lint, template and dry-run tests)
+#
+# The kubernetes, kueue, kwok and helm modules name their upstream commands with go.mod `tool`
+# directives, so `go build <upstream package>` builds the release code as it is; etcd has a
+# one-line wrapper (its main package is not importable by path).
 #
 # Output layout (outside the repository, reused across runs on the same machine):
-#   ${GPUSTACK_ENVTEST_CACHE:-$HOME/.cache/gpustack-render/envtest}/<k8s>-<etcd>/
-#       kube-apiserver
-#       etcd
-#       kueue-crds/<kueue version>/kueue.x-k8s.io_*.yaml
+#   ${GPUSTACK_ENVTEST_CACHE:-$HOME/.cache/gpustack-render/envtest}/
+#       kubernetes-<v>/{kube-apiserver,kube-scheduler,kube-controller-manager,kubectl}
+#       etcd-<v>/etcd
+#       kueue-<v>/kueue  kueue-<v>/crds/{bases,patches,kustomization.yaml}  kueue-<v>/webhook/manifests.yaml
+#       kwok-<v>/kwok  kwok-<v>/stages/*.yaml
+#       helm-<v>/helm
+#       bin-<k8s>-<etcd>-<kueue>-<kwok>/   symbolic links to all of the above (printed on stdout)
 #
-# A binary that already exists is not rebuilt; delete the directory to force a rebuild.
-# The only line written to stdout is the bin directory; progress goes to stderr.
+# A binary that already exists is not rebuilt; delete its directory to force a rebuild. The only
+# line written to stdout is the bin directory; progress (and each build's duration) goes to
+# stderr. `build.sh --only kube-apiserver,etcd` builds a subset (the bin directory still links
+# whatever exists).
 #
 # Environment:
 #   GPUSTACK_ENVTEST_CACHE  cache root (default $HOME/.cache/gpustack-render/envtest)
@@ -18,8 +32,11 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-# Pinned Kueue release whose CRDs the integration tests install (not committed).
-KUEUE_VERSION="v0.17.0"
+only=""
+if [[ "${1:-}" == "--only" ]]; then
+    only=",${2:-},"
+fi
+wanted() { [[ -z "${only}" || "${only}" == *",$1,"* ]]; }
 
 go_cmd="${GO:-}"
 if [[ -z "${go_cmd}" ]]; then
@@ -38,65 +55,141 @@ module_version() { # <go.mod> <module path>
     awk -v m="$2" '$1 == m && $2 ~ /^v/ { print $2; exit }
                    $1 == "require" && $2 == m { print $3; exit }' "$1"
 }
-k8s_version="$(module_version "${here}/kube-apiserver/go.mod" k8s.io/kubernetes)"
+k8s_version="$(module_version "${here}/kubernetes/go.mod" k8s.io/kubernetes)"
 etcd_version="$(module_version "${here}/etcd/go.mod" go.etcd.io/etcd/server/v3)"
-if [[ -z "${k8s_version}" || -z "${etcd_version}" ]]; then
-    echo "build.sh: cannot read pinned versions from hack/envtest/*/go.mod" >&2
-    exit 1
-fi
+kueue_version="$(module_version "${here}/kueue/go.mod" sigs.k8s.io/kueue)"
+kwok_version="$(module_version "${here}/kwok/go.mod" sigs.k8s.io/kwok)"
+helm_version="$(module_version "${here}/helm/go.mod" helm.sh/helm/v3)"
+for v in k8s_version etcd_version kueue_version kwok_version; do
+    if [[ -z "${!v}" ]]; then
+        echo "build.sh: cannot read ${v%_version}'s pinned version from hack/envtest/*/go.mod" >&2
+        exit 1
+    fi
+done
 
 cache_root="${GPUSTACK_ENVTEST_CACHE:-${HOME}/.cache/gpustack-render/envtest}"
-bin_dir="${cache_root}/${k8s_version}-${etcd_version}"
-mkdir -p "${bin_dir}"
+mkdir -p "${cache_root}"
 
-# Serialise concurrent invocations (e.g. several pytest processes) on the same cache dir.
+# Serialise concurrent invocations (e.g. several pytest processes) on the same cache.
 if command -v flock >/dev/null 2>&1; then
-    exec 9>"${bin_dir}/.lock"
+    exec 9>"${cache_root}/.lock"
     flock 9
 fi
 
-build() { # <module dir> <output name> [extra ldflags]
-    local dir="$1" out="$2" extra="${3:-}"
-    if [[ -x "${bin_dir}/${out}" ]]; then
-        echo "build.sh: ${bin_dir}/${out} already built" >&2
+build() { # <module dir> <package> <output path> [extra ldflags]
+    local dir="$1" pkg="$2" out="$3" extra="${4:-}"
+    if [[ -x "${out}" ]]; then
+        echo "build.sh: ${out} already built" >&2
         return 0
     fi
-    echo "build.sh: building ${out} (this takes several minutes on a cold cache)..." >&2
+    echo "build.sh: building $(basename "${out}") (several minutes on a cold cache)..." >&2
+    mkdir -p "$(dirname "${out}")"
     local start=${SECONDS}
-    local tmp="${bin_dir}/.${out}.tmp.$$"
+    local tmp="${out}.tmp.$$"
     # -mod=readonly: the committed go.mod/go.sum are authoritative.
-    GOFLAGS="${GOFLAGS:-} -mod=readonly" CGO_ENABLED=0 \
+    GOFLAGS="${GOFLAGS:-} -mod=readonly" CGO_ENABLED=0 GOWORK=off \
         "${go_cmd}" -C "${dir}" build -trimpath -buildvcs=false -ldflags "-s -w ${extra}" \
-        -o "${tmp}" .
-    mv -f "${tmp}" "${bin_dir}/${out}"
-    echo "build.sh: built ${out} in $((SECONDS - start))s" >&2
+        -o "${tmp}" "${pkg}"
+    mv -f "${tmp}" "${out}"
+    # Kept beside the binary: the benchmarks report what the first build here cost.
+    echo "$((SECONDS - start))" >"${out}.build-seconds"
+    echo "build.sh: built $(basename "${out}") in $((SECONDS - start))s" >&2
 }
+
+k8s_dir="${cache_root}/kubernetes-${k8s_version}"
+etcd_dir="${cache_root}/etcd-${etcd_version}"
+kueue_dir="${cache_root}/kueue-${kueue_version}"
+kwok_dir="${cache_root}/kwok-${kwok_version}"
 
 k8s_minor="${k8s_version#v1.}"
 k8s_minor="${k8s_minor%%.*}"
-version_pkg="k8s.io/component-base/version"
-build "${here}/etcd" etcd
-build "${here}/kube-apiserver" kube-apiserver \
-    "-X ${version_pkg}.gitVersion=${k8s_version} -X ${version_pkg}.gitMajor=1 \
--X ${version_pkg}.gitMinor=${k8s_minor} -X ${version_pkg}.gitTreeState=clean"
+k8s_ldflags="-X k8s.io/component-base/version.gitVersion=${k8s_version} \
+-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${k8s_minor} \
+-X k8s.io/component-base/version.gitTreeState=clean"
 
-# Kueue CRDs, taken from the Kueue Go module at the pinned version.
-kueue_dir="${bin_dir}/kueue-crds/${KUEUE_VERSION}"
-if [[ ! -f "${kueue_dir}/.complete" ]]; then
-    echo "build.sh: fetching Kueue ${KUEUE_VERSION} CRDs..." >&2
-    # Run outside any module so no go.mod/go.sum in the repository is touched.
-    scratch="$(mktemp -d)"
-    mod_dir="$(cd "${scratch}" && GOFLAGS= GOWORK=off "${go_cmd}" mod download -json \
-        "sigs.k8s.io/kueue@${KUEUE_VERSION}" | awk -F'"' '$2 == "Dir" { print $4 }')"
-    rmdir "${scratch}"
-    if [[ -z "${mod_dir}" || ! -d "${mod_dir}/config/components/crd/bases" ]]; then
-        echo "build.sh: could not download sigs.k8s.io/kueue@${KUEUE_VERSION}" >&2
+if wanted etcd; then
+    build "${here}/etcd" . "${etcd_dir}/etcd"
+fi
+for cmd in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
+    if wanted "${cmd}"; then
+        build "${here}/kubernetes" "k8s.io/kubernetes/cmd/${cmd}" "${k8s_dir}/${cmd}" "${k8s_ldflags}"
+    fi
+done
+if wanted kueue; then
+    build "${here}/kueue" sigs.k8s.io/kueue/cmd/kueue "${kueue_dir}/kueue" \
+        "-X sigs.k8s.io/kueue/pkg/version.GitVersion=${kueue_version}"
+fi
+if wanted kwok; then
+    build "${here}/kwok" sigs.k8s.io/kwok/cmd/kwok "${kwok_dir}/kwok"
+fi
+if wanted helm; then
+    build "${here}/helm" helm.sh/helm/v3/cmd/helm "${cache_root}/helm-${helm_version}/helm" \
+        "-X helm.sh/helm/v3/internal/version.version=${helm_version}"
+fi
+
+# Kueue's CRDs and webhook manifests, taken from the same module the binary is built from.
+if [[ ! -f "${kueue_dir}/.manifests-complete" ]]; then
+    echo "build.sh: copying Kueue ${kueue_version} CRDs and webhook manifests..." >&2
+    mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kueue" list -m \
+        -f '{{.Dir}}' sigs.k8s.io/kueue)"
+    if [[ -z "${mod_dir}" || ! -d "${mod_dir}" ]]; then
+        # `go list -m` leaves Dir empty until the module is in the module cache.
+        GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kueue" mod download sigs.k8s.io/kueue
+        mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kueue" list -m \
+            -f '{{.Dir}}' sigs.k8s.io/kueue)"
+    fi
+    if [[ ! -d "${mod_dir}/config/components/crd/bases" ]]; then
+        echo "build.sh: no Kueue CRDs under ${mod_dir}" >&2
         exit 1
     fi
-    mkdir -p "${kueue_dir}"
-    cp "${mod_dir}"/config/components/crd/bases/*.yaml "${kueue_dir}/"
-    chmod u+w "${kueue_dir}"/*.yaml
-    touch "${kueue_dir}/.complete"
+    mkdir -p "${kueue_dir}/crds" "${kueue_dir}/webhook"
+    # bases/ are the CRDs; kustomization.yaml + patches/ say which get a conversion webhook.
+    cp -r "${mod_dir}"/config/components/crd/bases "${mod_dir}"/config/components/crd/patches \
+        "${mod_dir}"/config/components/crd/kustomization.yaml "${kueue_dir}/crds/"
+    cp "${mod_dir}"/config/components/webhook/manifests.yaml "${kueue_dir}/webhook/"
+    chmod -R u+w "${kueue_dir}/crds" "${kueue_dir}/webhook"
+    touch "${kueue_dir}/.manifests-complete"
 fi
+
+# KWOK's own "fast" Stages (what kwokctl installs by default): Nodes initialise and keep a
+# heartbeat through their Lease; bound Pods turn Running and Ready; deleted Pods go once their
+# finalizers are gone (KWOK removes none itself, so Kueue's finalizer is honoured).
+if [[ ! -f "${kwok_dir}/.stages-complete" ]]; then
+    echo "build.sh: copying KWOK ${kwok_version} stages..." >&2
+    mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kwok" list -m \
+        -f '{{.Dir}}' sigs.k8s.io/kwok)"
+    if [[ -z "${mod_dir}" || ! -d "${mod_dir}" ]]; then
+        GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kwok" mod download sigs.k8s.io/kwok
+        mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kwok" list -m \
+            -f '{{.Dir}}' sigs.k8s.io/kwok)"
+    fi
+    stages="${mod_dir}/kustomize/stage"
+    mkdir -p "${kwok_dir}/stages"
+    cp "${stages}/node/fast/node-initialize.yaml" \
+        "${stages}/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+        "${stages}/pod/fast/pod-ready.yaml" "${stages}/pod/fast/pod-complete.yaml" \
+        "${stages}/pod/fast/pod-delete.yaml" "${kwok_dir}/stages/"
+    chmod -R u+w "${kwok_dir}/stages"
+    touch "${kwok_dir}/.stages-complete"
+fi
+
+# One directory that links every component, named by all four versions.
+bin_dir="${cache_root}/bin-${k8s_version}-${etcd_version}-kueue-${kueue_version}-kwok-${kwok_version}"
+mkdir -p "${bin_dir}"
+link() { # <target>
+    if [[ -e "$1" ]]; then
+        ln -sfn "$1" "${bin_dir}/$(basename "$1")"
+    fi
+}
+link "${etcd_dir}/etcd"
+for cmd in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
+    link "${k8s_dir}/${cmd}"
+done
+link "${kueue_dir}/kueue"
+link "${kwok_dir}/kwok"
+link "${cache_root}/helm-${helm_version}/helm"
+ln -sfn "${kueue_dir}/crds" "${bin_dir}/kueue-crds"
+ln -sfn "${kueue_dir}/webhook" "${bin_dir}/kueue-webhook"
+ln -sfn "${kwok_dir}/stages" "${bin_dir}/kwok-stages"
 
 echo "${bin_dir}"

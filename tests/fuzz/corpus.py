@@ -19,8 +19,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from gpustack_render.documents import Bundle, read_bundle
-from gpustack_render.lookups import StaticLookups
+from gpustack_render.cli.documents import Bundle, read_bundle
+from gpustack_render.schema.lookups import StaticLookups
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
@@ -103,7 +103,7 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
-replacements = st.one_of(
+replacements: st.SearchStrategy[Any] = st.one_of(
     json_values,
     st.just({}),
     st.just([]),

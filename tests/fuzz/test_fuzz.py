@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpustack_render import nesting
 from gpustack_render.admission import mutate_deployment, validate_deployment
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.errors import RenderError, VerdictKind
+from gpustack_render.core import nesting
+from gpustack_render.core.errors import RenderError, VerdictKind
+from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.injection import review_pod
-from gpustack_render.render import render
-from gpustack_render.review import AdmissionRequest
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment
 from gpustack_webhook.server import BadReview, default_webhooks, parse_review
 
 from .corpus import FUZZ, Seed, deep, json_values, mutated, seeds

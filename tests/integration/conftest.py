@@ -1,19 +1,21 @@
-"""Fixtures for tests against a real kube-apiserver + etcd (envtest style).
+"""Fixtures for tests against the simulated GPU cluster (real components, envtest style).
 
-The control plane is started once per test session, on first use, by :func:`control_plane`:
+The cluster is started once per test session, on first use, by :func:`cluster`
+(:mod:`.cluster`): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with fake
+GPU Nodes, and Kueue with its webhooks, all on loopback.
 
-* binaries: ``$GPUSTACK_ENVTEST_BIN_DIR`` (holding ``kube-apiserver`` and ``etcd``) or, when that
-  is unset, whatever ``hack/envtest/build.sh`` prints (it builds into
+* binaries: ``$GPUSTACK_ENVTEST_BIN_DIR`` or, when that is unset, whatever
+  ``hack/envtest/build.sh`` prints (it builds into
   ``${GPUSTACK_ENVTEST_CACHE:-~/.cache/gpustack-render/envtest}`` once, then reuses it). Missing
   binaries that cannot be built make every integration test *error*, never skip.
-* CRDs: every YAML file in ``deploy/crds/`` plus Kueue's Workload, LocalQueue, ClusterQueue and
-  AdmissionCheck (pinned Kueue release, see ``controlplane.KUEUE_VERSION``), all Established
-  before the first test runs.
+* CRDs: every YAML file in ``deploy/crds/`` plus all of Kueue's, with Kueue's conversion webhooks
+  served by the running Kueue, all Established before the first test runs.
 * identity: the admin client certificate (O=system:masters); RBAC authorization is on.
 
 Fixtures (see each docstring):
 
-* ``control_plane`` (session) -> :class:`controlplane.ControlPlane`
+* ``cluster`` (session) -> :class:`cluster.Cluster`
+* ``control_plane`` (session) -> :class:`controlplane.ControlPlane` (the cluster's)
 * ``kubeconfig_path`` (session) -> ``Path`` of a kubeconfig that ``kubernetes_asyncio`` loads
 * ``envtest_ca`` (session) -> :class:`controlplane.CertificateAuthority`
 * ``k8s_client`` (async, per test) -> ``kubernetes_asyncio.client.ApiClient``
@@ -40,16 +42,14 @@ import pytest_asyncio
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from .cluster import Cluster, ClusterBinaries, locate_cluster_binaries
+from .controller_fixtures import ENTRANCE
 from .controlplane import (
     APIError,
-    Binaries,
     CertificateAuthority,
     ControlPlane,
     ControlPlaneError,
-    kueue_crd_files,
-    locate_binaries,
     point_webhooks_at,
-    project_crd_files,
     webhook_configuration_path,
 )
 
@@ -71,35 +71,42 @@ def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @pytest.fixture(scope="session")
-def envtest_binaries() -> Binaries:
-    """The kube-apiserver/etcd executables and Kueue CRD directory (built when needed)."""
+def envtest_binaries() -> ClusterBinaries:
+    """Every component's executable and Kueue's manifests (built when needed)."""
     try:
-        return locate_binaries()
+        return locate_cluster_binaries()
     except ControlPlaneError as exc:
-        pytest.fail(f"envtest control plane unavailable: {exc}", pytrace=False)
+        pytest.fail(f"simulated cluster unavailable: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def control_plane(envtest_binaries: Binaries) -> Iterator[ControlPlane]:
-    """A running etcd + kube-apiserver with the project's and Kueue's CRDs Established."""
+def cluster(envtest_binaries: ClusterBinaries) -> Iterator[Cluster]:
+    """The running simulated cluster (Kueue, scheduler, garbage collector, KWOK Nodes)."""
     # SIGTERM would otherwise end the run without finalizers; turn it into an interrupt so the
     # processes are stopped and the temp dir removed (they also die with this process anyway).
     previous = signal.getsignal(signal.SIGTERM)
     if previous == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    cp = ControlPlane(envtest_binaries)
+    sim = Cluster(envtest_binaries)
     try:
-        cp.start()
-        cp.install_crd_files([*project_crd_files(), *kueue_crd_files(envtest_binaries)])
+        sim.start()
+        # The entrance the controller tests' shared InstanceType publishes.
+        sim.ensure_cluster_queue(ENTRANCE)
     except BaseException:
-        cp.stop()
+        sim.stop()
         raise
     try:
-        yield cp
+        yield sim
     finally:
-        cp.stop()
+        sim.stop()
         if previous == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.fixture(scope="session")
+def control_plane(cluster: Cluster) -> ControlPlane:
+    """The cluster's etcd + kube-apiserver, with the project's and Kueue's CRDs Established."""
+    return cluster.control_plane
 
 
 @pytest.fixture(scope="session")

@@ -1,13 +1,11 @@
-"""Helpers for the controller's integration tests: the controller in-process, a test that plays
-Kueue and the kubelet, and bounded waits.
+"""Helpers for the controller's integration tests: the controller in-process, reads of what the
+real Kueue, scheduler and KWOK did, and bounded waits.
 
-There is no Kueue controller and no kubelet on the test API server, so :class:`PlayKueue` does
-their part, on demand or in the background: it composes one Workload per complete Pod group
-(owned by the group's Pods through plain owner references, named after the group, as Kueue
-does for plain Pod groups), marks a group's Pods with Kueue's finalizer, admits Workloads
-(``QuotaReserved``/``Admitted`` conditions and a PodSet assignment), plays the kubelet by
-making admitted Pods Running and Ready, and releases the finalizer of a Pod whose Workload is
-gone. Every wait in these tests is bounded.
+The tests run on the simulated cluster (:mod:`.cluster`): Kueue composes and admits the
+Workloads, the scheduler binds, KWOK makes bound Pods Running and Ready. Nothing here writes a
+Workload, a Workload condition, Kueue's finalizer or a Pod status. To hold admission a test
+sets the ClusterQueue's ``stopPolicy`` (:func:`hold_queue`) or sizes its quota
+(:func:`new_entrance`). Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import contextlib
 import datetime
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,17 +24,16 @@ from gpustack_controller.kube import (
     INSTANCE_TYPES,
     MODEL_DEPLOYMENTS,
     PODS,
-    WORKLOADS,
-    WORKLOADS_STORAGE,
     ApiError,
     Kube,
     Resource,
 )
-from gpustack_render import labels
+from gpustack_render.core import labels
+
+from .cluster import Cluster
 
 T = TypeVar("T")
 NAMESPACES: Resource = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
-KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
 ENTRANCE = "gpustack-fnv64-0123456789abcdef"
 INSTANCE_TYPE = "gpustack-nvidia-a10g-linux-amd64"
 IMAGE = "vllm/vllm-openai:v0.25.1"
@@ -187,255 +185,141 @@ def replacing(md: dict[str, Any], role_name: str = "server") -> int | None:
     return None
 
 
-# ---- playing Kueue and the kubelet ---------------------------------------------------------
+# ---- Kueue, as the real one reports it ----------------------------------------------------
 
 
-class PlayKueue:
-    """Kueue's and the kubelet's part for one namespace."""
-
-    def __init__(
-        self, kube: Kube, namespace: str, *, auto_admit: bool = True, finalizers: bool = True
-    ) -> None:
-        self.kube = kube
-        self.namespace = namespace
-        self.auto_admit = auto_admit
-        self.finalizers = finalizers
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> PlayKueue:
-        self._task = asyncio.create_task(self._loop())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _loop(self) -> None:
-        while True:
-            with contextlib.suppress(ApiError):  # races with the controller: try again
-                await self.step()
-            await asyncio.sleep(0.2)
-
-    async def workloads(self) -> list[dict[str, Any]]:
-        items, _ = await self.kube.list(WORKLOADS, self.namespace)
-        return items
-
-    async def step(self) -> None:
-        pods, _ = await self.kube.list(PODS, self.namespace)
-        workloads = {w["metadata"]["name"]: w for w in await self.workloads()}
-        owned_by = {
-            ref["uid"]: w
-            for w in workloads.values()
-            for ref in w["metadata"].get("ownerReferences") or ()
-        }
-        # A Pod whose Workload is gone loses Kueue's finalizer (then it can go).
-        for pod in pods:
-            meta = pod["metadata"]
-            held = KUEUE_FINALIZER in (meta.get("finalizers") or ())
-            if held and meta["uid"] not in owned_by and meta.get("deletionTimestamp"):
-                await self._drop_finalizer(pod)
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for pod in pods:
-            meta = pod["metadata"]
-            group = (meta.get("labels") or {}).get(labels.POD_GROUP_NAME)
-            if group and not meta.get("deletionTimestamp"):
-                groups.setdefault(group, []).append(pod)
-        for group, members in groups.items():
-            total = int(members[0]["metadata"]["annotations"][labels.POD_GROUP_TOTAL_COUNT])
-            if group in workloads or len(members) != total:
-                continue
-            if any(m["metadata"]["uid"] in owned_by for m in members):
-                continue
-            await self._compose(group, members)
-        if self.auto_admit:
-            for w in await self.workloads():
-                if not _true(w, "Admitted"):
-                    await self.admit(w["metadata"]["name"])
-        await self.kubelet()
-
-    async def _drop_finalizer(self, pod: dict[str, Any]) -> None:
-        finalizers = [f for f in pod["metadata"].get("finalizers") or () if f != KUEUE_FINALIZER]
-        await self.kube.merge_patch(
-            PODS,
-            pod["metadata"]["name"],
-            {
-                "metadata": {
-                    "finalizers": finalizers,
-                    "resourceVersion": pod["metadata"]["resourceVersion"],
-                }
-            },
-            self.namespace,
-        )
-
-    async def _compose(self, group: str, members: list[dict[str, Any]]) -> None:
-        first = members[0]["metadata"]
-        role_name = first["annotations"][labels.ROLE_HASH]
-        body = {
-            "apiVersion": WORKLOADS.api_version,
-            "kind": "Workload",
-            "metadata": {
-                "name": group,
-                "namespace": self.namespace,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "name": m["metadata"]["name"],
-                        "uid": m["metadata"]["uid"],
-                    }
-                    for m in members
-                ],
-            },
-            "spec": {
-                "queueName": first["labels"][labels.QUEUE_NAME],
-                "podSets": [
-                    {
-                        "name": role_name,
-                        "count": len(members),
-                        "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}},
-                    }
-                ],
-            },
-        }
-        await self.kube.create(WORKLOADS, body, self.namespace)
-        if self.finalizers:
-            for m in members:
-                finalizers = [*(m["metadata"].get("finalizers") or ()), KUEUE_FINALIZER]
-                await self.kube.merge_patch(
-                    PODS,
-                    m["metadata"]["name"],
-                    {"metadata": {"finalizers": finalizers}},
-                    self.namespace,
-                )
-
-    async def admit(self, name: str, *, flavor: str = "default-flavor") -> None:
-        """Reserve quota and admit the Workload ``name``."""
-        w = await self.kube.get(WORKLOADS, name, self.namespace)
-        if w is None:
-            return
-        pod_set = w["spec"]["podSets"][0]
-        t = now()
-        await self.kube.apply(
-            WORKLOADS_STORAGE,
-            {
-                "apiVersion": WORKLOADS_STORAGE.api_version,
-                "kind": "Workload",
-                "metadata": {"name": name, "namespace": self.namespace},
-                "status": {
-                    "admission": {
-                        "clusterQueue": w["spec"]["queueName"],
-                        "podSetAssignments": [
-                            {
-                                "name": pod_set["name"],
-                                "flavors": {"nvidia.com/gpu": flavor},
-                                "count": pod_set["count"],
-                            }
-                        ],
-                    },
-                    "conditions": [
-                        {
-                            "type": "QuotaReserved",
-                            "status": "True",
-                            "reason": "QuotaReserved",
-                            "message": "test",
-                            "lastTransitionTime": t,
-                        },
-                        {
-                            "type": "Admitted",
-                            "status": "True",
-                            "reason": "Admitted",
-                            "message": "test",
-                            "lastTransitionTime": t,
-                        },
-                    ],
-                },
-            },
-            field_manager="play-kueue",
-            namespace=self.namespace,
-            subresource="status",
-        )
-
-    async def reserve(self, name: str, *, check_state: str | None = None) -> None:
-        """Reserve quota only (``QuotaReserved=True``), optionally adding a check entry."""
-        w = await self.kube.get(WORKLOADS, name, self.namespace)
-        assert w is not None
-        pod_set = w["spec"]["podSets"][0]
-        status: dict[str, Any] = {
-            "admission": {
-                "clusterQueue": w["spec"]["queueName"],
-                "podSetAssignments": [
-                    {
-                        "name": pod_set["name"],
-                        "flavors": {"nvidia.com/gpu": "default-flavor"},
-                        "count": pod_set["count"],
-                    }
-                ],
-            },
-            "conditions": [
-                {
-                    "type": "QuotaReserved",
-                    "status": "True",
-                    "reason": "QuotaReserved",
-                    "message": "test",
-                    "lastTransitionTime": now(),
-                },
-            ],
-        }
-        if check_state is not None:
-            status["admissionChecks"] = [
-                {
-                    "name": "gpustack-model-deployment-joint",
-                    "state": check_state,
-                    "lastTransitionTime": now(),
-                    "message": "",
-                }
-            ]
-        await self.kube.apply(
-            WORKLOADS_STORAGE,
-            {
-                "apiVersion": WORKLOADS_STORAGE.api_version,
-                "kind": "Workload",
-                "metadata": {"name": name, "namespace": self.namespace},
-                "status": status,
-            },
-            field_manager="play-kueue",
-            namespace=self.namespace,
-            subresource="status",
-        )
-
-    async def kubelet(self) -> None:
-        """Admitted Pods run and turn Ready."""
-        pods, _ = await self.kube.list(PODS, self.namespace)
-        admitted = {
-            ref["uid"]
-            for w in await self.workloads()
-            if _true(w, "Admitted")
-            for ref in w["metadata"].get("ownerReferences") or ()
-        }
-        for pod in pods:
-            meta = pod["metadata"]
-            if meta["uid"] not in admitted or meta.get("deletionTimestamp"):
-                continue
-            if (pod.get("status") or {}).get("phase") == "Running":
-                continue
-            await self.kube.merge_patch(
-                PODS,
-                meta["name"],
-                {
-                    "status": {
-                        "phase": "Running",
-                        "conditions": [{"type": "Ready", "status": "True"}],
-                    }
-                },
-                self.namespace,
-                subresource="status",
-            )
+#: Kueue's kinds as the tests read them: the storage version.
+KUEUE_WORKLOADS: Resource = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+CLUSTER_QUEUES: Resource = Resource(
+    "kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False
+)
+#: Kueue's finalizer on the Pods of a group it manages.
+KUEUE_POD_FINALIZER = "kueue.x-k8s.io/managed"
 
 
-def _true(obj: dict[str, Any], type_: str) -> bool:
+def has_condition(obj: dict[str, Any], type_: str, status: str = "True") -> bool:
     return any(
-        c.get("type") == type_ and c.get("status") == "True"
+        c.get("type") == type_ and c.get("status") == status
         for c in (obj.get("status") or {}).get("conditions") or ()
     )
+
+
+def admitted(workload: dict[str, Any]) -> bool:
+    """Admitted now: ``Admitted=True``, not being evicted, not being deleted."""
+    return (
+        has_condition(workload, "Admitted")
+        and not has_condition(workload, "Evicted")
+        and not workload["metadata"].get("deletionTimestamp")
+    )
+
+
+async def workloads_in(kube: Kube, namespace: str) -> list[dict[str, Any]]:
+    items, _ = await kube.list(KUEUE_WORKLOADS, namespace)
+    return items
+
+
+def group_of(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["labels"][labels.POD_GROUP_NAME])
+
+
+async def workload_of(kube: Kube, pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The Workload Kueue made for the Pod's group (named after the group)."""
+    namespace = pod["metadata"]["namespace"]
+    return await kube.get(KUEUE_WORKLOADS, group_of(pod), namespace)
+
+
+def running_ready(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    conditions = status.get("conditions") or ()
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+    )
+
+
+async def serving(kube: Kube, namespace: str, md: str, pods: int) -> list[dict[str, Any]] | None:
+    """Exactly ``pods`` live Pods, each Running and Ready, each group admitted by Kueue."""
+    current = live(await pods_of(kube, namespace, md))
+    if len(current) != pods or not all(running_ready(p) for p in current):
+        return None
+    workloads = {w["metadata"]["name"]: w for w in await workloads_in(kube, namespace)}
+    if not all(group_of(p) in workloads and admitted(workloads[group_of(p)]) for p in current):
+        return None
+    return current
+
+
+@dataclass(frozen=True)
+class Entrance:
+    """A private InstanceType with its own entrance and ClusterQueue, so a test owns its quota."""
+
+    instance_type: str
+    name: str
+
+    def role(self, name: str = "server", **fields: Any) -> dict[str, Any]:
+        return {**role(name, **fields), "instanceType": self.instance_type}
+
+
+async def new_entrance(kube: Kube, cluster: Cluster, *, gpus: int = 64, **queue: Any) -> Entrance:
+    """An InstanceType publishing a fresh entrance, and that entrance's ClusterQueue holding
+    ``gpus`` ``nvidia.com/gpu`` (every other covered resource as the template has it)."""
+    suffix = uuid.uuid4().hex[:16]
+    entrance = Entrance(f"gpustack-nvidia-a10g-{suffix[:6]}", f"gpustack-fnv64-{suffix}")
+    await ensure_instance_type(kube, entrance.instance_type, entrance.name)
+    cluster.ensure_cluster_queue(entrance.name, quota={"nvidia.com/gpu": gpus}, **queue)
+    return entrance
+
+
+def hold_queue(cluster: Cluster, name: str, hold: bool = True) -> None:
+    """Stop (``stopPolicy: Hold``) or resume admission on a ClusterQueue: Kueue's own switch."""
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": {"stopPolicy": "Hold" if hold else "None"},
+        },
+        manager="gpustack-test-hold",
+    )
+
+
+def gpu_usage(cluster: Cluster, name: str) -> int:
+    """``nvidia.com/gpu`` the ClusterQueue has admitted now (its ``flavorsUsage``)."""
+    _, cq = cluster.control_plane.request(
+        "GET", f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{name}"
+    )
+    total = 0
+    for flavor in (cq.get("status") or {}).get("flavorsUsage") or ():
+        for resource in flavor.get("resources") or ():
+            if resource.get("name") == "nvidia.com/gpu":
+                total += int(str(resource.get("total", "0")))
+    return total
+
+
+# ---- teardown, waited for -----------------------------------------------------------------
+
+
+async def deployment_gone(kube: Kube, namespace: str, name: str) -> bool:
+    """The deployment and its Pods are gone, and no Workload is left in the namespace (each
+    test has its own)."""
+    if await get_md(kube, namespace, name) is not None:
+        return False
+    if await pods_of(kube, namespace, name):
+        return False
+    return not await workloads_in(kube, namespace)
+
+
+async def tear_down(kube: Kube, namespace: str, *names: str, timeout: float = 60.0) -> None:
+    """Delete each deployment and wait until it is gone with its Pods and the namespace's
+    Workloads (a controller must be running), so no test leaves quota or Node capacity
+    behind."""
+    for name in names:
+        await kube.delete(MODEL_DEPLOYMENTS, name, namespace)
+    for name in names:
+
+        async def gone(name: str = name) -> bool:
+            return await deployment_gone(kube, namespace, name)
+
+        await eventually(
+            gone,
+            timeout=timeout,
+            what=f"{namespace}/{name} torn down",
+        )

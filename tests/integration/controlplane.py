@@ -271,7 +271,7 @@ def _kueue_crd_dir(bin_dir: Path) -> Path | None:
     override = os.environ.get(KUEUE_CRD_DIR_ENV)
     if override:
         return Path(override)
-    candidate = bin_dir / "kueue-crds" / KUEUE_VERSION
+    candidate = bin_dir / "kueue-crds" / "bases"
     if all((candidate / name).is_file() for name in KUEUE_CRD_FILES):
         return candidate
     return None
@@ -358,10 +358,13 @@ def _die_with_parent() -> None:
 
 
 @dataclass
-class _Process:
+class ManagedProcess:
+    """A component process started by :func:`start_process`, with its log file."""
+
     name: str
     popen: subprocess.Popen[bytes]
     log_path: Path
+    argv: tuple[str, ...] = ()
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -383,8 +386,16 @@ class _Process:
             self.popen.wait(timeout)
 
 
-def _start(name: str, argv: Sequence[str], log_path: Path) -> _Process:
-    log = log_path.open("wb")
+def start_process(
+    name: str,
+    argv: Sequence[str],
+    log_path: Path,
+    *,
+    append: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> ManagedProcess:
+    """Start ``argv`` in its own session, output to ``log_path``, killed if this process dies."""
+    log = log_path.open("ab" if append else "wb")
     try:
         popen = subprocess.Popen(
             list(argv),
@@ -393,10 +404,11 @@ def _start(name: str, argv: Sequence[str], log_path: Path) -> _Process:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=_die_with_parent,
+            env=None if env is None else dict(env),
         )
     finally:
         log.close()
-    return _Process(name, popen, log_path)
+    return ManagedProcess(name, popen, log_path, tuple(argv))
 
 
 # --------------------------------------------------------------------------------------------
@@ -451,9 +463,11 @@ class ControlPlane:
     removes the temporary directory.
     """
 
-    binaries: Binaries
+    binaries: Binaries | Any
     startup_timeout: float = 60.0
     extra_apiserver_args: Sequence[str] = ()
+    #: Run in this directory (created, kept on stop) instead of a fresh temporary one.
+    root_dir: Path | None = None
     root: Path = field(init=False)
     ca: CertificateAuthority = field(init=False)
     admin: CertKeyPair = field(init=False)
@@ -461,7 +475,7 @@ class ControlPlane:
     etcd_url: str = field(init=False, default="")
     kubeconfig: Path = field(init=False)
     startup_seconds: float = field(init=False, default=0.0)
-    _processes: list[_Process] = field(init=False, default_factory=list)
+    processes: list[ManagedProcess] = field(init=False, default_factory=list)
     _ssl: ssl.SSLContext | None = field(init=False, default=None)
     _stopped: bool = field(init=False, default=False)
 
@@ -482,7 +496,11 @@ class ControlPlane:
     def start(self) -> None:
         started = time.monotonic()
         remove_stale_roots()
-        self.root = Path(tempfile.mkdtemp(prefix=_ROOT_PREFIX))
+        if self.root_dir is not None:
+            self.root_dir.mkdir(parents=True, exist_ok=True)
+            self.root = self.root_dir
+        else:
+            self.root = Path(tempfile.mkdtemp(prefix=_ROOT_PREFIX))
         (self.root / _OWNER_FILE).write_text(str(os.getpid()))
         atexit.register(self.stop)
         try:
@@ -498,10 +516,10 @@ class ControlPlane:
             return
         self._stopped = True
         atexit.unregister(self.stop)
-        for proc in reversed(self._processes):
+        for proc in reversed(self.processes):
             with contextlib.suppress(Exception):
                 proc.stop()
-        if getattr(self, "root", None) is not None:
+        if getattr(self, "root", None) is not None and self.root_dir is None:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def _start(self, started: float) -> None:
@@ -530,7 +548,7 @@ class ControlPlane:
         etcd_client, etcd_peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{etcd_client}"
         peer_url = f"http://127.0.0.1:{etcd_peer}"
-        etcd = _start(
+        etcd = start_process(
             "etcd",
             [
                 str(self.binaries.etcd),
@@ -546,11 +564,11 @@ class ControlPlane:
             ],
             self.root / "etcd.log",
         )
-        self._processes.append(etcd)
+        self.processes.append(etcd)
         self._wait(etcd, lambda: _http_ok(f"{self.etcd_url}/health"), started)
 
         self.port = free_port()
-        apiserver = _start(
+        apiserver = start_process(
             "kube-apiserver",
             [
                 str(self.binaries.kube_apiserver),
@@ -573,12 +591,12 @@ class ControlPlane:
             ],
             self.root / "kube-apiserver.log",
         )
-        self._processes.append(apiserver)
+        self.processes.append(apiserver)
         self._wait(apiserver, self._ready, started)
         self.kubeconfig = self.root / "kubeconfig"
         self.kubeconfig.write_text(json.dumps(self.kubeconfig_dict(), indent=2))
 
-    def _wait(self, proc: _Process, probe: Any, started: float) -> None:
+    def _wait(self, proc: ManagedProcess, probe: Any, started: float) -> None:
         deadline = started + self.startup_timeout
         while True:
             if proc.popen.poll() is not None:
@@ -599,6 +617,17 @@ class ControlPlane:
         except (OSError, APIError):
             return False
         return status == 200
+
+    def pause_apiserver(self, seconds: float) -> None:
+        """Stop the API server, keep it down for ``seconds``, start it again on the same port
+        with the same flags (etcd keeps running), and wait until it is ready."""
+        index = next(i for i, p in enumerate(self.processes) if p.name == "kube-apiserver")
+        old = self.processes[index]
+        old.stop()
+        time.sleep(seconds)
+        new = start_process(old.name, old.argv, old.log_path, append=True)
+        self.processes[index] = new
+        self._wait(new, self._ready, time.monotonic())
 
     # ---- client configuration --------------------------------------------------------------
 

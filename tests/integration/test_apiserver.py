@@ -38,7 +38,8 @@ KUEUE_VERSION = "v1beta2"
 NAMESPACE = "default"
 APPLY = "application/apply-patch+yaml"
 
-# Kinds the project's CRDs must define (api.md §1, §11; DECISIONS.md D1).
+# Kinds the project's CRDs must define (docs/contract/api-notes.md §1, §11;
+# docs/contract/decisions.md D1).
 PROJECT_KINDS = {
     "ModelDeployment": "Namespaced",
     "InstanceType": "Cluster",

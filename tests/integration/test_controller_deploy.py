@@ -1,6 +1,6 @@
-"""deploy/controller against the real API server: the shipped RBAC is enough for the whole
-lifecycle (the controller authenticates as its ServiceAccount's user name), the settings
-ConfigMap carries every key with its default, and /healthz and /metrics answer."""
+"""deploy/controller on the simulated cluster: the shipped RBAC is enough for the whole
+lifecycle with the real Kueue (the controller authenticates as its ServiceAccount's user name),
+the settings ConfigMap carries every key with its default, and /healthz and /metrics answer."""
 
 from __future__ import annotations
 
@@ -29,11 +29,10 @@ from gpustack_controller.kube import (
     Resource,
 )
 from gpustack_controller.server import serve
-from gpustack_render.settings import Settings, settings_to_data
+from gpustack_render.core.settings import Settings, settings_to_data
 
 from .controller_fixtures import (
     NAMESPACES,
-    PlayKueue,
     deployment,
     ensure_instance_type,
     eventually,
@@ -42,6 +41,9 @@ from .controller_fixtures import (
     new_namespace,
     pods_of,
     role,
+    serving,
+    tear_down,
+    workloads_in,
 )
 from .controlplane import REPO_ROOT, ControlPlane, load_yaml_documents
 
@@ -157,38 +159,37 @@ async def test_the_shipped_rbac_is_enough_for_the_whole_lifecycle(
         assert lease is not None and lease["spec"]["holderIdentity"] == "rbac-test"
         check = await admin.get(ADMISSION_CHECKS, "gpustack-model-deployment-joint")
         assert check is not None and check.get("status", {}).get("conditions")
-        async with PlayKueue(admin, ns) as kueue:
-            await admin.create(MODEL_DEPLOYMENTS, deployment("rbac", ns, role(replicas=2)), ns)
+        # The real Kueue admits every group (the joint check answered by this identity),
+        # the scheduler binds, KWOK runs the Pods.
+        await admin.create(MODEL_DEPLOYMENTS, deployment("rbac", ns, role(replicas=2)), ns)
 
-            async def ready() -> dict[str, Any] | None:
-                md = await get_md(admin, ns, "rbac")
-                return md if md and (md.get("status") or {}).get("phase") == "Ready" else None
+        async def ready() -> dict[str, Any] | None:
+            md = await get_md(admin, ns, "rbac")
+            return md if md and (md.get("status") or {}).get("phase") == "Ready" else None
 
-            await eventually(ready, what="phase Ready under the shipped RBAC")
-            # Scale down (deletes Pods and Workloads), then a departure event.
-            await admin.merge_patch(
-                MODEL_DEPLOYMENTS, "rbac", {"spec": {"roles": [role(replicas=1)]}}, ns
-            )
+        await eventually(ready, timeout=60, what="phase Ready under the shipped RBAC")
+        assert await serving(admin, ns, "rbac", 2)
+        # Scale down (deletes Pods and Workloads), then a departure event.
+        await admin.merge_patch(
+            MODEL_DEPLOYMENTS, "rbac", {"spec": {"roles": [role(replicas=1)]}}, ns
+        )
 
-            async def one() -> bool:
-                return len(live(await pods_of(admin, ns, "rbac"))) == 1
+        async def one() -> bool:
+            pods = await pods_of(admin, ns, "rbac")
+            return len(pods) == 1 and len(await workloads_in(admin, ns)) == 1
 
-            await eventually(one, what="scaled down to 1")
-            victim = live(await pods_of(admin, ns, "rbac"))[0]
-            await admin.delete(PODS, victim["metadata"]["name"], ns)
+        await eventually(one, timeout=60, what="scaled down to 1, its Workload with it")
+        victim = live(await pods_of(admin, ns, "rbac"))[0]
+        await admin.delete(PODS, victim["metadata"]["name"], ns)
 
-            async def leaving() -> bool:
-                events, _ = await admin.list(EVENTS, ns)
-                return any(e.get("reason") == "ReplicaLeaving" for e in events)
+        async def leaving() -> bool:
+            events, _ = await admin.list(EVENTS, ns)
+            return any(e.get("reason") == "ReplicaLeaving" for e in events)
 
-            await eventually(leaving, what="a ReplicaLeaving event")
-            await admin.delete(MODEL_DEPLOYMENTS, "rbac", ns)
-
-            async def gone() -> bool:
-                return await get_md(admin, ns, "rbac") is None
-
-            await eventually(gone, what="teardown under the shipped RBAC")
-            del kueue
+        await eventually(leaving, what="a ReplicaLeaving event")
+        # The replica comes back, freshly admitted, under the same identity.
+        await eventually(ready, timeout=60, what="Ready again under the shipped RBAC")
+        await tear_down(admin, ns, "rbac")
 
         async with aiohttp.ClientSession() as http:
             async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpustack_controller.kube import BINDINGS, EVENTS, MODEL_DEPLOYMENTS, Kube
-from gpustack_render.events import INPUT_UNREADABLE
+from gpustack_render.reconcile.events import INPUT_UNREADABLE
 
 from .controller_fixtures import (
     deployment,

@@ -1,7 +1,8 @@
-"""The controller against the real API server: create, scale, delete (controller.md §3–§5, §12).
+"""The controller on the simulated cluster: create, scale, delete
+(docs/contract/controller.md §3–§5, §12).
 
-The controller runs in this test's event loop; the test plays Kueue and the kubelet
-(``controller_fixtures.PlayKueue``). Every wait is bounded.
+The controller runs in this test's event loop; the real Kueue composes and admits each group's
+Workload, the scheduler binds and KWOK runs the Pods. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -21,29 +22,36 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_controller.reconciler import FIELD_MANAGER, service_aligned
-from gpustack_render import labels
 from gpustack_render.api.inputs import InstanceType
-from gpustack_render.decoding import decode_deployment, decode_model
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.render import render
-from gpustack_render.settings import Settings
+from gpustack_render.core import labels
+from gpustack_render.core.settings import Settings
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.lookups import StaticLookups
 
+from .cluster import Cluster
 from .controller_fixtures import (
     ENTRANCE,
     INSTANCE_TYPE,
-    PlayKueue,
+    KUEUE_WORKLOADS,
+    admitted,
     condition,
     deployment,
     ensure_instance_type,
     eventually,
     get_md,
-    live,
+    gpu_usage,
+    group_of,
+    new_entrance,
     new_namespace,
     pods_of,
     role,
     running_controller,
     seat,
+    serving,
     steady,
+    tear_down,
+    workloads_in,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -99,42 +107,52 @@ async def test_create_makes_exactly_the_rendered_pods_services_and_local_queue(
             lambda: _when(get_md(kube, ns, "qwen"), lambda m: m.get("status")),
             what="a status",
         )
-    assert md["metadata"]["finalizers"] == ["gpustack.ai/controlled"]
-    instance_type = await kube.get(INSTANCE_TYPES, INSTANCE_TYPE)
-    assert instance_type is not None
-    wanted = _expected_pods(created, instance_type)
-    assert sorted(seat(p) for p in pods) == [
-        ("big", 0, 0),
-        ("big", 0, 1),
-        ("server", 0, 0),
-        ("server", 1, 0),
-    ]
-    by_seat = {seat(p): p for p in pods}
-    for pod in wanted:
-        got = by_seat[seat(pod)]
-        # The API server adds defaults (fieldRef apiVersion, …); the rest is as rendered.
-        assert covers(_strip(got), _strip(pod)), (_strip(got), _strip(pod))
-        if pod["metadata"].get("name"):
-            assert got["metadata"]["name"] == pod["metadata"]["name"]
-        else:
-            assert got["metadata"]["generateName"] == pod["metadata"]["generateName"]
-    services, _ = await kube.list(SERVICES, ns)
-    assert sorted(s["metadata"]["name"] for s in services) == [
-        "qwen",
-        "qwen-big",
-        "qwen-big-r0",
-        "qwen-server",
-    ]
-    for svc in services:
-        refs = svc["metadata"]["ownerReferences"]
-        assert refs[0]["uid"] == created["metadata"]["uid"] and refs[0]["controller"] is True
-    queues, _ = await kube.list(LOCAL_QUEUES, ns)
-    assert [(q["metadata"]["name"], q["spec"]["clusterQueue"]) for q in queues] == [
-        (ENTRANCE, ENTRANCE)
-    ]
-    assert "ownerReferences" not in queues[0]["metadata"]
-    assert md["status"]["endpoint"] == f"http://qwen.{ns}.svc:8000"
-    assert condition(md, "ReplicasUpToDate") is not None
+        assert md["metadata"]["finalizers"] == ["gpustack.ai/controlled"]
+        instance_type = await kube.get(INSTANCE_TYPES, INSTANCE_TYPE)
+        assert instance_type is not None
+        wanted = _expected_pods(created, instance_type)
+        assert sorted(seat(p) for p in pods) == [
+            ("big", 0, 0),
+            ("big", 0, 1),
+            ("server", 0, 0),
+            ("server", 1, 0),
+        ]
+        by_seat = {seat(p): p for p in pods}
+        for pod in wanted:
+            got = by_seat[seat(pod)]
+            # The API server adds defaults (fieldRef apiVersion, …) and Kueue's webhook its
+            # own label, gate and finalizer; the rest is as rendered.
+            assert covers(_strip(got), _strip(pod)), (_strip(got), _strip(pod))
+            if pod["metadata"].get("name"):
+                assert got["metadata"]["name"] == pod["metadata"]["name"]
+            else:
+                assert got["metadata"]["generateName"] == pod["metadata"]["generateName"]
+        services, _ = await kube.list(SERVICES, ns)
+        assert sorted(s["metadata"]["name"] for s in services) == [
+            "qwen",
+            "qwen-big",
+            "qwen-big-r0",
+            "qwen-server",
+        ]
+        for svc in services:
+            refs = svc["metadata"]["ownerReferences"]
+            assert refs[0]["uid"] == created["metadata"]["uid"] and refs[0]["controller"] is True
+        queues, _ = await kube.list(LOCAL_QUEUES, ns)
+        assert [(q["metadata"]["name"], q["spec"]["clusterQueue"]) for q in queues] == [
+            (ENTRANCE, ENTRANCE)
+        ]
+        assert "ownerReferences" not in queues[0]["metadata"]
+        assert md["status"]["endpoint"] == f"http://qwen.{ns}.svc:8000"
+        assert condition(md, "ReplicasUpToDate") is not None
+        # The real Kueue took every group through that LocalQueue: one Workload per replica,
+        # named after its group, admitted; the scheduler bound each Pod and KWOK runs it.
+        await eventually(lambda: serving(kube, ns, "qwen", 4), timeout=60, what="4 Pods serving")
+        workloads = await workloads_in(kube, ns)
+        assert sorted(w["metadata"]["name"] for w in workloads) == sorted(
+            {group_of(p) for p in pods}
+        )
+        assert {w["spec"]["queueName"] for w in workloads} == {ENTRANCE}
+        await tear_down(kube, ns, "qwen")
 
 
 def covers(stored: Any, wanted: Any) -> bool:
@@ -157,38 +175,49 @@ async def _when(read: Any, ok: Any) -> Any:
     return value if value and ok(value) else None
 
 
-async def test_scale_up_and_down_never_touches_survivors(kube: Kube, kubeconfig_path: Path) -> None:
+async def test_scale_up_and_down_never_touches_survivors(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
     ns = await new_namespace(kube)
-    async with running_controller(kubeconfig_path), PlayKueue(kube, ns) as kueue:
-        await kube.create(MODEL_DEPLOYMENTS, deployment("md", ns, role(replicas=2)), ns)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    async with running_controller(kubeconfig_path):
+        await kube.create(MODEL_DEPLOYMENTS, deployment("md", ns, entrance.role(replicas=2)), ns)
         before = await eventually(
-            lambda: _when(pods_of(kube, ns, "md"), lambda p: len(p) == 2), what="2 Pods"
+            lambda: serving(kube, ns, "md", 2), timeout=60, what="2 Pods serving"
         )
         survivors = {p["metadata"]["uid"] for p in before}
-        await eventually(
-            lambda: _when(kueue.workloads(), lambda w: len(w) == 2), what="2 Workloads"
+        await eventually(lambda: _usage(cluster, entrance.name, 2), what="2 GPUs admitted")
+        await kube.merge_patch(
+            MODEL_DEPLOYMENTS, "md", {"spec": {"roles": [entrance.role(replicas=4)]}}, ns
         )
-        await kube.merge_patch(MODEL_DEPLOYMENTS, "md", {"spec": {"roles": [role(replicas=4)]}}, ns)
         after = await eventually(
-            lambda: _when(pods_of(kube, ns, "md"), lambda p: len(live(p)) == 4), what="4 Pods"
+            lambda: serving(kube, ns, "md", 4), timeout=60, what="4 Pods serving"
         )
         assert survivors <= {p["metadata"]["uid"] for p in after}
         assert sorted(seat(p)[1] for p in after) == [0, 1, 2, 3]
-        await eventually(
-            lambda: _when(kueue.workloads(), lambda w: len(w) == 4), what="4 Workloads"
-        )
+        await eventually(lambda: _n(workloads_in(kube, ns), 4), what="4 Workloads")
+        await eventually(lambda: _usage(cluster, entrance.name, 4), what="4 GPUs admitted")
         ordinal_one = {p["metadata"]["uid"] for p in after if seat(p)[1] == 1}
-        await kube.merge_patch(MODEL_DEPLOYMENTS, "md", {"spec": {"roles": [role(replicas=1)]}}, ns)
+        high_groups = {group_of(p) for p in after if seat(p)[1] >= 1}
+        await kube.merge_patch(
+            MODEL_DEPLOYMENTS, "md", {"spec": {"roles": [entrance.role(replicas=1)]}}, ns
+        )
         # Highest ordinals leave with their Workloads; ordinal 0 survives untouched.
         remaining = await eventually(
-            lambda: _when(pods_of(kube, ns, "md"), lambda p: len(p) == 1), what="1 Pod"
+            lambda: _when(pods_of(kube, ns, "md"), lambda p: len(p) == 1),
+            timeout=60,
+            what="1 Pod",
         )
         assert remaining[0]["metadata"]["uid"] in survivors
         assert seat(remaining[0])[1] == 0
         assert not ordinal_one & {p["metadata"]["uid"] for p in remaining}
-        await eventually(lambda: _when(kueue.workloads(), lambda w: len(w) == 1), what="1 Workload")
-        md = await get_md(kube, ns, "md")
-        assert md is not None
+        workloads = await eventually(
+            lambda: _n(workloads_in(kube, ns), 1), timeout=60, what="1 Workload"
+        )
+        assert workloads[0]["metadata"]["name"] == group_of(remaining[0])
+        assert not high_groups & {w["metadata"]["name"] for w in workloads}
+        # Their quota is released on the ClusterQueue.
+        await eventually(lambda: _usage(cluster, entrance.name, 1), what="1 GPU admitted")
         await eventually(
             lambda: _when(
                 get_md(kube, ns, "md"),
@@ -196,35 +225,53 @@ async def test_scale_up_and_down_never_touches_survivors(kube: Kube, kubeconfig_
             ),
             what="status desired 1",
         )
+        await tear_down(kube, ns, "md")
+        await eventually(lambda: _usage(cluster, entrance.name, 0), what="no GPU admitted")
+
+
+async def _usage(cluster: Cluster, name: str, gpus: int) -> bool:
+    return gpu_usage(cluster, name) == gpus
+
+
+async def _n(read: Any, n: int) -> Any:
+    items = await read
+    return items if len(items) == n else None
 
 
 async def test_deletion_tears_everything_down_and_releases_the_finalizer(
-    kube: Kube, kubeconfig_path: Path
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
 ) -> None:
     ns = await new_namespace(kube)
-    async with running_controller(kubeconfig_path), PlayKueue(kube, ns) as kueue:
-        await kube.create(MODEL_DEPLOYMENTS, deployment("gone", ns, role(replicas=2)), ns)
-        await eventually(
-            lambda: _when(kueue.workloads(), lambda w: len(w) == 2), what="2 Workloads"
-        )
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    async with running_controller(kubeconfig_path):
+        await kube.create(MODEL_DEPLOYMENTS, deployment("gone", ns, entrance.role(replicas=2)), ns)
+        await eventually(lambda: serving(kube, ns, "gone", 2), timeout=60, what="2 Pods serving")
+        assert len(await workloads_in(kube, ns)) == 2
+        await eventually(lambda: _usage(cluster, entrance.name, 2), what="2 GPUs admitted")
         await kube.delete(MODEL_DEPLOYMENTS, "gone", ns)
         await eventually(
-            lambda: _when(_absent(get_md(kube, ns, "gone")), bool), what="the deployment gone"
+            lambda: _when(_absent(get_md(kube, ns, "gone")), bool),
+            timeout=60,
+            what="the deployment gone",
         )
+        # The finalizer is released only once the owned Pods are gone (Kueue's finalizer on
+        # them included) and their Workloads deleted.
         assert await pods_of(kube, ns, "gone") == []
-        assert await kueue.workloads() == []
+        await eventually(
+            lambda: _empty(workloads_in(kube, ns)), timeout=60, what="no Workload left"
+        )
+        await eventually(lambda: _usage(cluster, entrance.name, 0), what="quota released")
 
 
 async def test_teardown_leaves_the_workload_of_a_pod_it_does_not_own(
     kube: Kube, kubeconfig_path: Path
 ) -> None:
-    """controller.md §12: only the Workloads owning the deployment's own Pods are deleted."""
+    """docs/contract/controller.md §12: only the Workloads owning the deployment's own Pods are
+    deleted."""
     ns = await new_namespace(kube)
-    async with running_controller(kubeconfig_path), PlayKueue(kube, ns) as kueue:
+    async with running_controller(kubeconfig_path):
         await kube.create(MODEL_DEPLOYMENTS, deployment("mine", ns, role(replicas=1)), ns)
-        await eventually(
-            lambda: _when(kueue.workloads(), lambda w: len(w) == 1), what="its Workload"
-        )
+        await eventually(lambda: serving(kube, ns, "mine", 1), timeout=60, what="its Pod serving")
         stranger = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -241,22 +288,41 @@ async def test_teardown_leaves_the_workload_of_a_pod_it_does_not_own(
             "spec": {"containers": [{"name": "main", "image": "busybox"}]},
         }
         await kube.create(PODS, stranger, ns)
-        await eventually(
-            lambda: _when(kueue.workloads(), lambda w: len(w) == 2), what="the stranger's Workload"
+        # The real Kueue composes the stranger's group a Workload of its own and admits it.
+        before = await eventually(
+            lambda: _admitted_named(kube, ns, "stranger-group"), timeout=60, what="its Workload"
         )
-        (before,) = [
-            w for w in await kueue.workloads() if w["metadata"]["name"] == "stranger-group"
-        ]
         await kube.delete(MODEL_DEPLOYMENTS, "mine", ns)
         await eventually(
-            lambda: _when(_absent(get_md(kube, ns, "mine")), bool), what="the deployment gone"
+            lambda: _when(_absent(get_md(kube, ns, "mine")), bool),
+            timeout=60,
+            what="the deployment gone",
         )
-        after = await kueue.workloads()
-        # The same Workload object (same uid): not deleted and composed again by PlayKueue.
+        after = await eventually(
+            lambda: _n(workloads_in(kube, ns), 1), timeout=60, what="only the stranger's Workload"
+        )
+        # The same Workload object (same uid), still admitted: not deleted and composed again.
         assert [(w["metadata"]["name"], w["metadata"]["uid"]) for w in after] == [
             ("stranger-group", before["metadata"]["uid"])
         ]
+        assert admitted(after[0])
         assert await kube.get(PODS, "stranger", ns) is not None
+    # Not the controller's: the test removes it. Deleted, it turns Failed (the kubelet's part,
+    # KWOK's pod-terminate stage), but Kueue keeps its finalizer on a failed member of a group
+    # (a retriable group waits for a replacement) until the group's Workload goes: deleting
+    # the Workload, as an administrator would, is what releases it.
+    await kube.delete(PODS, "stranger", ns)
+    await kube.delete(KUEUE_WORKLOADS, "stranger-group", ns)
+    await eventually(lambda: _empty(pods_of(kube, ns, "mine")), timeout=60, what="stranger gone")
+
+
+async def _admitted_named(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
+    w = await kube.get(KUEUE_WORKLOADS, name, ns)
+    return w if w is not None and admitted(w) else None
+
+
+async def _empty(read: Any) -> bool:
+    return not await read
 
 
 async def _absent(read: Any) -> bool:
@@ -296,9 +362,9 @@ async def _when_none(read: Any) -> bool:
 async def test_a_key_dropped_from_the_rendered_service_is_removed_by_the_next_apply(
     kube: Kube, kubeconfig_path: Path
 ) -> None:
-    """render.md §19 / controller.md §11: Services follow the rendering. A label or annotation
-    an earlier rendering applied (same field manager) and the current one no longer carries is
-    removed on the next pass; an aligned Service is not re-applied."""
+    """docs/contract/render.md §19 / docs/contract/controller.md §11: Services follow the rendering.
+    A label or annotation an earlier rendering applied (same field manager) and the current one no
+    longer carries is removed on the next pass; an aligned Service is not re-applied."""
     ns = await new_namespace(kube)
     async with running_controller(kubeconfig_path):
         created = await kube.create(
@@ -359,6 +425,7 @@ async def test_a_key_dropped_from_the_rendered_service_is_removed_by_the_next_ap
             got = await kube.get(SERVICES, wanted["metadata"]["name"], ns)
             assert got is not None
             assert service_aligned(got, wanted, FIELD_MANAGER), got["metadata"]["name"]
+        await tear_down(kube, ns, "svc")
 
 
 async def _services(kube: Kube, ns: str) -> list[dict[str, Any]]:

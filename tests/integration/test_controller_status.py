@@ -1,5 +1,6 @@
-"""Status, events, the joint admission check and leader election against the real API server
-(controller.md §9, §13–§16, D24)."""
+"""Status, events, the joint admission check and leader election on the simulated cluster, with
+the real Kueue admitting, the scheduler binding and KWOK running the Pods
+(docs/contract/controller.md §9, §13–§16, D24)."""
 
 from __future__ import annotations
 
@@ -21,25 +22,37 @@ from gpustack_controller.kube import (
     MODEL_DEPLOYMENTS,
     PODS,
     POOLS,
-    WORKLOADS,
     ApiError,
     Kube,
 )
 
+from .cluster import Cluster
 from .controller_fixtures import (
+    KUEUE_WORKLOADS,
     NAMESPACES,
-    PlayKueue,
+    admitted,
     condition,
     deployment,
+    deployment_gone,
     ensure_instance_type,
     eventually,
     get_md,
+    group_of,
+    has_condition,
+    hold_queue,
+    live,
+    new_entrance,
     new_namespace,
     pods_of,
     role,
     running_controller,
     seat,
+    serving,
+    steady,
+    tear_down,
     unique,
+    workload_of,
+    workloads_in,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -63,12 +76,15 @@ async def _ready(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
 
 
 async def test_status_conditions_phase_and_summary_of_a_ready_deployment(
-    kube: Kube, kubeconfig_path: Path
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
 ) -> None:
     ns = await new_namespace(kube)
-    async with running_controller(kubeconfig_path), PlayKueue(kube, ns) as kueue:
-        await kube.create(MODEL_DEPLOYMENTS, deployment("ok", ns, role(replicas=2)), ns)
-        md = await eventually(lambda: _ready(kube, ns, "ok"), what="phase Ready")
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    async with running_controller(kubeconfig_path):
+        await kube.create(MODEL_DEPLOYMENTS, deployment("ok", ns, entrance.role(replicas=2)), ns)
+        md = await eventually(lambda: _ready(kube, ns, "ok"), timeout=60, what="phase Ready")
+        # Ready is what Kueue and the Pods say: both groups admitted, both Pods Running+Ready.
+        assert await serving(kube, ns, "ok", 2)
         status = md["status"]
         got = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
         assert got == {
@@ -93,6 +109,7 @@ async def test_status_conditions_phase_and_summary_of_a_ready_deployment(
             2,
             2,
         )
+        # The flavor the real Kueue assigned (the ClusterQueue's only one).
         assert rs["assignedFlavors"] == ["default-flavor"]
         assert "replacing" not in rs
         reserved_since = condition(md, "QuotaReserved")
@@ -129,16 +146,25 @@ async def test_status_conditions_phase_and_summary_of_a_ready_deployment(
         assert event["involvedObject"]["kind"] == "ModelDeployment"
         assert event["involvedObject"]["name"] == "ok"
         assert "30 s" in event["message"]
-        await eventually(lambda: _ready(kube, ns, "ok"), what="Ready again")
-        del kueue
+        # The replica comes back through Kueue: admitted again, Running, Ready.
+        await eventually(lambda: serving(kube, ns, "ok", 2), timeout=60, what="2 Pods serving")
+        await eventually(lambda: _ready(kube, ns, "ok"), timeout=60, what="Ready again")
+        await tear_down(kube, ns, "ok")
 
 
 async def test_the_joint_check_holds_every_group_until_the_whole_set_reserved_quota(
-    kube: Kube, kubeconfig_path: Path
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
 ) -> None:
+    """A prefill/decode pair whose decode ClusterQueue has no GPU quota: the prefill group
+    reserves quota but the joint check keeps it Pending, so no group of either role starts;
+    once the decode queue has quota both groups are admitted together."""
     ns = await new_namespace(kube)
-    body = deployment("pd", ns, role("prefill", kind="Prefill"), role("decode", kind="Decode"))
-    async with running_controller(kubeconfig_path), PlayKueue(kube, ns, auto_admit=False) as kueue:
+    prefill = await new_entrance(kube, cluster, gpus=8)
+    decode = await new_entrance(kube, cluster, gpus=0)
+    body = deployment(
+        "pd", ns, prefill.role("prefill", kind="Prefill"), decode.role("decode", kind="Decode")
+    )
+    async with running_controller(kubeconfig_path):
         check = await kube.get(ADMISSION_CHECKS, "gpustack-model-deployment-joint")
         assert check is not None
         assert check["spec"]["controllerName"] == "worker.gpustack.ai/model-deployment-joint"
@@ -146,38 +172,61 @@ async def test_the_joint_check_holds_every_group_until_the_whole_set_reserved_qu
         assert (active["status"], active["reason"]) == ("True", "Ready")
 
         await kube.create(MODEL_DEPLOYMENTS, body, ns)
+        pods = await eventually(lambda: _n(pods_of(kube, ns, "pd"), 2), what="one Pod per role")
+        by_role = {seat(p)[0]: group_of(p) for p in pods}
+        # The real Kueue composes one Workload per replica, named after the group.
         workloads = await eventually(
-            lambda: _n(kueue.workloads(), 2), what="one Workload per replica"
+            lambda: _n(workloads_in(kube, ns), 2), timeout=60, what="one Workload per replica"
         )
-        by_role = {w["spec"]["podSets"][0]["name"]: w["metadata"]["name"] for w in workloads}
+        assert {w["metadata"]["name"] for w in workloads} == set(by_role.values())
 
         async def state(name: str) -> tuple[str, str] | None:
-            w = await kube.get(WORKLOADS, name, ns)
+            w = await kube.get(KUEUE_WORKLOADS, name, ns)
             for entry in ((w or {}).get("status") or {}).get("admissionChecks") or ():
                 if entry["name"] == "gpustack-model-deployment-joint":
                     return entry["state"], entry.get("message", "")
             return None
 
-        await kueue.reserve(by_role["prefill"], check_state="Pending")
-
         async def pending_on_decode() -> tuple[str, str] | None:
             got = await state(by_role["prefill"])
             return got if got and got[0] == "Pending" and "decode" in got[1] else None
 
-        await eventually(pending_on_decode, what="Pending naming the decode role")
-        w = await kube.get(WORKLOADS, by_role["prefill"], ns)
-        assert w is not None
+        # Prefill reserved quota on its queue; the check holds it, naming the decode role.
+        await eventually(pending_on_decode, timeout=60, what="Pending naming the decode role")
+        w = await kube.get(KUEUE_WORKLOADS, by_role["prefill"], ns)
+        assert w is not None and has_condition(w, "QuotaReserved")
         managers = {m["manager"] for m in w["metadata"]["managedFields"]}
         assert "worker.gpustack.ai/model-deployment-joint" in managers
 
-        await kueue.reserve(by_role["decode"], check_state="Pending")
+        async def nothing_started() -> bool:
+            current = {x["metadata"]["name"]: x for x in await workloads_in(kube, ns)}
+            decode_w = current.get(by_role["decode"])
+            if decode_w is None or has_condition(decode_w, "QuotaReserved"):
+                return False
+            if any(admitted(x) for x in current.values()):
+                return False
+            return all(_gated(p) for p in await pods_of(kube, ns, "pd"))
+
+        # No group of either role starts: both stay behind Kueue's scheduling gate.
+        await steady(nothing_started, seconds=5, what="no group admitted, every Pod gated")
+
+        # Quota for the decode queue: it reserves, the check turns Ready for both, both start.
+        cluster.ensure_cluster_queue(decode.name, quota={"nvidia.com/gpu": 8})
         for name in by_role.values():
 
             async def ready(name: str = name) -> bool:
                 got = await state(name)
                 return got is not None and got[0] == "Ready"
 
-            await eventually(ready, what=f"{name} Ready")
+            await eventually(ready, timeout=60, what=f"{name} Ready")
+        await eventually(lambda: serving(kube, ns, "pd", 2), timeout=60, what="both roles serving")
+        await tear_down(kube, ns, "pd")
+
+
+def _gated(pod: dict[str, Any]) -> bool:
+    """Behind Kueue's scheduling gate, bound to no Node."""
+    gates = {g.get("name") for g in pod["spec"].get("schedulingGates") or ()}
+    return "kueue.x-k8s.io/admission" in gates and not pod["spec"].get("nodeName")
 
 
 async def _n(read: Any, n: int) -> Any:
@@ -220,6 +269,7 @@ async def test_leader_election_one_controller_at_a_time(kube: Kube, kubeconfig_p
         )
         pods = await eventually(lambda: _n(pods_of(kube, ns, "led"), 2), what="2 Pods")
         assert sorted(seat(p)[1] for p in pods) == [0, 1]
+        await tear_down(kube, ns, "led")
     finally:
         for controller in (first, second):
             with contextlib.suppress(ApiError):
@@ -228,7 +278,9 @@ async def test_leader_election_one_controller_at_a_time(kube: Kube, kubeconfig_p
             await client.close()
 
 
-async def test_the_binding_claim_and_domain_registration(kube: Kube, kubeconfig_path: Path) -> None:
+async def test_the_binding_claim_and_domain_registration(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
     ns = await new_namespace(kube)
     pool, backend = unique("pool"), unique("backend")
     await kube.create(
@@ -279,7 +331,10 @@ async def test_the_binding_claim_and_domain_registration(kube: Kube, kubeconfig_
         },
         ns,
     )
-    body = deployment("cached", ns, role(replicas=1))
+    # A private queue: it admits the first replicas, then holds (stopPolicy Hold) so that the
+    # rollout the resolved connection causes visibly waits for each replacement's admission.
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    body = deployment("cached", ns, entrance.role(replicas=2))
     body["spec"]["kvCache"] = {"poolRef": {"name": "cache"}}
     async with running_controller(kubeconfig_path):
         await kube.create(MODEL_DEPLOYMENTS, body, ns)
@@ -291,11 +346,11 @@ async def test_the_binding_claim_and_domain_registration(kube: Kube, kubeconfig_
 
         # No phase yet: BindingNotReady, and the claim is already held.
         await eventually(lambda: registered("BindingNotReady"), what="BindingNotReady")
-        binding = await kube.get(BINDINGS, "cache", ns)
-        assert binding is not None
-        assert binding["status"]["usedBy"] == [
-            {"kind": "ModelDeployment", "namespace": "", "name": "cached"}
-        ]
+        before = await eventually(
+            lambda: serving(kube, ns, "cached", 2), timeout=60, what="the replicas admitted, Ready"
+        )
+        assert not any(_has_client(p) for p in before)
+        hold_queue(cluster, entrance.name)
         await kube.merge_patch(
             BINDINGS,
             "cache",
@@ -322,17 +377,36 @@ async def test_the_binding_claim_and_domain_registration(kube: Kube, kubeconfig_
             "pool": pool,
             "domain": {"name": "default", "blockSize": 16, "dtype": "bfloat16"},
         }
-        # The replica was created without a store client; the resolved connection changes its
-        # hash, so it is outdated, and waits for admission before it is rolled.
-        pods = await pods_of(kube, ns, "cached")
-        assert (
-            pods and "kvcache.gpustack.ai/client-config" not in pods[0]["metadata"]["annotations"]
-        )
+        # The replicas were created without a store client; the resolved connection changes
+        # their hash, so they are outdated and rolled one at a time: the first replacement
+        # carries the store client and, the queue held, waits for admission; the other replica
+        # waits for that admission before it is rolled.
+        original = {p["metadata"]["uid"] for p in before}
+
+        async def one_replaced() -> list[dict[str, Any]] | None:
+            current = live(await pods_of(kube, ns, "cached"))
+            fresh = [p for p in current if p["metadata"]["uid"] not in original]
+            kept = [p for p in current if p["metadata"]["uid"] in original]
+            if len(fresh) != 1 or len(kept) != 1 or not _has_client(fresh[0]):
+                return None
+            return current
+
+        (replacement,) = [
+            p
+            for p in await eventually(one_replaced, timeout=60, what="one replica replaced")
+            if p["metadata"]["uid"] not in original
+        ]
         rollout = await eventually(
             lambda: _cond(get_md(kube, ns, "cached"), "ReplicasUpToDate", "RolloutInProgress"),
             what="RolloutInProgress",
         )
         assert rollout["status"] == "False"
+        await steady(
+            lambda: _is(one_replaced()), seconds=3, what="the other replica waits, outdated"
+        )
+        # Kueue composed the replacement's Workload but, the queue held, reserves no quota.
+        workload = await workload_of(kube, replacement)
+        assert workload is not None and not has_condition(workload, "QuotaReserved")
         await kube.delete(MODEL_DEPLOYMENTS, "cached", ns)
 
         async def released() -> bool:
@@ -340,7 +414,18 @@ async def test_the_binding_claim_and_domain_registration(kube: Kube, kubeconfig_
             gone = await get_md(kube, ns, "cached") is None
             return gone and b is not None and not (b.get("status") or {}).get("usedBy")
 
-        await eventually(released, what="the claim released at teardown")
+        await eventually(released, timeout=60, what="the claim released at teardown")
+        await eventually(
+            lambda: deployment_gone(kube, ns, "cached"), timeout=60, what="Pods and Workload gone"
+        )
+
+
+def _has_client(pod: dict[str, Any]) -> bool:
+    return "kvcache.gpustack.ai/client-config" in (pod["metadata"].get("annotations") or {})
+
+
+async def _is(read: Any) -> bool:
+    return bool(await read)
 
 
 async def _cond(read: Any, type_: str, reason: str) -> dict[str, Any] | None:

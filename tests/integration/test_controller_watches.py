@@ -1,5 +1,5 @@
 """Informers against the real API server (410 Gone, silent streams, bookmarks) and the work
-queue's de-duplication and retries (kubernetes-notes.md §2)."""
+queue's de-duplication and retries (docs/contract/kubernetes-notes.md §2)."""
 
 from __future__ import annotations
 

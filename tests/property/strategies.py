@@ -7,10 +7,10 @@ Import from any test (``tests/`` is on ``sys.path`` under pytest)::
 A :class:`Case` is one deployment (plain JSON, as a user writes it) plus every object it looks up
 (InstanceTypes, and with a pool its Binding, pool and backend), and optionally Settings.
 
-**Valid** means the admission webhook accepts the deployment (admission.md §2–§15): names keep
-every ``<md>-<role>`` a DNS-1035 label and every member name a DNS-1123 label; kinds are either
-one or more ``Server`` roles or exactly one ``Prefill`` and one ``Decode``; a router fronts the
-engine (``llm-d-router`` either, ``vllm-router`` vLLM, ``sglang-gateway`` SGLang); routed
+**Valid** means the admission webhook accepts the deployment (docs/contract/admission.md §2–§15):
+names keep every ``<md>-<role>`` a DNS-1035 label and every member name a DNS-1123 label; kinds are
+either one or more ``Server`` roles or exactly one ``Prefill`` and one ``Decode``; a router fronts
+the engine (``llm-d-router`` either, ``vllm-router`` vLLM, ``sglang-gateway`` SGLang); routed
 roles all serve plain TCP on the same port; no owned flag or env appears in ``extraArgs``/``env``;
 no reserved port is declared; declared degrees parse and fit the card count; whole-card requests
 stay within the type's capacity; no explicit ``accelerator: 0``; backends offer one protocol;
@@ -32,9 +32,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gpustack_render.api.inputs import InputObject
-from gpustack_render.decoding import KINDS, decode_deployment, decode_model
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.settings import Settings
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.kinds import MODELS as KIND_MODELS
+from gpustack_render.schema.lookups import StaticLookups
 
 API_VERSION = "worker.gpustack.ai/v1"
 NAMESPACE = "team-a"
@@ -239,7 +240,7 @@ def input_objects(inputs: Sequence[dict[str, Any]]) -> list[InputObject]:
     """Decode plain input objects into the API models (raises on a malformed one)."""
     out: list[InputObject] = []
     for data in inputs:
-        model, errs = decode_model(KINDS[data["kind"]], data)
+        model, errs = decode_model(KIND_MODELS[data["kind"]], data)
         if model is None or not isinstance(model, InputObject):
             raise ValueError(f"bad input {data.get('kind')}: {[e.message() for e in errs]}")
         out.append(model)
@@ -247,8 +248,9 @@ def input_objects(inputs: Sequence[dict[str, Any]]) -> list[InputObject]:
 
 
 def render_case(case: Case) -> Any:
-    """Decode and render ``case``; returns the :class:`gpustack_render.render.Rendering`."""
-    from gpustack_render.render import render
+    """Decode and render ``case``; returns the
+    :class:`gpustack_render.rendering.renderer.Rendering`."""
+    from gpustack_render.rendering.renderer import render
 
     md, errs = decode_deployment(case.deployment)
     if md is None:
@@ -308,7 +310,7 @@ def instance_types(draw: st.DrawFn, name: str) -> dict[str, Any]:
 
 
 @st.composite
-def _role(
+def _role(  # noqa: C901 (a data generator: one draw per optional field)
     draw: st.DrawFn,
     *,
     name: str,

@@ -33,13 +33,13 @@ from gpustack_render.api.inputs import (
     KVCachePool,
     KVCachePoolBinding,
 )
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.defaulting import default_accelerators
-from gpustack_render.errors import Verdict, VerdictKind
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.paths import FieldPath
-from gpustack_render.review import AdmissionRequest, Operation
-from gpustack_render.settings import Settings
+from gpustack_render.core.errors import Verdict, VerdictKind
+from gpustack_render.core.paths import FieldPath
+from gpustack_render.core.review import AdmissionRequest, Operation
+from gpustack_render.core.settings import Settings
+from gpustack_render.deployment.defaulting import default_accelerators
+from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.lookups import StaticLookups
 
 from .strategies import Case, cases
 
@@ -169,7 +169,7 @@ def valid_deployments(draw: st.DrawFn) -> dict[str, Any]:
     cached = draw(st.booleans())
     pair = draw(st.booleans())
     if pair:
-        kinds = ["Prefill", "Decode"]
+        kinds: list[str | None] = ["Prefill", "Decode"]
     else:
         kinds = [draw(st.sampled_from(["Server", None]))] * draw(st.integers(1, 4))
     role_names = draw(st.lists(names, min_size=len(kinds), max_size=len(kinds), unique=True))

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.core.review import AdmissionRequest, Operation
+from gpustack_render.core.settings import Settings
 from gpustack_render.injection import inject_pod, review_pod
 from gpustack_render.injection.patch import make_patch as pruned_patch
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.review import AdmissionRequest, Operation
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import StaticLookups
 
 P = "kvcache.gpustack.ai/"
 NS = "team-a"

@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.errors import ErrorType
-from gpustack_render.paths import FieldPath
+from gpustack_render.core.errors import ErrorType
+from gpustack_render.core.paths import FieldPath
+from gpustack_render.schema.decoding import decode_deployment
 
 from .strategies import cases
 
@@ -73,9 +73,9 @@ def test_broken_deployments_name_fields_that_exist(case: Any, data: st.DataObjec
         parent["unknownField" + str(len(parent))] = data.draw(JSON)
     elif action == "delete" and isinstance(parent, dict) and isinstance(last, str):
         del parent[last]
-    elif (isinstance(parent, dict) and isinstance(last, str)) or (
-        isinstance(parent, list) and isinstance(last, int)
-    ):
+    elif isinstance(parent, dict) and isinstance(last, str):  # noqa: SIM114 (narrowed apart)
+        parent[last] = data.draw(JSON)
+    elif isinstance(parent, list) and isinstance(last, int):
         parent[last] = data.draw(JSON)
     md, errs = decode_deployment(broken)
     for err in errs:

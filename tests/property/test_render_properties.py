@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpustack_render.naming import is_dns1035_label, is_dns1123_label
+from gpustack_render.core.naming import is_dns1035_label, is_dns1123_label
 
 from .strategies import Case, cases, instance_type, render_case
 

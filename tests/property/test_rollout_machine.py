@@ -5,7 +5,8 @@ member while its Workload stands, garbage collection removes a Workload whose ow
 gone), Kueue (composes one Workload per complete group, admits, preempts by deleting the group's
 Pods), the kubelet (evicts a Pod to phase Failed) and users (scale, edits, a size change, a
 render-version upgrade and floor, ``kubectl delete pod``, a NotReady node). The controller is
-:func:`gpustack_render.rollout.plan` applied in the documented order; a controller restart is a
+:func:`gpustack_render.reconcile.rollout.plan` applied in the documented order; a controller
+restart is a
 pass cut short after any number of its deletions, with only ``status.roles[].replacing`` carried
 over (D6).
 
@@ -27,8 +28,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from gpustack_render.observed import ObservedPod, ObservedWorkload
-from gpustack_render.rollout import Desired, DesiredRole, Plan, plan
+from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, plan
 
 ROLES = ("a", "b")
 

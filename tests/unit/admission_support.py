@@ -14,10 +14,10 @@ from gpustack_render.api.inputs import (
     KVCachePool,
     KVCachePoolBinding,
 )
-from gpustack_render.errors import Verdict
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.core.errors import Verdict
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.lookups import StaticLookups
 
 NAMESPACE = "team-a"
 GPU = "gpu-8x"
@@ -169,7 +169,7 @@ def stored(obj: dict[str, Any], objects: list[InputObject] | None = None) -> dic
     """``obj`` as the API server stores it: schema defaults and the mutation applied."""
     import jsonpatch
 
-    from gpustack_render.decoding import decode_deployment
+    from gpustack_render.schema.decoding import decode_deployment
 
     verdict = review(obj, objects)
     assert verdict.allowed, causes(verdict)

@@ -1,4 +1,4 @@
-"""The mutating accelerator default (admission.md §3) and its JSON Patch."""
+"""The mutating accelerator default (docs/contract/admission.md §3) and its JSON Patch."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from admission_support import CPU, causes, deployment, lookups_of, review, role
 
 from gpustack_render.admission import mutate_deployment
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.defaulting import default_accelerators, default_deployment
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.deployment.defaulting import default_accelerators, default_deployment
+from gpustack_render.schema.decoding import decode_deployment
 
 
 def _accelerators(data: dict[str, Any]) -> list[Any]:
@@ -56,8 +56,8 @@ def test_missing_and_failing_types() -> None:
         data, lookups=lookups_of(failing={("InstanceType", "", "flaky")})
     )
     assert [(e.type.value, e.field, e.origin) for e in errs] == [
-        ("FieldValueNotFound", "spec.roles[0].instanceType", "3"),
-        ("InternalError", "spec.roles[1].instanceType", "3"),
+        ("FieldValueNotFound", "spec.roles[0].instanceType", "accelerator.default-type-unreadable"),
+        ("InternalError", "spec.roles[1].instanceType", "accelerator.default-type-unreadable"),
     ]
     assert _accelerators(out) == [None, None]
 
@@ -104,7 +104,9 @@ def test_review_patch_comes_from_make_patch() -> None:
 
 def test_review_stops_at_mutation_errors() -> None:
     verdict = review(deployment(role(instanceType="nope", command=["x"], extraArgs=["--kv"])))
-    assert causes(verdict) == [("3", "spec.roles[0].instanceType", "FieldValueNotFound")]
+    assert causes(verdict) == [
+        ("accelerator.default-type-unreadable", "spec.roles[0].instanceType", "FieldValueNotFound")
+    ]
 
 
 def test_mutating_webhook() -> None:

@@ -1,11 +1,11 @@
-"""Flag spelling (admission.md §13) and the owned-key tables."""
+"""Flag spelling (docs/contract/admission.md §13) and the owned-key tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpustack_render import owned
-from gpustack_render.flags import (
+from gpustack_render.engines import owned
+from gpustack_render.engines.flags import (
     FlagHit,
     engine_of,
     find_flag,

@@ -1,5 +1,5 @@
-"""Rules that read other objects: InstanceType rules (admission.md §9, D20), fabric interfaces
-(§10.1), the pool transport of a new binding (§10.2), and failed reads."""
+"""Rules that read other objects: InstanceType rules (docs/contract/admission.md §9, D20), fabric
+interfaces (§10.1), the pool transport of a new binding (§10.2), and failed reads."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from admission_support import (
 )
 
 from gpustack_render.api.inputs import InputObject, InstanceType
-from gpustack_render.decoding import decode_deployment
+from gpustack_render.schema.decoding import decode_deployment
 
 INV, FORB, NF, INT = (
     "FieldValueInvalid",
@@ -27,7 +27,7 @@ INV, FORB, NF, INT = (
     "FieldValueNotFound",
     "InternalError",
 )
-CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
+CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 LLMD = {"name": "llm-d-router"}
 ASCEND = "ascend-8x"
 ACC = "spec.roles[0].resources.accelerator"
@@ -41,13 +41,13 @@ TYPE_CASES = [
     pytest.param(
         deployment(role(instanceType="gone", resources={"accelerator": 1})),
         None,
-        [("9.1", "spec.roles[0].instanceType", NF)],
+        [("instance-type.must-exist", "spec.roles[0].instanceType", NF)],
         id="9.1-not-found",
     ),
     pytest.param(
         deployment(role(instanceType=CPU, resources={"accelerator": 2})),
         None,
-        [("9.2", ACC, INV)],
+        [("instance-type.not-acceleratable", ACC, INV)],
         id="9.2-cards-on-cpu-type",
     ),
     pytest.param(
@@ -56,13 +56,25 @@ TYPE_CASES = [
     pytest.param(
         deployment(role(resources={"acceleratorPartitionedProfile": "3g.40gb"})),
         instance_type(profiles=[]),
-        [("9.4a", "spec.roles[0].resources.acceleratorPartitionedProfile", FORB)],
+        [
+            (
+                "instance-type.not-partitionable",
+                "spec.roles[0].resources.acceleratorPartitionedProfile",
+                FORB,
+            )
+        ],
         id="9.4a-not-partitionable",
     ),
     pytest.param(
         deployment(role(resources={"acceleratorPartitionedProfile": "3g.40gb"})),
         instance_type(profiles=["1g.10gb", "2g.20gb"]),
-        [("9.4b", "spec.roles[0].resources.acceleratorPartitionedProfile", INV)],
+        [
+            (
+                "instance-type.profile-not-offered",
+                "spec.roles[0].resources.acceleratorPartitionedProfile",
+                INV,
+            )
+        ],
         id="9.4b-profile-not-offered",
     ),
     pytest.param(
@@ -74,7 +86,13 @@ TYPE_CASES = [
     pytest.param(
         deployment(role(resources={"acceleratorSlicedMemoryPercentage": 50})),
         instance_type(logical=0, profiles=["3g.40gb"]),
-        [("9.4c", "spec.roles[0].resources.acceleratorSlicedMemoryPercentage", FORB)],
+        [
+            (
+                "instance-type.not-sliceable",
+                "spec.roles[0].resources.acceleratorSlicedMemoryPercentage",
+                FORB,
+            )
+        ],
         id="9.4c-not-sliceable",
     ),
     pytest.param(
@@ -86,17 +104,20 @@ TYPE_CASES = [
     pytest.param(
         deployment(role(resources={"accelerator": 2, "acceleratorSlicedMemoryPercentage": 50})),
         instance_type(logical=4),
-        [("9.4d", ACC, INV)],
+        [("instance-type.fraction-takes-one-card", ACC, INV)],
         id="9.4d-slice-needs-one-card",
     ),
     pytest.param(
         deployment(role(resources={"accelerator": 0, "acceleratorPartitionedProfile": "a"})),
         instance_type(profiles=["a"]),
-        [("9.4d", ACC, INV)],
+        [("instance-type.fraction-takes-one-card", ACC, INV)],
         id="9.4d-partition-zero-cards",
     ),
     pytest.param(
-        deployment(role(resources={"accelerator": 9})), None, [("9.4e", ACC, INV)], id="9.4e-over"
+        deployment(role(resources={"accelerator": 9})),
+        None,
+        [("instance-type.cards-over-capacity", ACC, INV)],
+        id="9.4e-over",
     ),
     pytest.param(deployment(role(resources={"accelerator": 8})), None, [], id="9.4e-at-capacity"),
     pytest.param(
@@ -120,7 +141,7 @@ TYPE_CASES = [
     pytest.param(
         deployment(role("a", resources={"accelerator": 0}), role("b")),
         None,
-        [("9.5", ACC, INV)],
+        [("instance-type.zero-cards-on-shared-type", ACC, INV)],
         id="9.5-zero-on-shared-type",
     ),
     pytest.param(
@@ -143,7 +164,7 @@ TYPE_CASES = [
             ]
         ),
         instance_type(logical=4, group="g1"),
-        [("9.6", "spec.roles", INV)],
+        [("instance-type.prefill-decode-share-slice", "spec.roles", INV)],
         id="9.6-slices-in-one-group",
     ),
     pytest.param(
@@ -188,11 +209,11 @@ def test_failed_type_read_is_internal_once() -> None:
         ],
     )
     verdict = review(obj, _objects(), failing={("InstanceType", "", "flaky")})
-    assert causes(verdict) == [("R8", "spec.roles[0].instanceType", INT)]
+    assert causes(verdict) == [("ports.reserved-port-declared", "spec.roles[0].instanceType", INT)]
     assert verdict.status_code() == 500
     plain = deployment(role(instanceType="flaky", resources={"accelerator": 1}))
     verdict = review(plain, _objects(), failing={("InstanceType", "", "flaky")})
-    assert causes(verdict) == [("9.1", "spec.roles[0].instanceType", INT)]
+    assert causes(verdict) == [("instance-type.must-exist", "spec.roles[0].instanceType", INT)]
 
 
 def _iface(**fields: Any) -> dict[str, Any]:
@@ -203,7 +224,12 @@ def _iface(**fields: Any) -> dict[str, Any]:
 IFACE = "spec.roles[0].resources.interface"
 
 INTERFACE_CASES = [
-    pytest.param(deployment(_iface()), [], [("10.1", IFACE, INV)], id="10.1-no-fabric-path"),
+    pytest.param(
+        deployment(_iface()),
+        [],
+        [("interface.no-fabric-path", IFACE, INV)],
+        id="10.1-no-fabric-path",
+    ),
     pytest.param(
         deployment(_iface(), **CACHE), cache_chain(backend_protocol="RDMA"), [], id="rdma"
     ),
@@ -211,13 +237,13 @@ INTERFACE_CASES = [
     pytest.param(
         deployment(_iface(), **CACHE),
         cache_chain(),
-        [("10.1", IFACE, INV)],
+        [("interface.no-fabric-path", IFACE, INV)],
         id="10.1-tcp-backend",
     ),
     pytest.param(
         deployment(_iface(), **CACHE),
         cache_chain("RDMA", "TCP"),
-        [("10.1", IFACE, INV)],
+        [("interface.no-fabric-path", IFACE, INV)],
         id="10.1-mixed-groups",
     ),
     pytest.param(
@@ -245,21 +271,21 @@ INTERFACE_CASES = [
         ),
         cache_chain(backend_protocol="RDMA"),
         [
-            ("10.1", IFACE, INV),
-            ("10.1", "spec.roles[1].resources.interface", INV),
+            ("interface.no-fabric-path", IFACE, INV),
+            ("interface.no-fabric-path", "spec.roles[1].resources.interface", INV),
         ],
         id="10.1-rdma-and-efa",
     ),
     pytest.param(
         deployment(_iface(command=["vllm", "serve", "m"]), **CACHE),
         cache_chain(backend_protocol="RDMA"),
-        [("10.1", IFACE, INV)],
+        [("interface.no-fabric-path", IFACE, INV)],
         id="10.1-take-over-has-no-managed-path",
     ),
     pytest.param(
         deployment(_iface(), kvCache={"poolRef": {"name": "missing"}}),
         cache_chain(backend_protocol="RDMA"),
-        [("10.1", IFACE, FORB)],
+        [("interface.no-fabric-path", IFACE, FORB)],
         id="10.1-binding-unresolved",
     ),
     pytest.param(
@@ -289,10 +315,14 @@ def test_interfaces_rejudged_only_on_moves() -> None:
     assert review(scaled, objects, old=_stored(old)).allowed
     moved = copy.deepcopy(old)
     moved["spec"]["roles"][0]["resources"]["interface"] = 2
-    assert causes(review(moved, objects, old=_stored(old))) == [("10.1", IFACE, INV)]
+    assert causes(review(moved, objects, old=_stored(old))) == [
+        ("interface.no-fabric-path", IFACE, INV)
+    ]
     took_over = copy.deepcopy(old)
     took_over["spec"]["roles"][0]["command"] = ["vllm", "serve", "m"]
-    assert causes(review(took_over, objects, old=_stored(old))) == [("10.1", IFACE, INV)]
+    assert causes(review(took_over, objects, old=_stored(old))) == [
+        ("interface.no-fabric-path", IFACE, INV)
+    ]
 
 
 def test_interfaces_rejudged_when_router_changes_the_leg() -> None:
@@ -302,7 +332,10 @@ def test_interfaces_rejudged_when_router_changes_the_leg() -> None:
     assert review(old, objects).allowed
     no_router = copy.deepcopy(old)
     del no_router["spec"]["router"]
-    assert [c[0] for c in causes(review(no_router, objects, old=_stored(old)))] == ["10.1", "10.1"]
+    assert [c[0] for c in causes(review(no_router, objects, old=_stored(old)))] == [
+        "interface.no-fabric-path",
+        "interface.no-fabric-path",
+    ]
 
 
 def test_interface_lookup_failure_is_internal() -> None:
@@ -312,7 +345,7 @@ def test_interface_lookup_failure_is_internal() -> None:
         _objects(*cache_chain()),
         failing={("KVCachePoolBinding", "team-a", "team-a-dram")},
     )
-    assert causes(verdict) == [("10.1", IFACE, INT)]
+    assert causes(verdict) == [("interface.no-fabric-path", IFACE, INT)]
     assert verdict.status_code() == 500
 
 
@@ -320,7 +353,10 @@ POOL = "spec.kvCache.poolRef.name"
 
 TRANSPORT_CASES = [
     pytest.param(
-        deployment(**CACHE), cache_chain("RDMA", "TCP"), [("10.2", POOL, FORB)], id="mixed"
+        deployment(**CACHE),
+        cache_chain("RDMA", "TCP"),
+        [("kv-cache.transport-unusable", POOL, FORB)],
+        id="mixed",
     ),
     pytest.param(
         deployment(**CACHE), cache_chain("TCP", "", backend_protocol="Auto"), [], id="one"
@@ -328,7 +364,7 @@ TRANSPORT_CASES = [
     pytest.param(
         deployment(role(instanceType=ASCEND), **CACHE),
         cache_chain(),
-        [("10.2", POOL, FORB)],
+        [("kv-cache.transport-unusable", POOL, FORB)],
         id="10.2-ascend-needs-cann",
     ),
     pytest.param(
@@ -340,7 +376,7 @@ TRANSPORT_CASES = [
     pytest.param(
         deployment(role("a", instanceType=ASCEND), role("b"), **CACHE),
         cache_chain("TCP", "CANN"),
-        [("10.2", POOL, FORB)],
+        [("kv-cache.transport-unusable", POOL, FORB)],
         id="10.2-each-engine-judged",
     ),
     pytest.param(
@@ -386,7 +422,7 @@ def test_pool_transport_lookup_failure_is_internal() -> None:
         _objects(*cache_chain()),
         failing={("KVCachePool", "", "dram-pool")},
     )
-    assert causes(verdict) == [("10.2", POOL, INT)]
+    assert causes(verdict) == [("kv-cache.transport-unusable", POOL, INT)]
 
 
 def test_ascend_driver_mount_on_direct_leg() -> None:
@@ -403,7 +439,7 @@ def test_ascend_driver_mount_on_direct_leg() -> None:
     )
     objects = _objects(instance_type(ASCEND, manufacturer="ascend"))
     assert causes(review(obj, objects)) == [
-        ("R7e", "spec.roles[0].additionalVolumes[0].mountPath", INV)
+        ("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[0].mountPath", INV)
     ]
     obj["spec"]["engine"]["name"] = "SGLang"
     assert review(obj, objects).allowed

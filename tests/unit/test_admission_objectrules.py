@@ -1,4 +1,5 @@
-"""Object-only rules (admission.md §5, §12) on CREATE, one accepting and one refusing case each."""
+"""Object-only rules (docs/contract/admission.md §5, §12) on CREATE, one accepting and one refusing
+case each."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from admission_support import (
 
 from gpustack_render.admission import validate_model_deployment
 from gpustack_render.api.modeldeployment import ModelDeployment
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.settings import Settings
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.lookups import StaticLookups
 
 INV, REQ, FORB, DUP = (
     "FieldValueInvalid",
@@ -27,7 +28,7 @@ INV, REQ, FORB, DUP = (
     "FieldValueForbidden",
     "FieldValueDuplicate",
 )
-CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
+CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 LONG = "a" * 50
 
 
@@ -39,28 +40,28 @@ CASES = [
     # §12 release scope
     pytest.param(
         deployment(model={"name": "m", "artifactRef": {"name": "w"}}),
-        [("12", "spec.model.artifactRef", FORB)],
+        [("release.field-not-delivered", "spec.model.artifactRef", FORB)],
         id="12-artifact-ref",
     ),
     pytest.param(
         deployment(role(elasticEp={"width": 2})),
-        [("12", "spec.roles[0].elasticEp", FORB)],
+        [("release.field-not-delivered", "spec.roles[0].elasticEp", FORB)],
         id="12-elastic-ep",
     ),
     # R1 owned arguments
     pytest.param(
         deployment(role(extraArgs=["--kv-transfer-config", "{}"])),
-        [("R1", "spec.roles[0].extraArgs[0]", INV)],
+        [("args.owned-flag", "spec.roles[0].extraArgs[0]", INV)],
         id="R1-vllm-exact",
     ),
     pytest.param(
         deployment(role(extraArgs=["--max-model-len", "4096", "--kv_events_config.topic=x"])),
-        [("R1", "spec.roles[0].extraArgs[2]", INV)],
+        [("args.owned-flag", "spec.roles[0].extraArgs[2]", INV)],
         id="R1-vllm-dotted-underscores",
     ),
     pytest.param(
         deployment(role(extraArgs=["--disaggregation-mo", "prefill"]), engine="SGLang"),
-        [("R1", "spec.roles[0].extraArgs[0]", INV)],
+        [("args.owned-flag", "spec.roles[0].extraArgs[0]", INV)],
         id="R1-sglang-prefix",
     ),
     pytest.param(
@@ -80,16 +81,18 @@ CASES = [
     ),
     # R2 degrees unreadable
     pytest.param(
-        deployment(role(extraArgs=["-tp", "two"])), [("R2", "spec.roles[0]", INV)], id="R2-value"
+        deployment(role(extraArgs=["-tp", "two"])),
+        [("degrees.unreadable", "spec.roles[0]", INV)],
+        id="R2-value",
     ),
     pytest.param(
         deployment(role(command=["vllm", "serve", "m", "-t=2"])),
-        [("R2", "spec.roles[0]", INV)],
+        [("degrees.unreadable", "spec.roles[0]", INV)],
         id="R2-command-abbreviation",
     ),
     pytest.param(
         deployment(role(env=[{"name": "VLLM_DP_SIZE", "value": "x"}])),
-        [("R2", "spec.roles[0]", INV)],
+        [("degrees.unreadable", "spec.roles[0]", INV)],
         id="R2-env",
     ),
     pytest.param(
@@ -98,12 +101,12 @@ CASES = [
     # R3 width over cards
     pytest.param(
         deployment(role(extraArgs=["-tp", "2"])),
-        [("R3", "spec.roles[0].resources.accelerator", INV)],
+        [("degrees.cards-mismatch", "spec.roles[0].resources.accelerator", INV)],
         id="R3-defaulted-one-card",
     ),
     pytest.param(
         deployment(role(size=2, resources={"accelerator": 2}, extraArgs=["-tp", "2", "-pp", "2"])),
-        [("R3", "spec.roles[0].resources.accelerator", INV)],
+        [("degrees.cards-mismatch", "spec.roles[0].resources.accelerator", INV)],
         id="R3-size-does-not-rescue",
     ),
     pytest.param(
@@ -117,17 +120,17 @@ CASES = [
     # R4 owned environment
     pytest.param(
         deployment(role(env=[{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}])),
-        [("R4", "spec.roles[0].env[0]", INV)],
+        [("env.owned-name", "spec.roles[0].env[0]", INV)],
         id="R4-vllm",
     ),
     pytest.param(
         deployment(role(env=[{"name": "MOONCAKE_TENANT_ID", "value": "t"}]), engine="SGLang"),
-        [("R4", "spec.roles[0].env[0]", INV)],
+        [("env.owned-name", "spec.roles[0].env[0]", INV)],
         id="R4-sglang-tenant",
     ),
     pytest.param(
         deployment(role(command=["x"], env=[{"name": "GPUSTACK_MEMBER_INDEX", "value": "0"}])),
-        [("R4", "spec.roles[0].env[0]", INV)],
+        [("env.owned-name", "spec.roles[0].env[0]", INV)],
         id="R4-take-over-included",
     ),
     pytest.param(
@@ -146,18 +149,18 @@ CASES = [
     # R5 / R5b / R6 resources
     pytest.param(
         deployment(role(resources={"interface": "1.5"})),
-        [("R5", "spec.roles[0].resources.interface", INV)],
+        [("resources.interface-not-whole", "spec.roles[0].resources.interface", INV)],
         id="R5-fractional",
     ),
     pytest.param(
         deployment(role(resources={"interface": -1})),
-        [("R5", "spec.roles[0].resources.interface", INV)],
+        [("resources.interface-not-whole", "spec.roles[0].resources.interface", INV)],
         id="R5-negative",
     ),
     pytest.param(deployment(role(resources={"interface": 0})), [], id="R5-zero"),
     pytest.param(
         deployment(role(resources={"accelerator": "500m"})),
-        [("R5b", "spec.roles[0].resources.accelerator", INV)],
+        [("resources.cards-not-whole", "spec.roles[0].resources.accelerator", INV)],
         id="R5b-fractional-cards",
     ),
     pytest.param(
@@ -169,7 +172,13 @@ CASES = [
                 }
             )
         ),
-        [("R6", "spec.roles[0].resources.acceleratorPartitionedProfile", INV)],
+        [
+            (
+                "resources.partition-with-slice",
+                "spec.roles[0].resources.acceleratorPartitionedProfile",
+                INV,
+            )
+        ],
         id="R6-partition-and-slice",
     ),
     pytest.param(
@@ -187,7 +196,7 @@ CASES = [
     # R7 additional volumes
     pytest.param(
         deployment(role(additionalVolumes=[{"mountPath": "/data"}])),
-        [("R7a", "spec.roles[0].additionalVolumes[0]", REQ)],
+        [("volumes.no-source", "spec.roles[0].additionalVolumes[0]", REQ)],
         id="R7a-no-source",
     ),
     pytest.param(
@@ -198,7 +207,7 @@ CASES = [
                 ]
             )
         ),
-        [("R7d", "spec.roles[0].additionalVolumes[0]", FORB)],
+        [("volumes.several-sources", "spec.roles[0].additionalVolumes[0]", FORB)],
         id="R7d-two-sources",
     ),
     pytest.param(
@@ -210,7 +219,7 @@ CASES = [
                 ]
             )
         ),
-        [("R7b", "spec.roles[0].additionalVolumes[1].mountPath", DUP)],
+        [("volumes.duplicate-mount-path", "spec.roles[0].additionalVolumes[1].mountPath", DUP)],
         id="R7b-duplicate-mount",
     ),
     pytest.param(
@@ -221,7 +230,7 @@ CASES = [
                 ]
             )
         ),
-        [("R7c", "spec.roles[0].additionalVolumes[0].subPath", INV)],
+        [("volumes.path-traversal", "spec.roles[0].additionalVolumes[0].subPath", INV)],
         id="R7c-dotdot",
     ),
     pytest.param(
@@ -245,7 +254,7 @@ CASES = [
             ),
             **CACHE,
         ),
-        [("R7e", "spec.roles[0].additionalVolumes[0].mountPath", INV)],
+        [("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[0].mountPath", INV)],
         id="R7e-client-config-path",
     ),
     # Paths compare as paths, both ways: a subPath file over the projected file, a parent.
@@ -265,8 +274,8 @@ CASES = [
             **CACHE,
         ),
         [
-            ("R7e", "spec.roles[0].additionalVolumes[0].mountPath", INV),
-            ("R7e", "spec.roles[0].additionalVolumes[1].mountPath", INV),
+            ("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[0].mountPath", INV),
+            ("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[1].mountPath", INV),
         ],
         id="R7e-inside-and-above",
     ),
@@ -279,7 +288,7 @@ CASES = [
                 role("decode", kind="Decode", ports=[{"port": 5557}]),
             ],
         ),
-        [("R8", "spec.router", INV)],
+        [("ports.reserved-port-declared", "spec.router", INV)],
         id="R8-kv-events-port",
     ),
     pytest.param(
@@ -290,7 +299,7 @@ CASES = [
                 role("decode", kind="Decode", ports=[{"port": 8998}]),
             ],
         ),
-        [("R8", "spec.roles[0].ports", INV)],
+        [("ports.reserved-port-declared", "spec.roles[0].ports", INV)],
         id="R8-bootstrap-port-with-cache",
     ),
     pytest.param(
@@ -306,75 +315,78 @@ CASES = [
     # R9 pool reference
     pytest.param(
         deployment(kvCache={"poolRef": {"name": ""}}),
-        [("R9", "spec.kvCache.poolRef.name", REQ)],
+        [("kv-cache.empty-pool-ref", "spec.kvCache.poolRef.name", REQ)],
         id="R9-empty-pool-ref",
     ),
     # R10 role count
     pytest.param(
         deployment(*[role(f"s{i}") for i in range(11)]),
-        [("R10", "spec.roles", INV)],
+        [("roles.too-many", "spec.roles", INV)],
         id="R10-eleven-roles",
     ),
     pytest.param(deployment(*[role(f"s{i}") for i in range(10)]), [], id="R10-ten-roles"),
     # R12–R14 names
     pytest.param(
         deployment(role("r" * 20), name=LONG),
-        [("R12", "spec.roles[0].name", INV)],
+        [("names.invalid-service-name", "spec.roles[0].name", INV)],
         id="R12-service-name-too-long",
     ),
     pytest.param(
         deployment(role("server"), name="qwen.chat"),
-        [("R12", "spec.roles[0].name", INV)],
+        [("names.invalid-service-name", "spec.roles[0].name", INV)],
         id="R12-dotted-deployment-name",
     ),
     pytest.param(
         deployment(role("router"), router={"name": "llm-d-router"}),
-        [("R13", "spec.roles[0].name", INV)],
+        [("names.service-name-claimed-twice", "spec.roles[0].name", INV)],
         id="R13-router-service",
     ),
     pytest.param(
         deployment(role("x", size=2), role("x-r0")),
-        [("R13", "spec.roles[1].name", INV)],
+        [("names.service-name-claimed-twice", "spec.roles[1].name", INV)],
         id="R13-instance-service",
     ),
     pytest.param(
         deployment(role("x-r0"), role("x", size=2)),
-        [("R13", "spec.roles[1].name", INV)],
+        [("names.service-name-claimed-twice", "spec.roles[1].name", INV)],
         id="R13-later-claimant",
     ),
     pytest.param(deployment(role("x", size=2), role("x-r1")), [], id="R13-no-overlap"),
     pytest.param(
         deployment(role("r" * 8, size=2, replicas=100), name="d" * 50),
-        [("R14", "spec.roles[0]", INV)],
+        [("names.member-name-too-long", "spec.roles[0]", INV)],
         id="R14-member-name",
     ),
     pytest.param(deployment(role("r" * 8, size=2, replicas=10), name="d" * 45), [], id="R14-fits"),
     # R15 kinds
     pytest.param(
         deployment(role("a"), role("b", kind="Prefill")),
-        [("R15a", "spec.roles[0].kind", INV), ("R15a", "spec.roles[1].kind", INV)],
+        [
+            ("kinds.server-mixed", "spec.roles[0].kind", INV),
+            ("kinds.server-mixed", "spec.roles[1].kind", INV),
+        ],
         id="R15a-server-beside-prefill",
     ),
     pytest.param(
         deployment(role("a", kind="Prefill"), role("b", kind="Prefill"), role("c", kind="Decode")),
-        [("R15b", "spec.roles[1].kind", INV)],
+        [("kinds.repeated", "spec.roles[1].kind", INV)],
         id="R15b-second-prefill",
     ),
     pytest.param(deployment(role("a"), role("b")), [], id="R15-servers-repeat"),
     pytest.param(
         deployment(role(kind="Encode"), engine="SGLang"),
-        [("R15c", "spec.roles[0].kind", INV)],
+        [("kinds.not-rendered-by-engine", "spec.roles[0].kind", INV)],
         id="R15c-encode",
     ),
     # R16 topology
     pytest.param(
         deployment(role(topology={"requiredLevel": "bad level"})),
-        [("R16a", "spec.roles[0].topology.requiredLevel", INV)],
+        [("topology.invalid-level-key", "spec.roles[0].topology.requiredLevel", INV)],
         id="R16a-not-a-label-key",
     ),
     pytest.param(
         deployment(role(topology={"requiredLevel": "kubernetes.io/hostname"})),
-        [("R16b", "spec.roles[0].topology.requiredLevel", FORB)],
+        [("topology.hostname-level", "spec.roles[0].topology.requiredLevel", FORB)],
         id="R16b-hostname",
     ),
     pytest.param(
@@ -403,9 +415,11 @@ def test_r11_duplicate_role_backstop() -> None:
         md, old=None, lookups=StaticLookups.of(default_objects()), settings=Settings()
     )
     assert [(e.origin, e.field, e.type.value) for e in errs][:1] == [
-        ("R11", "spec.roles[1].name", DUP)
+        ("roles.duplicate-name", "spec.roles[1].name", DUP)
     ]
-    assert causes(review(deployment(role("a"), role("a")))) == [("schema", "spec.roles[1]", DUP)]
+    assert causes(review(deployment(role("a"), role("a")))) == [
+        ("schema.violation", "spec.roles[1]", DUP)
+    ]
 
 
 def test_every_rule_collects() -> None:
@@ -421,4 +435,11 @@ def test_every_rule_collects() -> None:
         model={"name": "m", "artifactRef": {"name": "w"}},
     )
     origins = [c[0] for c in causes(review(obj))]
-    assert origins == ["12", "R1", "R2", "R4", "R15c", "R16b"]
+    assert origins == [
+        "release.field-not-delivered",
+        "args.owned-flag",
+        "degrees.unreadable",
+        "env.owned-name",
+        "kinds.not-rendered-by-engine",
+        "topology.hostname-level",
+    ]

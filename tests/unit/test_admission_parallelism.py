@@ -1,10 +1,10 @@
-"""The parallel-degree parser (admission.md §14)."""
+"""The parallel-degree parser (docs/contract/admission.md §14)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpustack_render.parallelism import (
+from gpustack_render.engines.parallelism import (
     Degrees,
     parse_int,
     parse_parallelism,

@@ -1,4 +1,4 @@
-"""Port rules (admission.md §6) and router rules (§7) on CREATE."""
+"""Port rules (docs/contract/admission.md §6) and router rules (§7) on CREATE."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from admission_support import (
 
 INV = "FieldValueInvalid"
 LLMD = {"name": "llm-d-router"}
-CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
+CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 ASCEND = "ascend-8x"
 
 
@@ -33,17 +33,17 @@ CASES = [
     # §6.1 --port against the first declared port
     pytest.param(
         deployment(role(ports=[{"port": 9000}], extraArgs=["--port", "9001"])),
-        [("6.1", "spec.roles[0].extraArgs", INV)],
+        [("port-flag.differs-from-declared", "spec.roles[0].extraArgs", INV)],
         id="6.1-extra-args",
     ),
     pytest.param(
         deployment(role(ports=[{"port": 9000}], extraArgs=["--po=9001"])),
-        [("6.1", "spec.roles[0].extraArgs", INV)],
+        [("port-flag.differs-from-declared", "spec.roles[0].extraArgs", INV)],
         id="6.1-abbreviated",
     ),
     pytest.param(
         deployment(role(ports=[{"port": 9000}], command=["vllm", "serve", "m", "--port=9001"])),
-        [("6.1", "spec.roles[0].command", INV)],
+        [("port-flag.differs-from-declared", "spec.roles[0].command", INV)],
         id="6.1-command",
     ),
     pytest.param(
@@ -62,12 +62,12 @@ CASES = [
     # §6.2 --port inside the reserved set on a role without ports
     pytest.param(
         _pair({"extraArgs": ["--port", "5557"]}, {}, router=LLMD),
-        [("6.2", "spec.router", INV)],
+        [("port-flag.reserved", "spec.router", INV)],
         id="6.2-kv-events-with-router",
     ),
     pytest.param(
         _pair({"extraArgs": ["--port=8998"]}, {}, **CACHE),
-        [("6.2", "spec.roles[0].extraArgs", INV)],
+        [("port-flag.reserved", "spec.roles[0].extraArgs", INV)],
         id="6.2-bootstrap-with-cache",
     ),
     pytest.param(
@@ -83,7 +83,7 @@ CASES = [
     # §7 router
     pytest.param(
         deployment(router={"name": "vllm-router", "extraArgs": ["--port=1", "--po=2"]}),
-        [("7.1", "spec.router.extraArgs[0]", INV)],
+        [("router.owned-flag", "spec.router.extraArgs[0]", INV)],
         id="7.1-owned-exact-only",
     ),
     pytest.param(
@@ -93,7 +93,7 @@ CASES = [
     ),
     pytest.param(
         deployment(router={"name": "vllm-router", "disaggregationThresholdTokens": 0}),
-        [("7.2", "spec.router.disaggregationThresholdTokens", INV)],
+        [("router.field-llm-d-only", "spec.router.disaggregationThresholdTokens", INV)],
         id="7.2-threshold-elsewhere",
     ),
     pytest.param(
@@ -103,29 +103,29 @@ CASES = [
     ),
     pytest.param(
         deployment(router={"name": "vllm-router"}, engine="SGLang"),
-        [("7.3", "spec.router.name", INV)],
+        [("router.engine-not-fronted", "spec.router.name", INV)],
         id="7.3-vllm-router-sglang",
     ),
     pytest.param(
         deployment(router={"name": "sglang-gateway"}),
-        [("7.3", "spec.router.name", INV)],
+        [("router.engine-not-fronted", "spec.router.name", INV)],
         id="7.3-gateway-vllm",
     ),
     pytest.param(deployment(router=LLMD, engine="SGLang"), [], id="7.3-7.4-llm-d-sglang"),
     pytest.param(
         deployment(role(ports=[{"port": 8000, "protocol": "UDP"}]), router=LLMD),
-        [("7.5a", "spec.router", INV)],
+        [("router.port-not-tcp", "spec.router", INV)],
         id="7.5a-udp",
     ),
     pytest.param(
         deployment(role(extraArgs=["--ssl-keyfile", "/k"]), router=LLMD),
-        [("7.5b", "spec.router", INV)],
+        [("router.tls-endpoint", "spec.router", INV)],
         id="7.5b-tls",
     ),
     pytest.param(deployment(role(extraArgs=["--ssl-keyfile", "/k"])), [], id="7.5b-no-router"),
     pytest.param(
         _pair({}, {"extraArgs": ["--port", "8000"]}, router=LLMD),
-        [("7.5c", "spec.router", INV)],
+        [("router.decoder-own-port", "spec.router", INV)],
         id="7.5c-decoder-own-port",
     ),
     pytest.param(
@@ -144,7 +144,7 @@ CASES = [
     ),
     pytest.param(
         deployment(role("a", ports=[{"port": 9000}]), role("b"), router=LLMD),
-        [("7.6", "spec.router", INV)],
+        [("router.serving-ports-differ", "spec.router", INV)],
         id="7.6-ports-differ",
     ),
     pytest.param(

@@ -1,5 +1,5 @@
-"""The review pipeline (admission.md §1–§4): schema, mutation, validation, the two webhooks,
-and every example under ``examples/`` admitted."""
+"""The review pipeline (docs/contract/admission.md §1–§4): schema, mutation, validation, the two
+webhooks, and every example under ``examples/`` admitted."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from admission_support import (
     stored,
 )
 
-from gpustack_render import cli
 from gpustack_render.admission import GROUP_KIND, validate_deployment
-from gpustack_render.errors import VerdictKind
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.cli import commands as cli
+from gpustack_render.core.errors import VerdictKind
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 
@@ -31,22 +31,22 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yam
     [
         pytest.param(
             lambda d: d["spec"]["roles"][0].update(replicas=2000),
-            [("schema", "spec.roles[0].replicas", "FieldValueInvalid")],
+            [("schema.violation", "spec.roles[0].replicas", "FieldValueInvalid")],
             id="bound",
         ),
         pytest.param(
             lambda d: d["spec"]["roles"][0].update(template={}),
-            [("schema", "spec.roles[0].template", "FieldValueForbidden")],
+            [("schema.violation", "spec.roles[0].template", "FieldValueForbidden")],
             id="unknown-field",
         ),
         pytest.param(
             lambda d: d["spec"]["engine"].update(name="TGI"),
-            [("schema", "spec.engine.name", "FieldValueNotSupported")],
+            [("schema.violation", "spec.engine.name", "FieldValueNotSupported")],
             id="enum",
         ),
         pytest.param(
             lambda d: d["spec"]["engine"].pop("image"),
-            [("schema", "spec.engine.image", "FieldValueRequired")],
+            [("schema.violation", "spec.engine.image", "FieldValueRequired")],
             id="required",
         ),
     ],
@@ -66,7 +66,7 @@ def test_schema_errors_refuse_like_the_api_server(
 
 def test_no_object() -> None:
     verdict = review(None, operation="CREATE")
-    assert causes(verdict) == [("schema", "", "FieldValueRequired")]
+    assert causes(verdict) == [("schema.violation", "", "FieldValueRequired")]
 
 
 def test_refusal_shape() -> None:
@@ -85,14 +85,16 @@ def test_generate_name_uses_a_placeholder_suffix() -> None:
     obj["metadata"] = {"generateName": "d" * 36 + "-", "namespace": NAMESPACE}
     assert review(obj).allowed  # 37 + 5 + 1 + 20 = 63
     obj["metadata"]["generateName"] = "d" * 37 + "-"
-    assert [c[0] for c in causes(review(obj))] == ["R12"]
+    assert [c[0] for c in causes(review(obj))] == ["names.invalid-service-name"]
 
 
 def test_validating_webhook_matches_review_on_stored_objects() -> None:
     obj = deployment(role("a"), role("b", extraArgs=["--kv-events-config", "{}"]))
     request = AdmissionRequest(operation="CREATE", object=obj, namespace=NAMESPACE, name="qwen")
     verdict = validate_deployment(request, lookups=lookups_of(), settings=Settings())
-    assert [(e.origin, e.field) for e in verdict.errors] == [("R1", "spec.roles[1].extraArgs[0]")]
+    assert [(e.origin, e.field) for e in verdict.errors] == [
+        ("args.owned-flag", "spec.roles[1].extraArgs[0]")
+    ]
     good = stored(deployment(role("a")))
     request = AdmissionRequest(operation="UPDATE", object=good, old_object=good)
     assert validate_deployment(request, lookups=lookups_of(), settings=Settings()).allowed
@@ -111,19 +113,16 @@ def test_lookups_are_memoised_per_request() -> None:
     inner = lookups_of()
 
     class Counting:
-        def __getattr__(self, name: str) -> Any:
-            def read(*args: Any) -> Any:
-                reads.append(name)
-                return getattr(inner, name)(*args)
-
-            return read
+        def get(self, kind: type[Any], namespace: str, name: str) -> Any:
+            reads.append(kind.__name__)
+            return inner.get(kind, namespace, name)
 
     obj = deployment(*[role(f"r{i}") for i in range(5)])
     request = AdmissionRequest(operation="CREATE", object=obj, namespace=NAMESPACE)
     from gpustack_render.admission import review_deployment
 
     assert review_deployment(request, lookups=Counting(), settings=Settings()).allowed
-    assert reads == ["instance_type"]
+    assert reads == ["InstanceType"]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])

@@ -1,5 +1,5 @@
-"""UPDATE: identity and frozen fields (admission.md §11), grandfathered stored state, deletion
-exemptions (§16) and DELETE."""
+"""UPDATE: identity and frozen fields (docs/contract/admission.md §11), grandfathered stored state,
+deletion exemptions (§16) and DELETE."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from admission_support import (
     role,
 )
 
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.settings import Settings
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.decoding import decode_deployment
 
 INV, FORB = "FieldValueInvalid", "FieldValueForbidden"
-CACHE = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
+CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 LLMD = {"name": "llm-d-router"}
 OBJECTS = [*default_objects(), *cache_chain()]
 
@@ -58,32 +58,48 @@ PAIR = pd(
 
 IDENTITY = [
     pytest.param(
-        BASE, edit(BASE, model={"name": "other"}), [("11", "spec.model", INV)], id="model"
+        BASE,
+        edit(BASE, model={"name": "other"}),
+        [("identity.field-changed", "spec.model", INV)],
+        id="model",
     ),
     pytest.param(
         BASE,
         edit(BASE, model={"name": "Qwen/Qwen3-8B", "artifactRef": {"name": "w"}}),
-        [("12", "spec.model.artifactRef", FORB), ("11", "spec.model", INV)],
+        [
+            ("release.field-not-delivered", "spec.model.artifactRef", FORB),
+            ("identity.field-changed", "spec.model", INV),
+        ],
         id="model-deep",
     ),
     pytest.param(
         BASE,
         edit(BASE, engine={"name": "SGLang", "image": "runner:1"}),
-        [("11", "spec.engine.name", INV)],
+        [("identity.field-changed", "spec.engine.name", INV)],
         id="engine-name",
     ),
-    pytest.param(BASE, edit(BASE, **CACHE), [("11", "spec.kvCache", INV)], id="kv-cache-added"),
-    pytest.param(edit(BASE, **CACHE), BASE, [("11", "spec.kvCache", INV)], id="kv-cache-removed"),
+    pytest.param(
+        BASE,
+        edit(BASE, **CACHE),
+        [("identity.field-changed", "spec.kvCache", INV)],
+        id="kv-cache-added",
+    ),
+    pytest.param(
+        edit(BASE, **CACHE),
+        BASE,
+        [("identity.field-changed", "spec.kvCache", INV)],
+        id="kv-cache-removed",
+    ),
     pytest.param(
         edit(BASE, **CACHE),
         edit(BASE, kvCache={"poolRef": {"name": "other"}}),
-        [("11", "spec.kvCache", INV)],
+        [("identity.field-changed", "spec.kvCache", INV)],
         id="kv-cache-pool-ref",
     ),
     pytest.param(
         edit(BASE, router=LLMD),
         edit(BASE, router={"name": "vllm-router"}),
-        [("11", "spec.router.name", INV)],
+        [("identity.field-changed", "spec.router.name", INV)],
         id="router-renamed",
     ),
     pytest.param(BASE, edit(BASE, router=LLMD), [], id="router-added"),
@@ -91,7 +107,7 @@ IDENTITY = [
     pytest.param(
         BASE,
         deployment(role("server", resources={"accelerator": 1}), role("extra")),
-        [("11", "spec.roles[1].name", INV)],
+        [("identity.field-changed", "spec.roles[1].name", INV)],
         id="role-added",
     ),
     pytest.param(
@@ -99,22 +115,25 @@ IDENTITY = [
             role("a", resources={"accelerator": 1}), role("b", resources={"accelerator": 1})
         ),
         deployment(role("a", resources={"accelerator": 1})),
-        [("11", "spec.roles", INV)],
+        [("identity.field-changed", "spec.roles", INV)],
         id="role-removed",
     ),
     pytest.param(
         BASE,
         deployment(role("renamed", resources={"accelerator": 1})),
-        [("11", "spec.roles[0].name", INV), ("11", "spec.roles", INV)],
+        [
+            ("identity.field-changed", "spec.roles[0].name", INV),
+            ("identity.field-changed", "spec.roles", INV),
+        ],
         id="role-renamed",
     ),
     pytest.param(
         PAIR,
         edit_role(PAIR, 0, kind=None),
         [
-            ("R15a", "spec.roles[0].kind", INV),
-            ("R15a", "spec.roles[1].kind", INV),
-            ("11", "spec.roles[0].kind", INV),
+            ("kinds.server-mixed", "spec.roles[0].kind", INV),
+            ("kinds.server-mixed", "spec.roles[1].kind", INV),
+            ("identity.field-changed", "spec.roles[0].kind", INV),
         ],
         id="kind-restated-without-kind",
     ),
@@ -161,12 +180,17 @@ HOST = {"mountPath": "/data", "hostPath": {"path": "/srv"}}
 @pytest.mark.parametrize(
     ("old_role", "new_role", "expected"),
     [
-        pytest.param({}, {"privileged": True}, [("8.2", "spec.roles[0].privileged", FORB)], id="p"),
+        pytest.param(
+            {},
+            {"privileged": True},
+            [("host-access.not-allowed", "spec.roles[0].privileged", FORB)],
+            id="p",
+        ),
         pytest.param({"privileged": True}, {"privileged": True}, [], id="privilege-kept"),
         pytest.param(
             {},
             {"additionalVolumes": [HOST]},
-            [("8.2", "spec.roles[0].additionalVolumes[0].hostPath", FORB)],
+            [("host-access.not-allowed", "spec.roles[0].additionalVolumes[0].hostPath", FORB)],
             id="host-path-new",
         ),
         pytest.param(
@@ -182,13 +206,13 @@ HOST = {"mountPath": "/data", "hostPath": {"path": "/srv"}}
         pytest.param(
             {"additionalVolumes": [{**HOST, "readOnly": True}]},
             {"additionalVolumes": [HOST]},
-            [("8.2", "spec.roles[0].additionalVolumes[0].hostPath", FORB)],
+            [("host-access.not-allowed", "spec.roles[0].additionalVolumes[0].hostPath", FORB)],
             id="host-path-broader-write",
         ),
         pytest.param(
             {"additionalVolumes": [HOST]},
             {"additionalVolumes": [{"mountPath": "/d", "hostPath": {"path": "/srvx"}}]},
-            [("8.2", "spec.roles[0].additionalVolumes[0].hostPath", FORB)],
+            [("host-access.not-allowed", "spec.roles[0].additionalVolumes[0].hostPath", FORB)],
             id="host-path-sibling",
         ),
     ],
@@ -215,7 +239,9 @@ def test_service_name_exemption_for_stored_roles() -> None:
     old = deployment(role("r" * 20, resources={"accelerator": 1}), name=name)
     new = edit_role(old, 0, replicas=2)
     assert review(new, OBJECTS, old=as_stored(old)).allowed
-    assert causes(review(new, OBJECTS)) == [("R12", "spec.roles[0].name", INV)]
+    assert causes(review(new, OBJECTS)) == [
+        ("names.invalid-service-name", "spec.roles[0].name", INV)
+    ]
 
 
 def test_port_flag_grandfathered_until_edited() -> None:
@@ -225,7 +251,7 @@ def test_port_flag_grandfathered_until_edited() -> None:
     assert review(edit_role(old, 0, replicas=2), OBJECTS, old=as_stored(old)).allowed
     changed = edit_role(old, 0, extraArgs=["--port", "2"])
     assert causes(review(changed, OBJECTS, old=as_stored(old))) == [
-        ("6.1", "spec.roles[0].extraArgs", INV)
+        ("port-flag.differs-from-declared", "spec.roles[0].extraArgs", INV)
     ]
 
 
@@ -243,7 +269,9 @@ def test_reserved_port_collision_stored_vs_created() -> None:
     bare = edit(stored)
     del bare["spec"]["router"]
     assert review(bare, OBJECTS).allowed
-    assert causes(review(stored, OBJECTS, old=as_stored(bare))) == [("6.2", "spec.router", INV)]
+    assert causes(review(stored, OBJECTS, old=as_stored(bare))) == [
+        ("port-flag.reserved", "spec.router", INV)
+    ]
 
 
 def test_served_name_grandfathered_when_unchanged() -> None:
@@ -251,9 +279,11 @@ def test_served_name_grandfathered_when_unchanged() -> None:
     assert review(edit_role(old, 0, replicas=2), OBJECTS, old=as_stored(old)).allowed
     changed = edit_role(old, 0, extraArgs=["--served-model-name", "y"])
     assert causes(review(changed, OBJECTS, old=as_stored(old))) == [
-        ("8.1", "spec.roles[0].extraArgs", INV)
+        ("served-name.mismatch", "spec.roles[0].extraArgs", INV)
     ]
-    assert causes(review(old, OBJECTS)) == [("8.1", "spec.roles[0].extraArgs", INV)]
+    assert causes(review(old, OBJECTS)) == [
+        ("served-name.mismatch", "spec.roles[0].extraArgs", INV)
+    ]
 
 
 def test_kv_cache_dtype_not_grandfathered_except_deletion() -> None:
@@ -262,7 +292,7 @@ def test_kv_cache_dtype_not_grandfathered_except_deletion() -> None:
     )
     new = edit_role(old, 0, replicas=2)
     assert causes(review(new, OBJECTS, old=as_stored(old))) == [
-        ("10.3", "spec.roles[0].extraArgs[0]", INV)
+        ("kv-cache.dtype-flag-owned", "spec.roles[0].extraArgs[0]", INV)
     ]
     deleting = copy.deepcopy(new)
     deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
@@ -277,7 +307,7 @@ def test_deleting_object_skips_instance_type_rules() -> None:
     deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
     deleting["metadata"]["finalizers"] = []
     assert causes(review(old, OBJECTS)) == [
-        ("9.1", "spec.roles[0].instanceType", "FieldValueNotFound")
+        ("instance-type.must-exist", "spec.roles[0].instanceType", "FieldValueNotFound")
     ]
     verdict = review(deleting, OBJECTS, old=as_stored(old))
     assert verdict.allowed and not verdict.patch
@@ -291,7 +321,7 @@ def test_deleting_object_still_runs_object_rules() -> None:
     deleting = copy.deepcopy(old)
     deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
     assert causes(review(deleting, OBJECTS, old=as_stored(old))) == [
-        ("R4", "spec.roles[0].env[0]", INV)
+        ("env.owned-name", "spec.roles[0].env[0]", INV)
     ]
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_render import cli
-from gpustack_render.crd import all_crds
-from gpustack_render.yamlio import load_documents
+from gpustack_render.cli import commands as cli
+from gpustack_render.cli.yamlio import load_documents
+from gpustack_render.schema.crd import all_crds
 
 MD = """\
 apiVersion: worker.gpustack.ai/v1

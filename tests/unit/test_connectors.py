@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from gpustack_render import connectors as c
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.engines import connectors as c
+from gpustack_render.engines import owned
 
 
 def backend(
@@ -329,7 +330,7 @@ def test_observability_and_defaulted_env() -> None:
         {"name": "MC_TE_METRIC", "value": "1"},
         {"name": "MC_STORE_CLIENT_METRIC_BANDWIDTH", "value": "1"},
     ]
-    assert c.defaulted_env(c.ENV_MC_FORCE_TCP) == {"name": "MC_FORCE_TCP", "value": "1"}
+    assert c.defaulted_env(owned.MC_FORCE_TCP_ENV) == {"name": "MC_FORCE_TCP", "value": "1"}
 
 
 def test_compact_json_escapes_like_go() -> None:

@@ -1,4 +1,4 @@
-"""When departure events fire and how repeats are recorded (controller.md §16, D24).
+"""When departure events fire and how repeats are recorded (docs/contract/controller.md §16, D24).
 
 §16: the departure events are "emitted on every pass while true (the API server aggregates
 identical events)"; D24: the controller aggregates itself — a repeat of the same (object,
@@ -16,8 +16,8 @@ from typing import Any
 
 from gpustack_controller.kube import ApiError
 from gpustack_controller.recorder import EventRecorder
-from gpustack_render.events import REPLICA_RESTARTED, departure_events
-from gpustack_render.observed import ObservedPod
+from gpustack_render.reconcile.events import REPLICA_RESTARTED, departure_events
+from gpustack_render.reconcile.observed import ObservedPod
 
 MD: dict[str, Any] = {
     "apiVersion": "worker.gpustack.ai/v1",

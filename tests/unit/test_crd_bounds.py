@@ -1,4 +1,4 @@
-"""Every bound, default, enum and list-map key of reference/api.md, read back from the
+"""Every bound, default, enum and list-map key of docs/contract/api-notes.md, read back from the
 generated CRDs (``gpustack-render crds``), one row each."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_render.crd import all_crds
+from gpustack_render.schema.crd import all_crds
 
 ROLE = "spec.roles[]"
 

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpustack_render.crd import all_crds, crd_file_name
-from gpustack_render.naming import is_dns1123_label
-from gpustack_render.yamlio import dump_yaml_one, load_documents
+from gpustack_render.cli.yamlio import dump_yaml_one, load_documents
+from gpustack_render.core.naming import is_dns1123_label
+from gpustack_render.schema.crd import all_crds, crd_file_name
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -20,7 +20,8 @@ def _md() -> dict[str, Any]:
 
 def _role_schema() -> dict[str, Any]:
     root = _md()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return root["properties"]["spec"]["properties"]["roles"]["items"]
+    items: dict[str, Any] = root["properties"]["spec"]["properties"]["roles"]["items"]
+    return items
 
 
 def test_committed_crds_match_the_models() -> None:

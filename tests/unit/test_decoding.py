@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.errors import ErrorType
+from gpustack_render.core.errors import ErrorType
+from gpustack_render.schema.decoding import decode_deployment
 
 BASE: dict[str, Any] = {
     "apiVersion": "worker.gpustack.ai/v1",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpustack_render.api import ModelDeployment
-from gpustack_render.apidoc import api_reference, field_rows
+from gpustack_render.schema.apidoc import api_reference, field_rows
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import json
 
-from gpustack_render import errors
-from gpustack_render.errors import ErrorList, ErrorType, Verdict, VerdictKind
-from gpustack_render.paths import ROLES, FieldPath
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, ErrorType, Verdict, VerdictKind
+from gpustack_render.core.paths import ROLES, FieldPath
 
 
 def test_paths_render_with_json_names() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_render import cli
-from gpustack_render.yamlio import load_documents
+from gpustack_render.cli import commands as cli
+from gpustack_render.cli.yamlio import load_documents
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gpustack_render.api.modeldeployment import ModelDeployment
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.hashing import (
+from gpustack_render.core.labels import MIN_RENDER_VERSION, POD_SPEC_HASH, RENDER_VERSION
+from gpustack_render.rendering.hashing import (
     CURRENT_RENDER_VERSION,
     MIN_SUPPORTED_RENDER_VERSION,
     HashBindings,
@@ -23,7 +23,7 @@ from gpustack_render.hashing import (
     role_hash_input,
     spec_hash_input,
 )
-from gpustack_render.labels import MIN_RENDER_VERSION, POD_SPEC_HASH, RENDER_VERSION
+from gpustack_render.schema.decoding import decode_deployment
 
 
 def _md(**role: Any) -> ModelDeployment:

@@ -1,4 +1,5 @@
-"""The Pod contract (kv-injection.md §1, steps 1–6 of §2): label, annotation vocabulary, values."""
+"""The Pod contract (docs/contract/kv-injection.md §1, steps 1–6 of §2): label, annotation
+vocabulary, values."""
 
 from __future__ import annotations
 
@@ -26,26 +27,44 @@ def test_label_gate(labels: dict[str, object], expected: bool) -> None:
 
 
 REFUSED = [
-    pytest.param({P + "client-config": "{}"}, "K1", id="K1-client-config"),
-    pytest.param({P + "injected": "{}"}, "K1", id="K1-injected"),
-    pytest.param({P + "bindings": "x"}, "K2", id="K2-typo"),
-    pytest.param({P + "inject": "true"}, "K2", id="K2-label-key-as-annotation"),
-    pytest.param({P + "zzz": "x", P + "injected": "{}"}, "K1", id="sorted-first-written"),
-    pytest.param({P + "aaa": "x", P + "injected": "{}"}, "K2", id="sorted-first-unknown"),
-    pytest.param({P + "domain": ""}, "K3", id="K3-empty-value"),
-    pytest.param({P + "domain": "x", P + "engine": None}, "K3", id="K3-before-engine"),
-    pytest.param({P + "engine": None}, "E1", id="E1-missing"),
-    pytest.param({P + "engine": "vllm"}, "E1", id="E1-lowercase"),
-    pytest.param({P + "engine": "SGlang"}, "E1", id="E1-case"),
-    pytest.param({P + "engine": " vLLM"}, "E1", id="E1-not-trimmed"),
-    pytest.param({P + "engine": "vllm-ascend"}, "E2", id="E2-ascend-spelling"),
-    pytest.param({P + "engine": "SGLang", P + "manufacturer": "ascend"}, "E3", id="E3-sglang"),
-    pytest.param({P + "manufacturer": "Ascend"}, "E4", id="E4-case"),
-    pytest.param({P + "manufacturer": "nvidia"}, "E4", id="E4-nvidia"),
-    pytest.param({P + "manufacturer": ""}, "E4", id="E4-empty"),
-    pytest.param({P + "role": "Server"}, "E5", id="E5-server"),
-    pytest.param({P + "role": "prefill"}, "E5", id="E5-lowercase"),
-    pytest.param({P + "role": "Server", P + "engine": "SGLang"}, "E5", id="E5-sglang-too"),
+    pytest.param(
+        {P + "client-config": "{}"}, "inject.written-key-submitted", id="K1-client-config"
+    ),
+    pytest.param({P + "injected": "{}"}, "inject.written-key-submitted", id="K1-injected"),
+    pytest.param({P + "bindings": "x"}, "inject.unknown-key", id="K2-typo"),
+    pytest.param({P + "inject": "true"}, "inject.unknown-key", id="K2-label-key-as-annotation"),
+    pytest.param(
+        {P + "zzz": "x", P + "injected": "{}"},
+        "inject.written-key-submitted",
+        id="sorted-first-written",
+    ),
+    pytest.param(
+        {P + "aaa": "x", P + "injected": "{}"}, "inject.unknown-key", id="sorted-first-unknown"
+    ),
+    pytest.param({P + "domain": ""}, "inject.domain-annotation", id="K3-empty-value"),
+    pytest.param(
+        {P + "domain": "x", P + "engine": None}, "inject.domain-annotation", id="K3-before-engine"
+    ),
+    pytest.param({P + "engine": None}, "inject.engine-invalid", id="E1-missing"),
+    pytest.param({P + "engine": "vllm"}, "inject.engine-invalid", id="E1-lowercase"),
+    pytest.param({P + "engine": "SGlang"}, "inject.engine-invalid", id="E1-case"),
+    pytest.param({P + "engine": " vLLM"}, "inject.engine-invalid", id="E1-not-trimmed"),
+    pytest.param(
+        {P + "engine": "vllm-ascend"}, "inject.engine-ascend-spelled", id="E2-ascend-spelling"
+    ),
+    pytest.param(
+        {P + "engine": "SGLang", P + "manufacturer": "ascend"},
+        "inject.manufacturer-without-vllm",
+        id="E3-sglang",
+    ),
+    pytest.param({P + "manufacturer": "Ascend"}, "inject.manufacturer-invalid", id="E4-case"),
+    pytest.param({P + "manufacturer": "nvidia"}, "inject.manufacturer-invalid", id="E4-nvidia"),
+    pytest.param({P + "manufacturer": ""}, "inject.manufacturer-invalid", id="E4-empty"),
+    pytest.param({P + "role": "Server"}, "inject.role-invalid", id="E5-server"),
+    pytest.param({P + "role": "prefill"}, "inject.role-invalid", id="E5-lowercase"),
+    pytest.param(
+        {P + "role": "Server", P + "engine": "SGLang"}, "inject.role-invalid", id="E5-sglang-too"
+    ),
 ]
 
 

@@ -1,4 +1,4 @@
-"""The UPDATE freeze (kv-injection.md §10) and the injection record (§9)."""
+"""The UPDATE freeze (docs/contract/kv-injection.md §10) and the injection record (§9)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_render.errors import ErrorType
+from gpustack_render.core.errors import ErrorType
 from gpustack_render.injection import InjectionRecord, freeze_pod, parse_record
 
 P = "kvcache.gpustack.ai/"
@@ -63,37 +63,52 @@ CASES = [
     pytest.param(
         PLAIN,
         pod(notes={P + "injected": None, P + "client-config": None}),
-        [("metadata.labels[kvcache.gpustack.ai/inject]", "U1")],
+        [("metadata.labels[kvcache.gpustack.ai/inject]", "freeze.inject-label-added")],
         id="label-added",
     ),
     pytest.param(
         INJECTED,
         pod(label=None),
-        [("metadata.labels[kvcache.gpustack.ai/inject]", "U2")],
+        [("metadata.labels[kvcache.gpustack.ai/inject]", "freeze.inject-label-removed")],
         id="label-removed",
     ),
     pytest.param(
         INJECTED,
         pod(label="false"),
-        [("metadata.labels[kvcache.gpustack.ai/inject]", "U2")],
+        [("metadata.labels[kvcache.gpustack.ai/inject]", "freeze.inject-label-removed")],
         id="label-changed",
     ),
     pytest.param(
         INJECTED,
         pod(notes={P + "injected": RECORD.replace("true", "false")}),
-        [("metadata.annotations[kvcache.gpustack.ai/injected]", "U3")],
+        [
+            (
+                "metadata.annotations[kvcache.gpustack.ai/injected]",
+                "freeze.written-annotation-changed",
+            )
+        ],
         id="record-edited",
     ),
     pytest.param(
         INJECTED,
         pod(notes={P + "client-config": None}),
-        [("metadata.annotations[kvcache.gpustack.ai/client-config]", "U3")],
+        [
+            (
+                "metadata.annotations[kvcache.gpustack.ai/client-config]",
+                "freeze.written-annotation-changed",
+            )
+        ],
         id="client-config-removed",
     ),
     pytest.param(
         pod(notes={P + "client-config": None}),
         pod(),
-        [("metadata.annotations[kvcache.gpustack.ai/client-config]", "U3")],
+        [
+            (
+                "metadata.annotations[kvcache.gpustack.ai/client-config]",
+                "freeze.written-annotation-changed",
+            )
+        ],
         id="client-config-added",
     ),
     pytest.param(
@@ -103,16 +118,27 @@ CASES = [
             finalizers=[],
             notes={P + "client-config": "{}"},
         ),
-        [("metadata.annotations[kvcache.gpustack.ai/client-config]", "U3")],
+        [
+            (
+                "metadata.annotations[kvcache.gpustack.ai/client-config]",
+                "freeze.written-annotation-changed",
+            )
+        ],
         id="terminating-still-frozen",
     ),
     pytest.param(
         INJECTED,
         pod(label="no", notes={P + "injected": None, P + "client-config": "{}"}),
         [
-            ("metadata.labels[kvcache.gpustack.ai/inject]", "U2"),
-            ("metadata.annotations[kvcache.gpustack.ai/client-config]", "U3"),
-            ("metadata.annotations[kvcache.gpustack.ai/injected]", "U3"),
+            ("metadata.labels[kvcache.gpustack.ai/inject]", "freeze.inject-label-removed"),
+            (
+                "metadata.annotations[kvcache.gpustack.ai/client-config]",
+                "freeze.written-annotation-changed",
+            ),
+            (
+                "metadata.annotations[kvcache.gpustack.ai/injected]",
+                "freeze.written-annotation-changed",
+            ),
         ],
         id="all-violations-together",
     ),
@@ -137,7 +163,11 @@ def test_freeze_messages() -> None:
 
 @pytest.mark.parametrize("junk", [None, {}, {"metadata": "x"}, {"metadata": {"labels": ["a"]}}])
 def test_freeze_tolerates_malformed_objects(junk: Any) -> None:
-    assert [e.origin for e in freeze_pod(INJECTED, junk)] == ["U2", "U3", "U3"]
+    assert [e.origin for e in freeze_pod(INJECTED, junk)] == [
+        "freeze.inject-label-removed",
+        "freeze.written-annotation-changed",
+        "freeze.written-annotation-changed",
+    ]
     assert freeze_pod(junk, junk) == []
 
 

@@ -10,11 +10,11 @@ import jsonpatch
 import pytest
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
-from gpustack_render.errors import Verdict, VerdictKind
+from gpustack_render.core.errors import Verdict, VerdictKind
+from gpustack_render.core.review import AdmissionRequest, Operation
+from gpustack_render.core.settings import Settings
 from gpustack_render.injection import InjectionResult, inject_pod, parse_record, review_pod
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.review import AdmissionRequest, Operation
-from gpustack_render.settings import Settings
+from gpustack_render.schema.lookups import StaticLookups
 
 P = "kvcache.gpustack.ai/"
 NS = "team-a"
@@ -125,17 +125,24 @@ def target(result: InjectionResult, index: int = 0) -> dict[str, Any]:
 # --- resolution (steps 7–12) -------------------------------------------------------------------
 
 RESOLUTION = [
-    pytest.param({P + "binding": None}, {}, "B1", id="B1-absent"),
-    pytest.param({P + "binding": ""}, {}, "B1", id="B1-empty"),
-    pytest.param({P + "binding": "team-b/chat"}, {}, "B2", id="B2-slash"),
-    pytest.param({}, {"drop": ("binding",)}, "B3", id="B3-not-found"),
+    pytest.param({P + "binding": None}, {}, "inject.binding-required", id="B1-absent"),
+    pytest.param({P + "binding": ""}, {}, "inject.binding-required", id="B1-empty"),
+    pytest.param(
+        {P + "binding": "team-b/chat"}, {}, "inject.binding-cross-namespace", id="B2-slash"
+    ),
+    pytest.param({}, {"drop": ("binding",)}, "inject.binding-not-found", id="B3-not-found"),
     pytest.param(
         {},
         {"binding": {"metadata": {"name": "chat", "namespace": "team-b"}}},
-        "B3",
+        "inject.binding-not-found",
         id="B3-other-namespace",
     ),
-    pytest.param({}, {"failing": (("KVCachePoolBinding", NS, "chat"),)}, "B4", id="B4-read-error"),
+    pytest.param(
+        {},
+        {"failing": (("KVCachePoolBinding", NS, "chat"),)},
+        "inject.binding-unreadable",
+        id="B4-read-error",
+    ),
     pytest.param(
         {},
         {
@@ -147,17 +154,22 @@ RESOLUTION = [
                 }
             }
         },
-        "B5",
+        "inject.binding-terminating",
         id="B5-terminating",
     ),
-    pytest.param({}, {"drop": ("pool",)}, "P1", id="P1-pool-missing"),
-    pytest.param({}, {"failing": (("KVCachePool", "", "dram-pool"),)}, "P2", id="P2-read-error"),
-    pytest.param({}, {"pool_status": {"conditions": []}}, "P3", id="P3-absent"),
+    pytest.param({}, {"drop": ("pool",)}, "inject.pool-not-found", id="P1-pool-missing"),
+    pytest.param(
+        {},
+        {"failing": (("KVCachePool", "", "dram-pool"),)},
+        "inject.pool-unreadable",
+        id="P2-read-error",
+    ),
+    pytest.param({}, {"pool_status": {"conditions": []}}, "inject.ledger-absent", id="P3-absent"),
     pytest.param(
         {},
         {"pool_status": {"conditions": [{"type": "QuotaLedgerAvailable", "status": "Unknown"}]}},
-        "P4",
-        id="P4",
+        "inject.ledger-unknown",
+        id="inject.ledger-unknown",
     ),
     pytest.param(
         {},
@@ -173,14 +185,22 @@ RESOLUTION = [
                 ]
             }
         },
-        "P5",
+        "inject.ledger-unavailable",
         id="P5-unreachable",
     ),
-    pytest.param({}, {"drop": ("backend",)}, "P7", id="P7-backend-missing"),
+    pytest.param({}, {"drop": ("backend",)}, "inject.backend-not-found", id="P7-backend-missing"),
     pytest.param(
-        {}, {"failing": (("KVCacheBackend", "", "dram-backend"),)}, "P8", id="P8-read-error"
+        {},
+        {"failing": (("KVCacheBackend", "", "dram-backend"),)},
+        "inject.backend-unreadable",
+        id="P8-read-error",
     ),
-    pytest.param({}, {"pool_status": {"clientEndpoint": ""}}, "P9", id="P9-no-endpoint"),
+    pytest.param(
+        {},
+        {"pool_status": {"clientEndpoint": ""}},
+        "inject.pool-without-endpoint",
+        id="P9-no-endpoint",
+    ),
     pytest.param(
         {},
         {
@@ -189,10 +209,12 @@ RESOLUTION = [
                 "connection": {"managed": {"members": [{}, {"transport": {"protocol": "TCP"}}]}},
             }
         },
-        "T1",
+        "inject.transport-mixed",
         id="T1-mixed",
     ),
-    pytest.param({P + "manufacturer": "ascend"}, {}, "T2", id="T2-ascend-on-tcp"),
+    pytest.param(
+        {P + "manufacturer": "ascend"}, {}, "inject.transport-unsupported", id="T2-ascend-on-tcp"
+    ),
 ]
 
 
@@ -212,18 +234,20 @@ def test_p6_pool_without_backend() -> None:
     lookups.pools["dram-pool"] = pool.model_copy(
         update={"spec": pool.spec.model_copy(update={"backends": []})}
     )
-    assert rule(run(make_pod(), lookups)) == "P6"
+    assert rule(run(make_pod(), lookups)) == "inject.pool-without-backend"
 
 
 @pytest.mark.parametrize(
     ("lookup", "facts"),
     [
-        pytest.param({"drop": ("binding",)}, ["'chat'", "'team-a'"], id="B3"),
-        pytest.param({"drop": ("pool",)}, ["'chat'", "'team-a'", "'dram-pool'"], id="P1"),
+        pytest.param({"drop": ("binding",)}, ["'chat'", "'team-a'"], id="inject.binding-not-found"),
+        pytest.param(
+            {"drop": ("pool",)}, ["'chat'", "'team-a'", "'dram-pool'"], id="inject.pool-not-found"
+        ),
         pytest.param(
             {"failing": (("KVCachePool", "", "dram-pool"),)},
             ["'dram-pool'", "injected failure"],
-            id="P2",
+            id="inject.pool-unreadable",
         ),
         pytest.param(
             {
@@ -239,9 +263,11 @@ def test_p6_pool_without_backend() -> None:
                 }
             },
             ["'dram-pool'", "LedgerUnreachable", "dial tcp: refused"],
-            id="P5",
+            id="inject.ledger-unavailable",
         ),
-        pytest.param({"drop": ("backend",)}, ["'dram-pool'", "'dram-backend'"], id="P7"),
+        pytest.param(
+            {"drop": ("backend",)}, ["'dram-pool'", "'dram-backend'"], id="inject.backend-not-found"
+        ),
         pytest.param(
             {
                 "backend_spec": {
@@ -252,7 +278,7 @@ def test_p6_pool_without_backend() -> None:
                 }
             },
             ['"efa"', '"rdma"', "NotSupportedTransport", "vllm"],
-            id="T1",
+            id="inject.transport-mixed",
         ),
     ],
 )
@@ -280,7 +306,7 @@ def test_t2_unconstrained_engine_with_empty_offers() -> None:
         update={"spec": backend.spec.model_copy(update={"transport": transport})}
     )
     result = run(make_pod(), lookups)
-    assert rule(result) == "T2"
+    assert rule(result) == "inject.transport-unsupported"
     assert result.refusal is not None and '[""]' in result.refusal.message
 
 
@@ -305,25 +331,29 @@ SIDE = {"name": "proxy", "image": "envoy", "command": ["envoy"]}
 @pytest.mark.parametrize(
     ("pod", "expected"),
     [
-        pytest.param(make_pod(containers=[]), "C1", id="C1-none"),
-        pytest.param(make_pod(spec={"containers": None}), "C1", id="C1-null"),
+        pytest.param(make_pod(containers=[]), "inject.no-containers", id="C1-none"),
+        pytest.param(make_pod(spec={"containers": None}), "inject.no-containers", id="C1-null"),
         pytest.param(
-            make_pod(containers=[SIDE, {**SIDE, "name": "server"}]), "C2", id="C2-two-unnamed"
+            make_pod(containers=[SIDE, {**SIDE, "name": "server"}]),
+            "inject.container-unnamed",
+            id="C2-two-unnamed",
         ),
         pytest.param(
             make_pod(annotations={P + "container": ""}, containers=[SIDE, {**SIDE, "name": "b"}]),
-            "C2",
+            "inject.container-unnamed",
             id="C2-empty-name",
         ),
         pytest.param(
             make_pod(
                 annotations={P + "container": "setup"}, spec={"initContainers": [{"name": "setup"}]}
             ),
-            "C3",
-            id="C3",
+            "inject.init-container",
+            id="inject.init-container",
         ),
         pytest.param(
-            make_pod(annotations={P + "container": "main"}), "C4", id="C4-single-misnamed"
+            make_pod(annotations={P + "container": "main"}),
+            "inject.container-not-found",
+            id="C4-single-misnamed",
         ),
     ],
 )
@@ -349,62 +379,88 @@ def test_c2_names_count_and_containers() -> None:
 
 OWNED = [
     pytest.param(
-        "vLLM", {"env": [{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}]}, None, "O1", id="O1-vllm"
+        "vLLM",
+        {"env": [{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}]},
+        None,
+        "inject.owned-env",
+        id="O1-vllm",
     ),
     pytest.param(
-        "vLLM", {"args": ["serve", "--kv-transfer-config", "{}"]}, None, "O2", id="O2-exact"
+        "vLLM",
+        {"args": ["serve", "--kv-transfer-config", "{}"]},
+        None,
+        "inject.owned-flag",
+        id="O2-exact",
     ),
     pytest.param(
         "vLLM",
         {"args": ["--kv_transfer_config.kv_role=kv_both"]},
         None,
-        "O2",
+        "inject.owned-flag",
         id="O2-underscore-dotted",
     ),
-    pytest.param("vLLM", {"args": ["--kv-transfer-conf={}"]}, None, "O2", id="O2-prefix"),
+    pytest.param(
+        "vLLM", {"args": ["--kv-transfer-conf={}"]}, None, "inject.owned-flag", id="O2-prefix"
+    ),
     pytest.param(
         "vLLM",
         {"command": ["vllm", "serve", "--kv-transfer-config={}"], "args": None},
         None,
-        "O2",
+        "inject.owned-flag",
         id="O2-in-command",
     ),
     pytest.param(
-        "SGLang", {"args": ["--hicache-storage-backend=mooncake"]}, None, "O2", id="O2-sglang"
+        "SGLang",
+        {"args": ["--hicache-storage-backend=mooncake"]},
+        None,
+        "inject.owned-flag",
+        id="O2-sglang",
     ),
     pytest.param(
-        "SGLang", {"args": ["--hicache-storage-b", "file"]}, None, "O2", id="O2-sglang-prefix"
+        "SGLang",
+        {"args": ["--hicache-storage-b", "file"]},
+        None,
+        "inject.owned-flag",
+        id="O2-sglang-prefix",
     ),
-    pytest.param("vLLM", {"args": ["--kv-cache-dtype", "fp8"]}, None, "O3", id="O3-exact"),
-    pytest.param("vLLM", {"args": ["--kv_cache_dtype=fp8"]}, None, "O3", id="O3-underscore"),
-    pytest.param("vLLM", {"args": ["--kv-cache", "fp8"]}, None, "O3", id="O3-prefix"),
-    pytest.param("SGLang", {"args": ["--kv-cache-dtype=fp8_e5m2"]}, None, "O3", id="O3-sglang"),
+    pytest.param(
+        "vLLM", {"args": ["--kv-cache-dtype", "fp8"]}, None, "inject.dtype-flag", id="O3-exact"
+    ),
+    pytest.param(
+        "vLLM", {"args": ["--kv_cache_dtype=fp8"]}, None, "inject.dtype-flag", id="O3-underscore"
+    ),
+    pytest.param(
+        "vLLM", {"args": ["--kv-cache", "fp8"]}, None, "inject.dtype-flag", id="O3-prefix"
+    ),
+    pytest.param(
+        "SGLang", {"args": ["--kv-cache-dtype=fp8_e5m2"]}, None, "inject.dtype-flag", id="O3-sglang"
+    ),
     pytest.param(
         "vLLM",
         {},
         {"volumes": [{"name": "gpustack-kvcache-config", "emptyDir": {}}]},
-        "O4",
-        id="O4",
+        "inject.owned-volume",
+        id="inject.owned-volume",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "gpustack-kvcache-config", "mountPath": "/x"}]},
         None,
-        "O5",
-        id="O5",
+        "inject.owned-mount-name",
+        id="inject.owned-mount-name",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "cfg", "mountPath": "/etc/gpustack/kvcache"}]},
         None,
-        "O6",
-        id="O6",
+        "inject.owned-mount-path",
+        id="inject.owned-mount-path",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "cfg", "mountPath": "/etc/gpustack/kvcache/"}]},
         None,
-        "O6",
+        "inject.owned-mount-path",
         id="O6-trailing-slash",
     ),
     # Paths compare as paths, both ways: a file mounted over the projected one with subPath,
@@ -421,56 +477,64 @@ OWNED = [
             ]
         },
         None,
-        "O6",
+        "inject.owned-mount-path",
         id="O6-subpath-file-inside",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack/kvcache/x/y"}]},
         None,
-        "O6",
+        "inject.owned-mount-path",
         id="O6-inside",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack"}]},
         None,
-        "O6",
+        "inject.owned-mount-path",
         id="O6-parent",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "//etc/./gpustack/x/../kvcache//"}]},
         None,
-        "O6",
+        "inject.owned-mount-path",
         id="O6-unnormalised",
     ),
     pytest.param(
         "SGLang",
         {"envFrom": [{"configMapRef": {"name": "mine"}}]},
         None,
-        "F3",
+        "inject.env-from-owned-prefix",
         id="F3-env-from-no-prefix",
     ),
     pytest.param(
         "SGLang",
         {"envFrom": [{"prefix": "APP_", "secretRef": {"name": "s"}}, {"prefix": "SGLANG_HI"}]},
         None,
-        "F3",
+        "inject.env-from-owned-prefix",
         id="F3-env-from-prefix-that-spells-it",
     ),
     pytest.param(
         "SGLang",
         {"env": [{"name": "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", "value": "/c"}]},
         None,
-        "F1",
-        id="F1",
+        "inject.config-source-env",
+        id="inject.config-source-env",
     ),
     pytest.param(
-        "SGLang", {"args": ["--hicache-storage-backend-extra-config", "{}"]}, None, "F2", id="F2"
+        "SGLang",
+        {"args": ["--hicache-storage-backend-extra-config", "{}"]},
+        None,
+        "inject.config-source-flag",
+        id="inject.config-source-flag",
     ),
     pytest.param(
-        "SGLang", {"args": ["--hicache-storage-backend-e={}"]}, None, "F2", id="F2-prefix"
+        "SGLang",
+        {"args": ["--hicache-storage-backend-e={}"]},
+        None,
+        "inject.config-source-flag",
+        id="F2-prefix",
     ),
     pytest.param(
         "vLLM",
@@ -479,14 +543,14 @@ OWNED = [
             "args": ["--kv-transfer-config", "{}"],
         },
         None,
-        "O1",
+        "inject.owned-env",
         id="order-env-before-flags",
     ),
     pytest.param(
         "vLLM",
         {"args": ["--kv-cache-dtype", "fp8", "--kv-transfer-config", "{}"]},
         None,
-        "O2",
+        "inject.owned-flag",
         id="order-owned-flag-before-dtype",
     ),
     pytest.param(
@@ -496,14 +560,14 @@ OWNED = [
             "args": ["--kv-cache-dtype", "x"],
         },
         None,
-        "O3",
+        "inject.dtype-flag",
         id="order-owned-before-source",
     ),
     pytest.param(
         "vLLM",
         {"command": ["bash", "-c", "vllm"], "args": ["--kv-cache-dtype", "x"]},
         None,
-        "O3",
+        "inject.dtype-flag",
         id="order-owned-before-launch",
     ),
 ]
@@ -599,7 +663,7 @@ def test_dtype_setting_off_admits_the_flag_and_renders_none() -> None:
         "--kv-transfer-config",
         '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}',
     ]
-    assert rule(run(pod)) == "O3"
+    assert rule(run(pod)) == "inject.dtype-flag"
 
 
 def test_empty_binding_dtype_renders_no_flag_and_admits_users() -> None:
@@ -847,7 +911,7 @@ def test_review_refusal_is_forbidden_without_causes() -> None:
     assert (verdict.status_code(), verdict.status_reason(), verdict.origin) == (
         403,
         "Forbidden",
-        "K3",
+        "inject.domain-annotation",
     )
     assert not verdict.errors
     assert "domain" in verdict.to_response()["status"]["message"]
@@ -874,7 +938,7 @@ def test_review_update_runs_the_freeze() -> None:
     new["metadata"]["labels"][P + "inject"] = "false"
     verdict = review(new, operation="UPDATE", old=dict(old))
     assert verdict.kind is VerdictKind.INVALID
-    assert [e.origin for e in verdict.errors] == ["U2"]
+    assert [e.origin for e in verdict.errors] == ["freeze.inject-label-removed"]
     assert verdict.to_response()["status"]["details"]["kind"] == "Pod"
 
 

@@ -1,4 +1,5 @@
-"""Launch recognition (kv-injection.md §7): transparent launchers, shells, scripts, programs."""
+"""Launch recognition (docs/contract/kv-injection.md §7): transparent launchers, shells, scripts,
+programs."""
 
 from __future__ import annotations
 
@@ -204,116 +205,262 @@ def test_admitted(
 
 
 REFUSED = [
-    pytest.param([], [], "vllm", None, "A1", id="A1-nothing"),
-    pytest.param([], [], "vllm", "true", "A1", id="A1-declared"),
-    pytest.param(["vllm"], [], "vllm", "yes", "A2", id="A2-yes"),
-    pytest.param(["vllm"], [], "vllm", "True", "A2", id="A2-case"),
-    pytest.param(["vllm"], [], "vllm", "", "A2", id="A2-empty"),
-    pytest.param([], ["vllm", "serve"], "vllm", None, "A3", id="A3-args-only"),
-    pytest.param(["env", "-S", "vllm serve"], [], "vllm", None, "A4", id="A4-S-split"),
-    pytest.param(["env", "-Svllm serve"], [], "vllm", None, "A4", id="A4-S-attached"),
-    pytest.param(["env", "-vS", "vllm serve"], [], "vllm", None, "A4", id="A4-bundle"),
+    pytest.param([], [], "vllm", None, "launch.no-command", id="A1-nothing"),
+    pytest.param([], [], "vllm", "true", "launch.no-command", id="A1-declared"),
+    pytest.param(["vllm"], [], "vllm", "yes", "launch.forwarding-value", id="A2-yes"),
+    pytest.param(["vllm"], [], "vllm", "True", "launch.forwarding-value", id="A2-case"),
+    pytest.param(["vllm"], [], "vllm", "", "launch.forwarding-value", id="A2-empty"),
     # A10: env changing a KV-cache variable at exec time; a forwarding declaration is about
     # arguments, so it never admits one.
     pytest.param(
-        ["env", "MOONCAKE_TENANT_ID=team-b-chat", *SG], [], "sglang", None, "A10", id="A10-assign"
+        ["env", "MOONCAKE_TENANT_ID=team-b-chat", *SG],
+        [],
+        "sglang",
+        None,
+        "launch.env-owned-variable",
+        id="A10-assign",
     ),
     pytest.param(
-        ["/usr/bin/env", "MOONCAKE_TENANT_ID=b", *SG], [], "sglang", None, "A10", id="A10-path"
+        ["/usr/bin/env", "MOONCAKE_TENANT_ID=b", *SG],
+        [],
+        "sglang",
+        None,
+        "launch.env-owned-variable",
+        id="A10-path",
     ),
-    pytest.param(["env", "-i", "vllm"], [], "vllm", None, "A10", id="A10-i"),
-    pytest.param(["env", "-", "vllm"], [], "vllm", None, "A10", id="A10-lone-dash"),
-    pytest.param(["env", "-iu", "FOO", "vllm"], [], "vllm", None, "A10", id="A10-bundle-i"),
-    pytest.param(["env", "--ignore-env", "vllm"], [], "vllm", "true", "A10", id="A10-long-i"),
-    pytest.param(["env", "-iS", "vllm serve"], [], "vllm", "true", "A10", id="A10-before-A4"),
-    pytest.param(["env", "-u", "MOONCAKE_TENANT_ID", *SG], [], "sglang", None, "A10", id="A10-u"),
+    pytest.param(["env", "-i", "vllm"], [], "vllm", None, "launch.env-owned-variable", id="A10-i"),
     pytest.param(
-        ["env", "MOONCAKE_CONFIG_PATH=/x", "vllm"], [], "vllm", None, "A10", id="A10-vllm"
+        ["env", "-", "vllm"], [], "vllm", None, "launch.env-owned-variable", id="A10-lone-dash"
+    ),
+    pytest.param(
+        ["env", "-iu", "FOO", "vllm"],
+        [],
+        "vllm",
+        None,
+        "launch.env-owned-variable",
+        id="A10-bundle-i",
+    ),
+    pytest.param(
+        ["env", "--ignore-env", "vllm"],
+        [],
+        "vllm",
+        "true",
+        "launch.env-owned-variable",
+        id="A10-long-i",
+    ),
+    pytest.param(
+        ["env", "-iS", "vllm serve"],
+        [],
+        "vllm",
+        "true",
+        "launch.env-owned-variable",
+        id="A10-before-A4",
+    ),
+    pytest.param(
+        ["env", "-u", "MOONCAKE_TENANT_ID", *SG],
+        [],
+        "sglang",
+        None,
+        "launch.env-owned-variable",
+        id="A10-u",
+    ),
+    pytest.param(
+        ["env", "MOONCAKE_CONFIG_PATH=/x", "vllm"],
+        [],
+        "vllm",
+        None,
+        "launch.env-owned-variable",
+        id="A10-vllm",
     ),
     pytest.param(
         ["env", "-u", "MOONCAKE_CONFIG_PATH", "vllm"],
         [],
         "vllm",
         "true",
-        "A10",
+        "launch.env-owned-variable",
         id="A10-u-declared",
     ),
     pytest.param(
-        ["env", "-uMOONCAKE_CONFIG_PATH", "vllm"], [], "vllm", None, "A10", id="A10-u-attached"
+        ["env", "-uMOONCAKE_CONFIG_PATH", "vllm"],
+        [],
+        "vllm",
+        None,
+        "launch.env-owned-variable",
+        id="A10-u-attached",
     ),
     pytest.param(
         ["env", "--unset=SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", *SG],
         [],
         "sglang",
         None,
-        "A10",
+        "launch.env-owned-variable",
         id="A10-unset-eq",
     ),
     pytest.param(
-        ["tini", "--", "env", "MOONCAKE_MASTER=x:1", *SG], [], "sglang", None, "A10", id="A10-tini"
-    ),
-    pytest.param(["env", "--split-string=vllm serve"], [], "vllm", None, "A4", id="A4-long-eq"),
-    pytest.param(
-        ["env", "--split-string", "vllm serve"], [], "vllm", None, "A4", id="A4-long-split"
-    ),
-    pytest.param(["env", "--split", "vllm serve"], [], "vllm", None, "A4", id="A4-abbreviated"),
-    pytest.param(
-        ["busybox", "env", "-S", "vllm serve"], [], "vllm", None, "A4", id="A4-through-busybox"
-    ),
-    pytest.param(["sh", "-c", "vllm serve"], [], "vllm", None, "A5", id="A5-sh-c"),
-    pytest.param(["/bin/bash", "-lc", "vllm serve"], [], "vllm", None, "A5", id="A5-bash-lc"),
-    pytest.param(["bash", "-euc", "vllm serve"], [], "vllm", None, "A5", id="A5-bundle"),
-    pytest.param(["bash", "-o", "pipefail", "-c", "x"], [], "vllm", None, "A5", id="A5-after-o"),
-    pytest.param(["sh", "-c", "x"], [], "vllm", "true", "A5", id="A5-declared"),
-    pytest.param(["tini", "--", "bash", "-c", "x"], [], "vllm", None, "A5", id="A5-after-tini"),
-    pytest.param(["./run.sh"], [], "vllm", None, "A6", id="A6-program"),
-    pytest.param(["/app/start.sh", "serve"], [], "sglang", None, "A6", id="A6-program-path"),
-    pytest.param(["sh", "/app/run.sh"], [], "vllm", None, "A6", id="A6-shell-file"),
-    pytest.param(["bash", "--", "run.sh"], [], "vllm", None, "A6", id="A6-after-double-dash"),
-    pytest.param(
-        ["bash", "-x", "-o", "errexit", "run.sh"], [], "vllm", None, "A6", id="A6-after-options"
-    ),
-    pytest.param(["tini", "--"], [], "vllm", None, "A7", id="A7-tini-dashdash"),
-    pytest.param(["tini", "--"], [], "vllm", "true", "A7", id="A7-declared"),
-    pytest.param(["tini"], [], "vllm", None, "A7", id="A7-tini"),
-    pytest.param(["env", "FOO=1"], [], "vllm", None, "A7", id="A7-env-assignment"),
-    pytest.param(["timeout", "10"], [], "vllm", None, "A7", id="A7-timeout-duration"),
-    pytest.param(["timeout"], [], "vllm", None, "A7", id="A7-timeout-no-operand"),
-    pytest.param(["env", "-u"], [], "vllm", None, "A7", id="A7-missing-option-value"),
-    pytest.param(["env", "-S"], [], "vllm", None, "A7", id="A7-opaque-nothing-after"),
-    pytest.param(["busybox"], [], "vllm", None, "A7", id="A7-busybox"),
-    pytest.param(["vllm"], [], "sglang", None, "A8", id="A8-vllm-for-sglang"),
-    pytest.param(SG, [], "vllm", None, "A8", id="A8-sglang-for-vllm"),
-    pytest.param(SG, [], "vllm-ascend", "true", "A8", id="A8-declared"),
-    pytest.param(
-        ["python", "-m", "sglang.launch_server"], [], "sglang", None, "A9", id="A9-python"
+        ["tini", "--", "env", "MOONCAKE_MASTER=x:1", *SG],
+        [],
+        "sglang",
+        None,
+        "launch.env-owned-variable",
+        id="A10-tini",
     ),
     pytest.param(
-        ["python3.11", "-m", "sglang.launch_server"], [], "sglang", None, "A9", id="A9-python3x"
+        [], ["vllm", "serve"], "vllm", None, "launch.args-without-command", id="A3-args-only"
+    ),
+    pytest.param(
+        ["env", "-S", "vllm serve"], [], "vllm", None, "launch.hidden-command-line", id="A4-S-split"
+    ),
+    pytest.param(
+        ["env", "-Svllm serve"], [], "vllm", None, "launch.hidden-command-line", id="A4-S-attached"
+    ),
+    pytest.param(
+        ["env", "-vS", "vllm serve"], [], "vllm", None, "launch.hidden-command-line", id="A4-bundle"
+    ),
+    pytest.param(
+        ["env", "--split-string=vllm serve"],
+        [],
+        "vllm",
+        None,
+        "launch.hidden-command-line",
+        id="A4-long-eq",
+    ),
+    pytest.param(
+        ["env", "--split-string", "vllm serve"],
+        [],
+        "vllm",
+        None,
+        "launch.hidden-command-line",
+        id="A4-long-split",
+    ),
+    pytest.param(
+        ["env", "--split", "vllm serve"],
+        [],
+        "vllm",
+        None,
+        "launch.hidden-command-line",
+        id="A4-abbreviated",
+    ),
+    pytest.param(
+        ["busybox", "env", "-S", "vllm serve"],
+        [],
+        "vllm",
+        None,
+        "launch.hidden-command-line",
+        id="A4-through-busybox",
+    ),
+    pytest.param(["sh", "-c", "vllm serve"], [], "vllm", None, "launch.shell-c", id="A5-sh-c"),
+    pytest.param(
+        ["/bin/bash", "-lc", "vllm serve"], [], "vllm", None, "launch.shell-c", id="A5-bash-lc"
+    ),
+    pytest.param(
+        ["bash", "-euc", "vllm serve"], [], "vllm", None, "launch.shell-c", id="A5-bundle"
+    ),
+    pytest.param(
+        ["bash", "-o", "pipefail", "-c", "x"], [], "vllm", None, "launch.shell-c", id="A5-after-o"
+    ),
+    pytest.param(["sh", "-c", "x"], [], "vllm", "true", "launch.shell-c", id="A5-declared"),
+    pytest.param(
+        ["tini", "--", "bash", "-c", "x"], [], "vllm", None, "launch.shell-c", id="A5-after-tini"
+    ),
+    pytest.param(["./run.sh"], [], "vllm", None, "launch.script", id="A6-program"),
+    pytest.param(
+        ["/app/start.sh", "serve"], [], "sglang", None, "launch.script", id="A6-program-path"
+    ),
+    pytest.param(["sh", "/app/run.sh"], [], "vllm", None, "launch.script", id="A6-shell-file"),
+    pytest.param(
+        ["bash", "--", "run.sh"], [], "vllm", None, "launch.script", id="A6-after-double-dash"
+    ),
+    pytest.param(
+        ["bash", "-x", "-o", "errexit", "run.sh"],
+        [],
+        "vllm",
+        None,
+        "launch.script",
+        id="A6-after-options",
+    ),
+    pytest.param(["tini", "--"], [], "vllm", None, "launch.nothing-to-run", id="A7-tini-dashdash"),
+    pytest.param(["tini", "--"], [], "vllm", "true", "launch.nothing-to-run", id="A7-declared"),
+    pytest.param(["tini"], [], "vllm", None, "launch.nothing-to-run", id="A7-tini"),
+    pytest.param(
+        ["env", "FOO=1"], [], "vllm", None, "launch.nothing-to-run", id="A7-env-assignment"
+    ),
+    pytest.param(
+        ["timeout", "10"], [], "vllm", None, "launch.nothing-to-run", id="A7-timeout-duration"
+    ),
+    pytest.param(
+        ["timeout"], [], "vllm", None, "launch.nothing-to-run", id="A7-timeout-no-operand"
+    ),
+    pytest.param(
+        ["env", "-u"], [], "vllm", None, "launch.nothing-to-run", id="A7-missing-option-value"
+    ),
+    pytest.param(
+        ["env", "-S"], [], "vllm", None, "launch.nothing-to-run", id="A7-opaque-nothing-after"
+    ),
+    pytest.param(["busybox"], [], "vllm", None, "launch.nothing-to-run", id="A7-busybox"),
+    pytest.param(["vllm"], [], "sglang", None, "launch.other-engine", id="A8-vllm-for-sglang"),
+    pytest.param(SG, [], "vllm", None, "launch.other-engine", id="A8-sglang-for-vllm"),
+    pytest.param(SG, [], "vllm-ascend", "true", "launch.other-engine", id="A8-declared"),
+    pytest.param(
+        ["python", "-m", "sglang.launch_server"],
+        [],
+        "sglang",
+        None,
+        "launch.unrecognised",
+        id="A9-python",
+    ),
+    pytest.param(
+        ["python3.11", "-m", "sglang.launch_server"],
+        [],
+        "sglang",
+        None,
+        "launch.unrecognised",
+        id="A9-python3x",
     ),
     pytest.param(
         ["python3", "-m", "vllm.entrypoints.openai.api_server"],
         [],
         "vllm",
         None,
-        "A9",
+        "launch.unrecognised",
         id="A9-vllm-module",
     ),
-    pytest.param(["python3", "-c", "import sglang"], [], "sglang", None, "A9", id="A9-python-c"),
-    pytest.param(["sglang"], [], "sglang", None, "A9", id="A9-sglang-binary"),
-    pytest.param(["entrypoint"], [], "vllm", None, "A9", id="A9-entrypoint"),
-    pytest.param(["run"], [], "vllm", None, "A9", id="A9-run"),
-    pytest.param(["gosu", "app", "vllm"], [], "vllm", None, "A9", id="A9-gosu"),
-    pytest.param(["chroot", "/", "vllm"], [], "vllm", None, "A9", id="A9-chroot"),
-    pytest.param(["setsid", "vllm"], [], "vllm", None, "A9", id="A9-setsid"),
     pytest.param(
-        ["timeout", "10", "-x", "vllm"], [], "vllm", None, "A9", id="A9-options-end-at-operand"
+        ["python3", "-c", "import sglang"],
+        [],
+        "sglang",
+        None,
+        "launch.unrecognised",
+        id="A9-python-c",
+    ),
+    pytest.param(["sglang"], [], "sglang", None, "launch.unrecognised", id="A9-sglang-binary"),
+    pytest.param(["entrypoint"], [], "vllm", None, "launch.unrecognised", id="A9-entrypoint"),
+    pytest.param(["run"], [], "vllm", None, "launch.unrecognised", id="A9-run"),
+    pytest.param(["gosu", "app", "vllm"], [], "vllm", None, "launch.unrecognised", id="A9-gosu"),
+    pytest.param(["chroot", "/", "vllm"], [], "vllm", None, "launch.unrecognised", id="A9-chroot"),
+    pytest.param(["setsid", "vllm"], [], "vllm", None, "launch.unrecognised", id="A9-setsid"),
+    pytest.param(
+        ["timeout", "10", "-x", "vllm"],
+        [],
+        "vllm",
+        None,
+        "launch.unrecognised",
+        id="A9-options-end-at-operand",
     ),
     pytest.param(
-        ["bash", "start", "-c", "x"], [], "vllm", None, "A9", id="A9-c-after-command-file"
+        ["bash", "start", "-c", "x"],
+        [],
+        "vllm",
+        None,
+        "launch.unrecognised",
+        id="A9-c-after-command-file",
     ),
     pytest.param(
-        ["bash", "--rcfile", "x.sh", "start"], [], "vllm", None, "A9", id="A9-rcfile-value-skipped"
+        ["bash", "--rcfile", "x.sh", "start"],
+        [],
+        "vllm",
+        None,
+        "launch.unrecognised",
+        id="A9-rcfile-value-skipped",
     ),
 ]
 
@@ -325,7 +472,9 @@ def test_refused(
     out = launch(command, args, engine=engine, fwd=fwd)
     assert isinstance(out, Refusal), out
     assert out.rule == rule, out.message
-    if rule != "A2":  # A2 names the annotation, every other refusal the container
+    if (
+        rule != "launch.forwarding-value"
+    ):  # A2 names the annotation, every other refusal the container
         assert "server" in out.message
 
 

@@ -66,10 +66,10 @@ def test_writes_placeholder() -> None:
 
 
 def test_in_place_env_beside_valueless_entry() -> None:
-    # kv-injection.md §5 step 1: MOONCAKE_MASTER rewritten in place and MOONCAKE_DEVICE, declared
-    # without a value, replaced whole. Pruned against different partners, the first rewritten
-    # entry compares equal to the second original one, and the pruned diff wrote a nameless
-    # env entry. The patch must give exactly the injected Pod.
+    # docs/contract/kv-injection.md §5 step 1: MOONCAKE_MASTER rewritten in place and
+    # MOONCAKE_DEVICE, declared without a value, replaced whole. Pruned against different partners,
+    # the first rewritten entry compares equal to the second original one, and the pruned diff wrote
+    # a nameless env entry. The patch must give exactly the injected Pod.
     master = "MOONCAKE_MASTER"
     device = "MOONCAKE_DEVICE"
     src: dict[str, Any] = {"env": [{"name": master, "value": ""}, {"name": device}]}

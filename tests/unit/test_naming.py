@@ -1,10 +1,11 @@
-"""Generated names: the FNV-1a group-name vectors of render.md §6 and the D5 name shapes."""
+"""Generated names: the FNV-1a group-name vectors of docs/contract/render.md §6 and the D5 name
+shapes."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpustack_render import naming
+from gpustack_render.core import naming
 
 
 @pytest.mark.parametrize(

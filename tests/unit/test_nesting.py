@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from gpustack_render import nesting
 from gpustack_render.api.inputs import KVCachePoolBinding
-from gpustack_render.decoding import decode_deployment, decode_model
-from gpustack_render.lookups import LookupFailed
+from gpustack_render.core import nesting
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.lookups import LookupFailed
 from gpustack_webhook.lookups import LiveSources, ReadKey
 
 DEEP = 1200
@@ -100,9 +100,9 @@ def test_models_never_see_a_deep_object() -> None:
     model, errs = decode_model(KVCachePoolBinding, data)
     assert model is None
     (err,) = errs
-    assert err.origin == "nesting" and err.field.startswith("spec.unknownField.x")
+    assert err.origin == "schema.nesting-too-deep" and err.field.startswith("spec.unknownField.x")
     md, md_errs = decode_deployment({"apiVersion": "x", "spec": {"roles": [data]}})
-    assert md is None and [e.origin for e in md_errs] == ["nesting"]
+    assert md is None and [e.origin for e in md_errs] == ["schema.nesting-too-deep"]
 
 
 @pytest.mark.parametrize("error", [RecursionError, MemoryError, TypeError])
@@ -116,7 +116,7 @@ def test_any_model_failure_is_one_error_on_that_object(
     model, errs = decode_model(KVCachePoolBinding, json.loads(binding_text("b")))
     assert model is None
     (err,) = errs
-    assert err.origin == "decode" and error.__name__ in err.detail
+    assert err.origin == "schema.undecodable" and error.__name__ in err.detail
 
 
 class DeepReader:
@@ -147,9 +147,9 @@ def test_the_mutating_review_bounds_nesting_before_it_compares() -> None:
     """Found by the fuzz suite: the mutating webhook compared and diffed the raw object, and a
     999-deep value raised RecursionError there (the validating one decodes first)."""
     from gpustack_render.admission import mutate_deployment
-    from gpustack_render.lookups import StaticLookups
-    from gpustack_render.review import AdmissionRequest
-    from gpustack_render.settings import Settings
+    from gpustack_render.core.review import AdmissionRequest
+    from gpustack_render.core.settings import Settings
+    from gpustack_render.schema.lookups import StaticLookups
 
     value: Any = 1
     for _ in range(999):
@@ -161,16 +161,16 @@ def test_the_mutating_review_bounds_nesting_before_it_compares() -> None:
         settings=Settings(),
     )
     assert not verdict.allowed
-    assert [e.origin for e in verdict.errors] == ["nesting"]
+    assert [e.origin for e in verdict.errors] == ["schema.nesting-too-deep"]
 
 
 def test_pod_reviews_bound_nesting_before_they_read_the_pod() -> None:
     """Found by the fuzz suite: a 3,000-deep value in ``args`` raised RecursionError where the
     launch check turned a non-string token into text."""
+    from gpustack_render.core.review import AdmissionRequest
+    from gpustack_render.core.settings import Settings
     from gpustack_render.injection import review_pod
-    from gpustack_render.lookups import StaticLookups
-    from gpustack_render.review import AdmissionRequest
-    from gpustack_render.settings import Settings
+    from gpustack_render.schema.lookups import StaticLookups
 
     value: Any = 1
     for _ in range(3000):
@@ -183,16 +183,16 @@ def test_pod_reviews_bound_nesting_before_they_read_the_pod() -> None:
     }
     world: dict[str, Any] = {"lookups": StaticLookups(), "settings": Settings()}
     created = review_pod(AdmissionRequest("CREATE", pod, namespace="team-a"), **world)
-    assert not created.allowed and created.origin == "N1"
+    assert not created.allowed and created.origin == "inject.nesting-too-deep"
     assert "nested deeper than" in created.message
     old = {**pod, "spec": {}}
     updated = review_pod(
         AdmissionRequest("UPDATE", pod, old_object=old, namespace="team-a"), **world
     )
-    assert not updated.allowed and [e.origin for e in updated.errors] == ["nesting"]
+    assert not updated.allowed and [e.origin for e in updated.errors] == ["schema.nesting-too-deep"]
     # The long fuzz run: the deep value as the Pod's name, which the verdict names.
     named = {**old, "metadata": {**pod["metadata"], "name": value}}
     renamed = review_pod(
         AdmissionRequest("UPDATE", named, old_object=old, namespace="team-a"), **world
     )
-    assert not renamed.allowed and [e.origin for e in renamed.errors] == ["nesting"]
+    assert not renamed.allowed and [e.origin for e in renamed.errors] == ["schema.nesting-too-deep"]

@@ -6,6 +6,7 @@ import copy
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from property.strategies import (
@@ -18,13 +19,13 @@ from property.strategies import (
     role,
 )
 
-from gpustack_render import cli
-from gpustack_render.decoding import decode_deployment
-from gpustack_render.errors import RenderError
-from gpustack_render.localqueues import local_queues
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.render import render
-from gpustack_render.settings import Settings
+from gpustack_render.cli import commands as cli
+from gpustack_render.core.errors import RenderError
+from gpustack_render.core.settings import Settings
+from gpustack_render.rendering.localqueues import local_queues
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.lookups import StaticLookups
 
 
 def _pair_case() -> Case:
@@ -139,7 +140,7 @@ def test_lookup_failure_is_a_render_error() -> None:
 
 def test_unexpected_failure_is_still_a_render_error() -> None:
     class Broken(StaticLookups):
-        def instance_type(self, name: str) -> None:  # type: ignore[override]
+        def get(self, kind: type[Any], namespace: str, name: str) -> None:
             raise ZeroDivisionError("boom")
 
     md, _ = decode_deployment(deployment([role()]))

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from property.strategies import Case, deployment, instance_type, pool_inputs, render_case, role
 
-from gpustack_render.pods import vllm_engram_enabled
+from gpustack_render.rendering.pods import vllm_engram_enabled
 
 BASE = ["vllm", "serve", "Qwen/Qwen3-8B"]
 FILLED = ["--served-model-name", "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "8000"]

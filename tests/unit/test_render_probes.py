@@ -1,4 +1,5 @@
-"""Probes (render.md §12, D7, D13, D22) and the preStop drain hook (§13), run for real."""
+"""Probes (docs/contract/render.md §12, D7, D13, D22) and the preStop drain hook (§13), run for
+real."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from gpustack_render.drain import drain_script, prestop_hook
-from gpustack_render.probes import (
+from gpustack_render.rendering.drain import drain_script, prestop_hook
+from gpustack_render.rendering.probes import (
     demands_client_certificates,
     is_loopback,
     probes,

@@ -1,4 +1,5 @@
-"""Resources derived from the InstanceType (render.md §15 worked examples, D12, D20, D21)."""
+"""Resources derived from the InstanceType (docs/contract/render.md §15 worked examples, D12, D20,
+D21)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from property.strategies import instance_type
 
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.api.modeldeployment import RoleSpec
-from gpustack_render.errors import RenderError
-from gpustack_render.resources import (
+from gpustack_render.core.errors import RenderError
+from gpustack_render.rendering.resources import (
     EFA_KEY,
     RDMA_KEY,
     RDMA_SHARED_KEY,

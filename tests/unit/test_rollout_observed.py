@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from gpustack_render import labels
-from gpustack_render.observed import controlled_by, observe_pod, observe_workload
+from gpustack_render.core import labels
+from gpustack_render.core.ownerrefs import controlled_by
+from gpustack_render.reconcile.observed import observe_pod, observe_workload
 
 OWNER = "md-uid"
 
@@ -144,6 +145,16 @@ def workload(conditions: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
         ),
         pytest.param(
             [], {"requeueState": {"count": 1}}, dict(ever_admitted=True), id="requeued-before"
+        ),
+        pytest.param(
+            # Kueue with waitForPodsReady writes this on a Workload it never admitted.
+            [
+                {"type": "PodsReady", "status": "False", "reason": "WaitForStart"},
+                {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible"},
+            ],
+            {},
+            dict(quota_reserved=False, admitted=False, ever_admitted=False),
+            id="waiting-for-start-is-not-admitted",
         ),
         pytest.param(
             [{"type": "Finished", "status": "True"}], {}, dict(finished=True), id="finished"

@@ -1,4 +1,5 @@
-"""Table-driven tests of the rollout planner (controller.md §4–§7, the seed's rollout rules)."""
+"""Table-driven tests of the rollout planner (docs/contract/controller.md §4–§7, the seed's rollout
+rules)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from itertools import count
 
 import pytest
 
-from gpustack_render.observed import ObservedPod, ObservedWorkload
-from gpustack_render.rollout import Desired, DesiredRole, Plan, Seat, Tier, plan
+from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, Seat, Tier, plan
 
 _uids = count()
 

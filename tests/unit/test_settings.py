@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpustack_render.errors import ErrorType
-from gpustack_render.settings import Settings, settings_from_data, settings_to_data
+from gpustack_render.core.errors import ErrorType
+from gpustack_render.core.settings import Settings, settings_from_data, settings_to_data
 
 
 def test_defaults_match_the_specification() -> None:

@@ -1,4 +1,4 @@
-"""Table-driven tests of ``ModelDeployment.status`` (controller.md §13–§15)."""
+"""Table-driven tests of ``ModelDeployment.status`` (docs/contract/controller.md §13–§15)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from gpustack_render import status as st
 from gpustack_render.api.inputs import (
     InstanceType,
     KVCacheBackend,
@@ -17,13 +16,20 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
-from gpustack_render.decoding import decode_deployment, decode_model
-from gpustack_render.lookups import StaticLookups
-from gpustack_render.observed import CheckState, ObservedPod, ObservedWorkload, observe_pod
-from gpustack_render.plan import CacheResolution
-from gpustack_render.render import Rendering, render
-from gpustack_render.rollout import Plan, RoleStep
-from gpustack_render.settings import Settings
+from gpustack_render.core.settings import Settings
+from gpustack_render.core.vocabulary import ConditionStatus
+from gpustack_render.reconcile import status as st
+from gpustack_render.reconcile.observed import (
+    CheckState,
+    ObservedPod,
+    ObservedWorkload,
+    observe_pod,
+)
+from gpustack_render.reconcile.rollout import Plan, RoleStep
+from gpustack_render.rendering.renderer import Rendering, render
+from gpustack_render.rendering.roleplan import CacheResolution
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.lookups import StaticLookups
 
 NOW = "2026-01-01T00:10:00Z"
 EARLIER = "2026-01-01T00:00:00Z"
@@ -285,8 +291,8 @@ def test_quota_reserved_multi_role_names_the_waiting_roles() -> None:
 
 
 def test_a_preemption_note_is_appended_on_the_other_branches() -> None:
-    """controller.md §14: "A preemption note is appended on other branches" (Parked and
-    Reserved included)."""
+    """docs/contract/controller.md §14: "A preemption note is appended on other branches" (Parked
+    and Reserved included)."""
     md = deployment()
     rendering = rendered(md)
     pods = pods_of(rendering)
@@ -533,8 +539,8 @@ def test_domain_registered(
 
 def test_domain_registered_not_applicable_and_deleting() -> None:
     md = deployment()
-    assert st.domain_registered(md, None) == st.Verdict(
-        "True", "NotApplicable", "the deployment names no KV cache pool"
+    assert st.domain_registered(md, None) == st.ConditionVerdict(
+        ConditionStatus.TRUE, "NotApplicable", "the deployment names no KV cache pool"
     )
     cached = deployment(cache=True)
     verdict = st.domain_registered(cached, CacheResolution("cache", "BindingDeleting"))

@@ -1,4 +1,4 @@
-"""Departure and render events on the ModelDeployment (controller.md §16, D24)."""
+"""Departure and render events on the ModelDeployment (docs/contract/controller.md §16, D24)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from gpustack_render.errors import RenderError
-from gpustack_render.events import (
+from gpustack_render.core.errors import RenderError
+from gpustack_render.reconcile.events import (
     REPLICA_EVICTED,
     REPLICA_LEAVING,
     REPLICA_RESTARTED,
@@ -15,7 +15,7 @@ from gpustack_render.events import (
     departure_events,
     render_failed,
 )
-from gpustack_render.observed import ObservedPod
+from gpustack_render.reconcile.observed import ObservedPod
 
 BASE = ObservedPod(name="qwen-server-x1", uid="u", role="server", ordinal=1, phase="Running")
 
@@ -67,3 +67,16 @@ def test_dedup_key_is_object_reason_message() -> None:
     b = departure_events([replace(BASE, terminating=True, uid="other")])[0]
     assert dedup_key(a, namespace="ns", name="qwen") == dedup_key(b, namespace="ns", name="qwen")
     assert dedup_key(a, namespace="ns", name="qwen") != dedup_key(a, namespace="ns", name="x")
+
+
+def test_a_pod_that_left_during_the_pass_keeps_its_event() -> None:
+    """Seen leaving when the pass looked, gone when it looked again (the pass deleted its
+    Workload and Kueue released the Pod at once): the departure is still recorded, once."""
+    leaving = replace(BASE, terminating=True)
+    sibling = replace(BASE, name="qwen-server-x0", uid="s", ordinal=0)
+    events = departure_events([sibling], seen_before=[leaving, sibling])
+    assert [(e.reason, e.pod) for e in events] == [(REPLICA_LEAVING, leaving.name)]
+    # Still there after the pass: the current observation is the one reported, not both.
+    assert departure_events([leaving], seen_before=[leaving]) == departure_events([leaving])
+    # An earlier observation of a Pod that is still present does not resurrect old facts.
+    assert departure_events([sibling], seen_before=[replace(sibling, restarts=2)]) == []

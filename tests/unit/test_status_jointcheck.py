@@ -1,4 +1,5 @@
-"""The joint multi-role admission check's verdicts (controller.md §9, ``jointcheck.py``)."""
+"""The joint multi-role admission check's verdicts (docs/contract/controller.md §9,
+``jointcheck.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpustack_render.jointcheck import (
+from gpustack_render.reconcile.jointcheck import (
     CHECK_NAME,
     CONTROLLER_NAME,
     JointDeployment,
@@ -18,7 +19,7 @@ from gpustack_render.jointcheck import (
     needs_verdict,
     rfc3339,
 )
-from gpustack_render.observed import CheckState, ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.observed import CheckState, ObservedPod, ObservedWorkload
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -154,7 +155,7 @@ def test_a_settled_pending_parks_after_thirty_minutes() -> None:
 def test_check_entry_keeps_its_transition_time(
     previous: CheckState | None, state: str, expected_time: str
 ) -> None:
-    from gpustack_render.jointcheck import CheckVerdict
+    from gpustack_render.reconcile.jointcheck import CheckVerdict
 
     body = check_entry_apply(
         namespace="team-a",

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from gpustack_render.api.inputs import InstanceType, KVCachePoolBinding
-from gpustack_render.lookups import LookupFailed
-from gpustack_render.settings import Settings
+from gpustack_render.api.inputs import InstanceType, KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.lookups import LookupFailed
 from gpustack_webhook import logs
 from gpustack_webhook.lookups import LiveSources, NeedRead, ReadError, ReadKey, ReviewReads
 
@@ -82,22 +82,22 @@ def reader() -> TableReader:
 def test_review_reads_ask_for_what_they_have_not_read() -> None:
     reads = ReviewReads()
     with pytest.raises(NeedRead) as need:
-        reads.binding("team-a", "chat")
+        reads.get(KVCachePoolBinding, "team-a", "chat")
     assert need.value.key == ReadKey("KVCachePoolBinding", "team-a", "chat")
     # NeedRead is no Exception: a library's ``except Exception`` cannot swallow it.
     assert not isinstance(need.value, Exception)
     binding = KVCachePoolBinding.model_validate(BINDING)
     reads.answers[need.value.key] = binding
-    assert reads.binding("team-a", "chat") is binding
+    assert reads.get(KVCachePoolBinding, "team-a", "chat") is binding
     reads.answers[ReadKey("KVCachePool", "", "gone")] = None
-    assert reads.pool("gone") is None
+    assert reads.get(KVCachePool, "", "gone") is None
     failure = LookupFailed("KVCacheBackend", "be", "timed out")
     reads.answers[ReadKey("KVCacheBackend", "", "be")] = failure
     with pytest.raises(LookupFailed) as failed:
-        reads.backend("be")
+        reads.get(KVCacheBackend, "", "be")
     assert failed.value is failure
     # An empty name names no object: absent, no read.
-    assert reads.instance_type("") is None
+    assert reads.get(InstanceType, "", "") is None
 
 
 # ---- LiveSources.read ----------------------------------------------------------------------

@@ -29,13 +29,13 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 MD_KIND = {"group": "worker.gpustack.ai", "version": "v1", "kind": "ModelDeployment"}
 POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
-PATHS = {
+PATHS: dict[str, dict[str, str]] = {
     PATH_MODELDEPLOYMENT_MUTATE: MD_KIND,
     PATH_MODELDEPLOYMENT_VALIDATE: MD_KIND,
     PATH_POD_INJECT: POD_KIND,
     PATH_POD_FREEZE: POD_KIND,
 }
-OBJECTS = {
+OBJECTS: dict[str, dict[str, Any]] = {
     "ModelDeployment": {
         "apiVersion": "worker.gpustack.ai/v1",
         "kind": "ModelDeployment",

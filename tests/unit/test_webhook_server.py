@@ -23,10 +23,10 @@ import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
 from gpustack_render.api.inputs import InputObject, InstanceType
-from gpustack_render.errors import Verdict
-from gpustack_render.lookups import Lookups, StaticLookups
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.core.errors import Verdict
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.lookups import Lookups, StaticLookups
 from gpustack_webhook import logs
 from gpustack_webhook.lookups import ReadKey, StaticSources
 from gpustack_webhook.server import (
@@ -109,7 +109,7 @@ def crash(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) ->
 def reads_instance_type(
     request: AdmissionRequest, *, lookups: Lookups, settings: Settings
 ) -> Verdict:
-    lookups.instance_type("a10g")
+    lookups.get(InstanceType, "", "a10g")
     return Verdict.allow()
 
 

@@ -18,11 +18,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from gpustack_render.api.inputs import InputObject
-from gpustack_render.errors import Verdict
-from gpustack_render.lookups import Lookups
-from gpustack_render.review import AdmissionRequest
-from gpustack_render.settings import Settings
+from gpustack_render.api.inputs import InputObject, KVCachePoolBinding
+from gpustack_render.core.errors import Verdict
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.lookups import Lookups
 from gpustack_webhook.lookups import ReadKey, StaticSources
 from gpustack_webhook.metrics import Metrics
 from gpustack_webhook.server import Webhook, WebhookServer
@@ -176,7 +176,7 @@ class SlowSources(StaticSources):
 
 
 def _slow(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:
-    lookups.binding("team-a", "chat")
+    lookups.get(KVCachePoolBinding, "team-a", "chat")
     return Verdict.allow()
 
 

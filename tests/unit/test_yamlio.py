@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_render.yamlio import DocumentError, dump_json, dump_yaml, load_documents
+from gpustack_render.cli.yamlio import DocumentError, dump_json, dump_yaml, load_documents
 
 
 def test_multi_document_yaml_and_lists_are_expanded() -> None:

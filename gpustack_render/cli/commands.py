@@ -1,0 +1,264 @@
+"""The ``gpustack-render`` command line: a thin layer over the library.
+
+Exit codes (docs/contract/interfaces.md): 0 success or allowed; 1 a render error or a refusal; 2 bad
+usage, unreadable input, an unknown kind, or no request object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, TextIO, cast
+
+import jsonpatch
+
+from gpustack_render.admission import review_deployment
+from gpustack_render.cli import yamlio
+from gpustack_render.cli.documents import Bundle, read_bundle
+from gpustack_render.cli.gcpause import paused_gc
+from gpustack_render.cli.yamlio import DocumentError
+from gpustack_render.core.errors import RenderError, Verdict
+from gpustack_render.core.review import AdmissionRequest, Operation
+from gpustack_render.injection import review_pod
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.crd import all_crds
+from gpustack_render.schema.decoding import decode_deployment
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad usage or unreadable input: exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="gpustack-render",
+        description="Render ModelDeployments into Pods and Services, and answer admission reviews.",
+    )
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    def files(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON files; - is stdin")
+        sp.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+
+    r = sub.add_parser("render", help="render every child object of one ModelDeployment")
+    files(r)
+    for verb, what in (("admit", "ModelDeployment admission"), ("inject", "Pod KV-cache webhook")):
+        a = sub.add_parser(verb, help=f"run the {what} on the first object of its kind")
+        files(a)
+        a.add_argument("--old", metavar="FILE", help="the stored object (UPDATE/DELETE)")
+        ops = ["CREATE", "UPDATE", "DELETE"] if verb == "admit" else ["CREATE", "UPDATE"]
+        a.add_argument("--operation", choices=ops)
+        a.add_argument("--print", dest="print_", choices=["response", "object"], default="response")
+    c = sub.add_parser("crds", help="print the CustomResourceDefinitions the project ships")
+    c.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    return p
+
+
+def _read(path: str, stdin: TextIO) -> tuple[str, str]:
+    if path == "-":
+        return "<stdin>", stdin.read()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return path, fh.read()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text: {exc.reason}") from exc
+
+
+def _bundle(paths: Sequence[str], stdin: TextIO) -> Bundle:
+    try:
+        return read_bundle([_read(p, stdin) for p in paths])
+    except DocumentError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _emit(objects: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        out.write(yamlio.dump_json(yamlio.as_list(objects)))
+    else:
+        out.write(yamlio.dump_yaml(objects))
+
+
+def _emit_one(obj: dict[str, Any], fmt: str, out: TextIO) -> None:
+    out.write(yamlio.dump_json(obj) if fmt == "json" else yamlio.dump_yaml_one(obj))
+
+
+def cmd_crds(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    _emit(all_crds(), args.output, out)
+    return EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    bundle = _bundle(args.files, sys.stdin)
+    if not bundle.deployments:
+        raise UsageError("render: no ModelDeployment in " + ", ".join(args.files))
+    if len(bundle.deployments) > 1:
+        raise UsageError(
+            f"render: takes exactly one ModelDeployment; found {len(bundle.deployments)}"
+        )
+    md, errs = decode_deployment(bundle.deployments[0])
+    if md is None:
+        for e in errs:
+            err.write(f"render: {e.message()}\n")
+        return EXIT_REFUSED
+    ns = md.metadata.namespace or "default"
+    try:
+        with paused_gc():
+            result = render(
+                md, lookups=bundle.lookups(default_namespace=ns), settings=bundle.settings
+            )
+    except RenderError as exc:
+        err.write(f"render: {exc}\n")
+        return EXIT_REFUSED
+    _emit(result.objects(), args.output, out)
+    return EXIT_OK
+
+
+def _operation(operation: str | None, old: dict[str, Any] | None) -> str:
+    op: str = operation or ("UPDATE" if old is not None else "CREATE")
+    if op in ("UPDATE", "DELETE") and old is None:
+        raise UsageError(f"--operation {op} needs --old FILE with the stored object")
+    return op
+
+
+def _old_object(path: str | None, kind: str, stdin: TextIO) -> dict[str, Any] | None:
+    if not path:
+        return None
+    old_bundle = _bundle([path], stdin)
+    found = old_bundle.deployments if kind == "ModelDeployment" else old_bundle.pods
+    if not found:
+        raise UsageError(f"--old {path}: no {kind} in it")
+    return found[0]
+
+
+def _answer(
+    verdict: Verdict,
+    request_obj: dict[str, Any] | None,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    if args.print_ == "object":
+        if not verdict.allowed:
+            _emit_one(verdict.to_response(), args.output, err)
+            return EXIT_REFUSED
+        obj = request_obj or {}
+        if verdict.patch:
+            obj = jsonpatch.apply_patch(obj, verdict.patch)
+        _emit_one(obj, args.output, out)
+        return EXIT_OK
+    _emit_one(verdict.to_response(), args.output, out)
+    return EXIT_OK if verdict.allowed else EXIT_REFUSED
+
+
+def _request(op: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> AdmissionRequest:
+    """The request the API server would send; an object without a namespace is in ``default``."""
+    meta = (obj or old or {}).get("metadata") or {}
+    return AdmissionRequest(
+        operation=cast(Operation, op),
+        object=obj,
+        old_object=old,
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+    )
+
+
+def admit_review(
+    files: Sequence[str],
+    *,
+    old_file: str | None = None,
+    operation: str | None = None,
+    stdin: TextIO = sys.stdin,
+) -> tuple[Verdict, dict[str, Any] | None]:
+    """Run the ModelDeployment admission on ``files`` as the ``admit`` verb does.
+
+    Returns the verdict and the schema-defaulted request object the patch applies to.
+    """
+    bundle = _bundle(files, stdin)
+    old = _old_object(old_file, "ModelDeployment", stdin)
+    op = _operation(operation, old)
+    if not bundle.deployments and op != "DELETE":
+        raise UsageError("admit: no ModelDeployment in " + ", ".join(files))
+    obj = bundle.deployments[0] if bundle.deployments else None
+    request = _request(op, obj, old)
+    verdict: Verdict = review_deployment(
+        request,
+        lookups=bundle.lookups(default_namespace=request.namespace),
+        settings=bundle.settings,
+    )
+    defaulted = None
+    if obj is not None:
+        md, _ = decode_deployment(obj)
+        defaulted = md.to_dict() if md is not None else obj
+    return verdict, defaulted
+
+
+def inject_review(
+    files: Sequence[str],
+    *,
+    old_file: str | None = None,
+    operation: str | None = None,
+    stdin: TextIO = sys.stdin,
+) -> tuple[Verdict, dict[str, Any]]:
+    """Run the Pod KV-cache webhook on ``files`` as the ``inject`` verb does."""
+    bundle = _bundle(files, stdin)
+    if not bundle.pods:
+        raise UsageError("inject: no Pod in " + ", ".join(files))
+    old = _old_object(old_file, "Pod", stdin)
+    op = _operation(operation, old)
+    if op not in ("CREATE", "UPDATE"):
+        raise UsageError(f"inject: --operation {op} is not a Pod webhook operation")
+    pod = bundle.pods[0]
+    request = _request(op, pod, old)
+    verdict: Verdict = review_pod(
+        request,
+        lookups=bundle.lookups(default_namespace=request.namespace),
+        settings=bundle.settings,
+    )
+    return verdict, pod
+
+
+def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    verdict, obj = admit_review(args.files, old_file=args.old, operation=args.operation)
+    return _answer(verdict, obj, args, out, err)
+
+
+def cmd_inject(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    verdict, pod = inject_review(args.files, old_file=args.old, operation=args.operation)
+    return _answer(verdict, pod, args, out, err)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
+    "render": cmd_render,
+    "admit": cmd_admit,
+    "inject": cmd_inject,
+    "crds": cmd_crds,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.verb](args, sys.stdout, sys.stderr)
+    except UsageError as exc:
+        sys.stderr.write(f"gpustack-render: {exc}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""Sorting the objects of the command line's input files into a request and its lookups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpustack_render.api.common import API_VERSION
+from gpustack_render.api.inputs import InputObject
+from gpustack_render.cli.yamlio import DocumentError, load_documents
+from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
+from gpustack_render.schema.decoding import decode_model
+from gpustack_render.schema.kinds import MODELS
+from gpustack_render.schema.lookups import StaticLookups
+
+
+@dataclass
+class Bundle:
+    """Every object of the input files, by role."""
+
+    deployments: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    inputs: list[InputObject] = field(default_factory=list)
+    settings: Settings = field(default_factory=Settings)
+
+    def lookups(self, *, default_namespace: str = "default") -> StaticLookups:
+        return StaticLookups.of(self.inputs, default_namespace=default_namespace)
+
+
+def read_bundle(sources: list[tuple[str, str]]) -> Bundle:
+    """Classify the documents of ``sources`` ((name, text) pairs).
+
+    Raises :class:`DocumentError` naming the file and document for anything unreadable: a
+    document without apiVersion/kind, a kind the project does not know, an input object that
+    does not decode, or a bad Settings value.
+    """
+    bundle = Bundle()
+    for source, text in sources:
+        for i, doc in enumerate(load_documents(text, source=source), start=1):
+            where = f"{source}: document {i}"
+            api_version = doc.get("apiVersion")
+            kind = doc.get("kind")
+            if not isinstance(api_version, str) or not isinstance(kind, str):
+                raise DocumentError(f"{where}: has no apiVersion and kind")
+            if api_version == "v1" and kind == "ConfigMap":
+                name = (doc.get("metadata") or {}).get("name")
+                if name != CONFIGMAP_NAME:
+                    raise DocumentError(
+                        f"{where}: ConfigMap {name!r} is not read; only {CONFIGMAP_NAME!r} "
+                        "carries Settings"
+                    )
+                settings, errs = settings_from_data(doc.get("data") or {})
+                if errs:
+                    msgs = "; ".join(e.message() for e in errs)
+                    raise DocumentError(f"{where}: ConfigMap {CONFIGMAP_NAME}: {msgs}")
+                bundle.settings = settings
+                continue
+            if api_version == "v1" and kind == "Pod":
+                bundle.pods.append(doc)
+                continue
+            if api_version != API_VERSION or kind not in MODELS:
+                known = ", ".join(sorted(MODELS))
+                raise DocumentError(
+                    f"{where}: unknown kind {api_version}/{kind}; expected one of {known} "
+                    f"({API_VERSION}), a v1 Pod or the {CONFIGMAP_NAME} ConfigMap"
+                )
+            if kind == "ModelDeployment":
+                bundle.deployments.append(doc)
+                continue
+            model, errs = decode_model(MODELS[kind], doc)
+            if model is None or not isinstance(model, InputObject):
+                msgs = "; ".join(e.message() for e in errs)
+                raise DocumentError(f"{where}: {kind} cannot be read: {msgs}")
+            bundle.inputs.append(model)
+    return bundle

@@ -1,0 +1,46 @@
+"""Reading ``metadata.ownerReferences`` of a raw object: who controls it, who owns it.
+
+Ownership is decided by references only (labels alone never adopt an object); the controller,
+the planner's observations and the joint admission check all read references here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpustack_render.core import jsonview
+
+
+def references(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The object's owner references that are objects (anything else reads as absent)."""
+    refs = jsonview.items(jsonview.view(obj.get("metadata")).get("ownerReferences"))
+    return [ref for ref in refs if isinstance(ref, Mapping)]
+
+
+def controlled_by(obj: Mapping[str, Any], owner_uid: str) -> bool:
+    """The ownership test: a ``controller: true`` reference to ``owner_uid``."""
+    if not owner_uid:
+        return False
+    return any(
+        ref.get("controller") is True and ref.get("uid") == owner_uid for ref in references(obj)
+    )
+
+
+def controller_of(obj: Mapping[str, Any], *, kind: str) -> Mapping[str, Any] | None:
+    """The ``controller: true`` reference of ``kind``, if the object has one."""
+    for ref in references(obj):
+        if ref.get("controller") is True and ref.get("kind") == kind:
+            return ref
+    return None
+
+
+def owners_of_kind(
+    obj: Mapping[str, Any], *, kind: str, api_version: str
+) -> list[Mapping[str, Any]]:
+    """Every reference to an owner of ``kind`` in ``api_version`` (a Workload's Pods)."""
+    return [
+        ref
+        for ref in references(obj)
+        if ref.get("kind") == kind and ref.get("apiVersion") == api_version
+    ]

@@ -1,0 +1,104 @@
+"""Warning events a ModelDeployment records (docs/contract/controller.md §16, the seed's "Replica
+departures").
+
+:func:`departure_events` reads the deployment's Pods and returns one event per departing or
+restarted replica Pod; :func:`render_failed` carries the renderer's own message. Events are
+emitted on every pass while their cause holds; the controller de-duplicates repeats itself
+(D24: the same object, reason and message within 10 minutes updates the existing Event's
+``count`` and ``lastTimestamp``), which :func:`dedup_key` names.
+
+A departing replica costs its siblings the blocks it held: a lease on cached blocks does not
+survive an interrupted heartbeat, so every message names the lease window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from gpustack_render.core.errors import RenderError
+from gpustack_render.reconcile.observed import ObservedPod
+from gpustack_render.schema.lookups import LookupFailed
+
+WARNING: Final = "Warning"
+REPLICA_EVICTED: Final = "ReplicaEvicted"
+REPLICA_LEAVING: Final = "ReplicaLeaving"
+REPLICA_RESTARTED: Final = "ReplicaRestarted"
+RENDER_FAILED: Final = "RenderFailed"
+#: An object the deployment reads is stored but cannot be decoded (one hostile object must
+#: stop only the deployments that read it).
+INPUT_UNREADABLE: Final = "InputUnreadable"
+#: The store's ``kv_lease_duration`` default (the injection seed's "Workload impact").
+KV_LEASE_SECONDS: Final = 30
+#: A repeat within this window updates the existing Event (D24).
+DEDUP_WINDOW_SECONDS: Final = 600
+
+_LEASE = (
+    f"its cached blocks are lost to its siblings, and any KV lease it held lapses after the "
+    f"{KV_LEASE_SECONDS} s kv_lease_duration window"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event on the ModelDeployment; ``pod`` names the replica Pod it is about, if any."""
+
+    reason: str
+    message: str
+    type: str = WARNING
+    pod: str | None = None
+
+
+def departure_events(
+    pods: Iterable[ObservedPod], *, seen_before: Iterable[ObservedPod] = ()
+) -> list[Event]:
+    """``ReplicaEvicted``, ``ReplicaLeaving`` and ``ReplicaRestarted`` for the owned Pods, in
+    Pod-name order (a Pod may carry more than one).
+
+    ``seen_before`` is an earlier observation in the same pass (the one the pass acted on): a
+    Pod in it that is no longer in ``pods`` finished leaving during the pass (its Workload's
+    deletion released Kueue's finalizer, say) and still gets its events, as it was seen then.
+    """
+    current = {p.uid: p for p in pods}
+    gone = [p for p in seen_before if p.uid not in current]
+    out: list[Event] = []
+    for pod in sorted((p for p in (*current.values(), *gone) if p.owned), key=lambda p: p.name):
+        where = f"replica Pod {pod.name}"
+        if pod.role is not None and pod.ordinal is not None:
+            where += f" (role {pod.role}, replica {pod.ordinal}, member {pod.member})"
+        if pod.evicted:
+            out.append(Event(REPLICA_EVICTED, f"{where} was evicted: {_LEASE}", pod=pod.name))
+        if pod.terminating:
+            out.append(Event(REPLICA_LEAVING, f"{where} is leaving: {_LEASE}", pod=pod.name))
+        if pod.restarts > 0:
+            out.append(
+                Event(
+                    REPLICA_RESTARTED,
+                    f"{where} restarted ({pod.restarts} container restart(s)): any KV lease it "
+                    f"held lapses after the {KV_LEASE_SECONDS} s kv_lease_duration window",
+                    pod=pod.name,
+                )
+            )
+    return out
+
+
+def render_failed(error: RenderError) -> Event:
+    """``RenderFailed`` with the renderer's own message (docs/contract/render.md §21)."""
+    return Event(RENDER_FAILED, str(error))
+
+
+def input_unreadable(failure: LookupFailed) -> Event:
+    """``InputUnreadable``: a stored object the deployment reads does not decode (the failed
+    read of :func:`~gpustack_render.schema.lookups.decode_stored`, which names it)."""
+    where = f"{failure.namespace}/{failure.name}" if failure.namespace else failure.name
+    return Event(
+        INPUT_UNREADABLE,
+        f"{failure.kind} {where} is stored but cannot be read ({failure.reason}); this "
+        f"deployment is not reconciled against it until that object is fixed or replaced",
+    )
+
+
+def dedup_key(event: Event, *, namespace: str, name: str) -> tuple[str, str, str, str]:
+    """What makes two events the same for D24: the object, the reason and the message."""
+    return (namespace, name, event.reason, event.message)

@@ -1,0 +1,110 @@
+"""The input graph of one render: which stored objects a ModelDeployment's render reads.
+
+The controller does not know which objects a deployment names; this module does. It says what
+to read next (:meth:`InputGraph.pending`): every role's InstanceType and the KV-cache Binding
+first, then the Binding's pool, then the pool's first backend (the Binding → Pool → Backend
+walk). The shell fetches each (from a cache or the API server) and hands the raw object back
+(:meth:`InputGraph.answer`); the graph decodes it with the same policy as the webhook
+(:func:`~gpustack_render.schema.lookups.decode_stored`: a stored object that does not decode is
+a failed read, never an absent one) and follows its references. :meth:`InputGraph.lookups` is
+then the :class:`~gpustack_render.schema.lookups.StaticLookups` the render reads through.
+
+A stored object that does not decode (one nested past the bound of
+:mod:`gpustack_render.core.nesting`, say) is one unreadable object: its read fails for the
+render, it is listed in :attr:`InputGraph.unreadable` (the shell logs it once per stored version
+and records :meth:`Unreadable.event` on the deployment), and a Binding that does not decode is
+never claimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpustack_render.api.inputs import (
+    InputObject,
+    InstanceType,
+    KVCacheBackend,
+    KVCachePool,
+    KVCachePoolBinding,
+)
+from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.reconcile import events
+from gpustack_render.schema.lookups import LookupFailed, StaticLookups, decode_stored
+
+
+@dataclass(frozen=True)
+class Read:
+    """One stored object the render needs: its kind, namespace ("" if cluster-scoped), name."""
+
+    kind: type[InputObject]
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored object that was read but does not decode."""
+
+    read: Read
+    failure: LookupFailed
+    #: ``metadata.resourceVersion`` of the stored object ("" when it has none).
+    resource_version: str
+
+    def event(self) -> events.Event:
+        """The ``InputUnreadable`` Event for the deployment that reads it."""
+        return events.input_unreadable(self.failure)
+
+
+class InputGraph:
+    """The reads of one render of ``md``, answered one round at a time."""
+
+    def __init__(self, md: ModelDeployment) -> None:
+        self.namespace = md.metadata.namespace
+        self.lookups = StaticLookups()
+        #: The Binding as stored (its claim is written back), once read.
+        self.raw_binding: dict[str, Any] | None = None
+        #: The objects read that do not decode, in the order they were read.
+        self.unreadable: list[Unreadable] = []
+        self._answered: set[Read] = set()
+        self._wanted: list[Read] = []
+        for role in md.spec.roles:
+            self._want(Read(InstanceType, "", role.instance_type))
+        if md.spec.kv_cache is not None and md.spec.kv_cache.pool_ref.name:
+            self._want(Read(KVCachePoolBinding, self.namespace, md.spec.kv_cache.pool_ref.name))
+
+    def _want(self, read: Read) -> None:
+        if read not in self._wanted:
+            self._wanted.append(read)
+
+    def pending(self) -> list[Read]:
+        """The reads still to answer, in the order they were found."""
+        return [r for r in self._wanted if r not in self._answered]
+
+    def answer(self, read: Read, raw: Mapping[str, Any] | None) -> None:
+        """Record what ``read`` returned (``None``: not found) and follow its references."""
+        self._answered.add(read)
+        if raw is None:
+            return
+        try:
+            obj = decode_stored(read.kind, raw, name=read.name, namespace=read.namespace)
+        except LookupFailed as exc:
+            self.lookups.failures[(read.kind.__name__, read.namespace, read.name)] = exc
+            metadata = raw.get("metadata")
+            version = metadata.get("resourceVersion") if isinstance(metadata, Mapping) else None
+            self.unreadable.append(Unreadable(read, exc, str(version or "")))
+            return  # never claim an object that cannot be read
+        if read.kind is KVCachePoolBinding:
+            self.raw_binding = dict(raw)
+        if isinstance(obj, InstanceType):
+            self.lookups.instance_types[read.name] = obj
+        elif isinstance(obj, KVCachePoolBinding):
+            self.lookups.bindings[(read.namespace, read.name)] = obj
+            self._want(Read(KVCachePool, "", obj.spec.pool_ref.name))
+        elif isinstance(obj, KVCachePool):
+            self.lookups.pools[read.name] = obj
+            if obj.spec.backends:
+                self._want(Read(KVCacheBackend, "", obj.spec.backends[0]))
+        elif isinstance(obj, KVCacheBackend):
+            self.lookups.backends[read.name] = obj

@@ -1,0 +1,288 @@
+"""The joint multi-role admission check (docs/contract/controller.md §9; the seed's "Prefill and
+decode").
+
+Every replica of every role is its own Kueue pod group, so a multi-role deployment is held
+together by an AdmissionCheck this project runs: it answers ``Ready`` for a Workload only once
+every replica of the deployment has reserved quota (or is being rebuilt by this operator's own
+rollout), and ``Pending`` otherwise. A ``Pending`` that settles unchanged for 30 minutes parks
+the deployment: its Workloads are deactivated so they stop asking for quota.
+
+Everything here is pure: the verdict, the AdmissionCheck object and the Workload status entry
+to apply. The caller passes ``now`` (an aware datetime); nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from gpustack_render.api.modeldeployment import KIND, ModelDeployment
+from gpustack_render.core import jsonview, ownerrefs
+from gpustack_render.core.vocabulary import ConditionStatus
+from gpustack_render.reconcile.observed import (
+    CheckState,
+    ObservedPod,
+    ObservedWorkload,
+    observe_pod,
+    observe_workload,
+)
+from gpustack_render.reconcile.replicas import ReplicaIndex
+from gpustack_render.reconcile.rollout import remembered_replacing
+from gpustack_render.rendering.localqueues import KUEUE_API_VERSION
+
+#: The AdmissionCheck's name; ClusterQueues serving ModelDeployments list it (D11).
+CHECK_NAME: Final = "gpustack-model-deployment-joint"
+#: ``spec.controllerName`` of the check, and the field manager of its Workload status writes.
+CONTROLLER_NAME: Final = "worker.gpustack.ai/model-deployment-joint"
+#: A settled ``Pending`` older than this parks the deployment.
+PARK_AFTER_SECONDS: Final = 30 * 60
+READY: Final = "Ready"
+PENDING: Final = "Pending"
+
+
+@dataclass(frozen=True, slots=True)
+class JointDeployment:
+    """The deployment a Workload belongs to, as the verdict reads it.
+
+    ``roles`` are (name, replicas) in spec order; ``replacing`` is ``status.roles[].replacing``;
+    ``pods`` and ``workloads`` are the deployment's owned Pods and the namespace's Workloads.
+    """
+
+    name: str
+    roles: Sequence[tuple[str, int]]
+    pods: Sequence[ObservedPod]
+    workloads: Sequence[ObservedWorkload]
+    replacing: Mapping[str, int | None] = field(default_factory=dict)
+    deleting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CheckVerdict:
+    """The check's answer for one Workload; ``park`` asks to set ``spec.active: false``."""
+
+    state: str
+    message: str
+    park: bool = False
+
+
+def needs_verdict(workload: ObservedWorkload) -> bool:
+    """Act only on a Workload that holds a quota reservation, is not evicted or finished, is
+    active, not yet admitted, and lists this check."""
+    return (
+        workload.quota_reserved
+        and not workload.evicted
+        and not workload.finished
+        and workload.active
+        and not workload.admitted
+        and CHECK_NAME in workload.checks
+    )
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def joint_verdict(
+    *, workload: ObservedWorkload, deployment: JointDeployment | None, now: datetime
+) -> CheckVerdict:
+    """The check's state and message for ``workload`` (docs/contract/controller.md §9).
+
+    ``deployment`` is ``None`` when the Workload's owner Pods have no controlling
+    ModelDeployment. Never ``Retry`` or ``Rejected``.
+    """
+    if deployment is None:
+        return CheckVerdict(READY, "not a ModelDeployment replica: nothing to wait for")
+    if len(deployment.roles) < 2:
+        return CheckVerdict(
+            READY,
+            f"ModelDeployment {deployment.name} has a single role: not one replica of a "
+            "multi-role deployment, nothing to wait for",
+        )
+    index = ReplicaIndex.of(deployment.pods, deployment.workloads)
+    total = 0
+    reserved = 0
+    waiting_roles: list[str] = []
+    assembling: list[str] = []
+    for role, replicas in deployment.roles:
+        role_waiting = False
+        role_assembling = False
+        for ordinal in range(replicas):
+            total += 1
+            members = index.live_at(role, ordinal)
+            leaving = index.leaving_at(role, ordinal)
+            wls = index.workloads_of(members)
+            want = next((p.group_total for p in members if p.group_total), None) or len(members)
+            if not members:
+                role_assembling = True
+            holds_quota = any(w.quota_reserved for w in wls)
+            # Mid-rollout counts only for the slot this operator is rebuilding (its remembered
+            # replacement, D6): a fresh deployment whose groups merely lack Workloads yet must
+            # not be admitted role by role (per seed: all or nothing).
+            rebuilding = (
+                not deployment.deleting
+                and deployment.replacing.get(role) == ordinal
+                and (bool(leaving) or len(members) < want or not members or not wls)
+            )
+            if holds_quota or rebuilding:
+                reserved += 1
+            else:
+                role_waiting = True
+        if role_assembling:
+            assembling.append(role)
+        if role_waiting:
+            waiting_roles.append(role)
+    if reserved == total:
+        return CheckVerdict(
+            READY,
+            f"every replica of ModelDeployment {deployment.name} has reserved quota or is being "
+            "replaced by this operator's rollout",
+        )
+    if assembling:
+        message = (
+            f"ModelDeployment {deployment.name}: role(s) {', '.join(assembling)} are still "
+            "assembling; Kueue has no workload for them yet; this resolves as their replicas "
+            "appear"
+        )
+    else:
+        message = (
+            f"ModelDeployment {deployment.name}: {reserved} of {total} replicas reserved quota; "
+            f"role(s) {', '.join(waiting_roles)} still wait; the quota already reserved is kept "
+            "while they wait"
+        )
+    previous = workload.checks.get(CHECK_NAME)
+    since = _parse_time(previous.last_transition_time) if previous is not None else None
+    settled = previous is not None and previous.state == PENDING and since is not None
+    if settled and since is not None and (now - since).total_seconds() > PARK_AFTER_SECONDS:
+        return CheckVerdict(
+            PENDING,
+            f"{message}. The deployment is parked, not held: its Workloads were deactivated and "
+            f"no longer ask for quota after waiting more than {PARK_AFTER_SECONDS // 60} min; "
+            "re-applying the same deployment does not clear it. Free the capacity and "
+            "reactivate the Workloads (spec.active: true), or delete and recreate the "
+            "deployment",
+            park=True,
+        )
+    return CheckVerdict(PENDING, message)
+
+
+def rfc3339(moment: datetime) -> str:
+    """``2026-01-02T03:04:05Z`` (seconds precision, UTC), as Kubernetes writes times."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_entry_apply(
+    *,
+    namespace: str,
+    workload: str,
+    verdict: CheckVerdict,
+    previous: CheckState | None,
+    now: datetime,
+    api_version: str = KUEUE_API_VERSION,
+) -> dict[str, Any]:
+    """The server-side apply body of the Workload's one ``status.admissionChecks[]`` entry;
+    ``lastTransitionTime`` moves only when the state changes."""
+    when = (
+        previous.last_transition_time
+        if previous is not None
+        and previous.state == verdict.state
+        and previous.last_transition_time
+        else rfc3339(now)
+    )
+    return {
+        "apiVersion": api_version,
+        "kind": "Workload",
+        "metadata": {"name": workload, "namespace": namespace},
+        "status": {
+            "admissionChecks": [
+                {
+                    "name": CHECK_NAME,
+                    "state": verdict.state,
+                    "lastTransitionTime": when,
+                    "message": verdict.message[:32768],
+                }
+            ]
+        },
+    }
+
+
+def admission_check_object() -> dict[str, Any]:
+    """The AdmissionCheck this project ensures (docs/contract/controller.md §9)."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": CHECK_NAME},
+        "spec": {"controllerName": CONTROLLER_NAME},
+    }
+
+
+def active_since(stored: Mapping[str, Any]) -> str | None:
+    """When the stored AdmissionCheck last became ``Active=True`` (kept across restarts)."""
+    since = None
+    for cond in jsonview.items(jsonview.view(stored.get("status")).get("conditions")):
+        cond = jsonview.view(cond)
+        if cond.get("type") == "Active" and cond.get("status") == ConditionStatus.TRUE:
+            since = cond.get("lastTransitionTime")
+    return since if isinstance(since, str) else None
+
+
+def verdict_changed(previous: CheckState | None, verdict: CheckVerdict) -> bool:
+    """True when the Workload's stored entry does not already say ``verdict``."""
+    return previous is None or (previous.state, previous.message) != (
+        verdict.state,
+        verdict.message,
+    )
+
+
+def owner_pods(workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The references to the Pods that own ``workload``."""
+    return ownerrefs.owners_of_kind(workload, kind="Pod", api_version="v1")
+
+
+def controlling_deployment(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The reference to the ModelDeployment that controls ``pod``, if one does."""
+    return ownerrefs.controller_of(pod, kind=KIND)
+
+
+def joint_deployment(
+    md: ModelDeployment,
+    *,
+    pods: Iterable[Mapping[str, Any]],
+    workloads: Iterable[Mapping[str, Any]],
+) -> JointDeployment:
+    """The deployment as the verdict reads it, from its Pods and the namespace's Workloads."""
+    return JointDeployment(
+        name=md.metadata.name,
+        roles=tuple((r.name, r.replicas) for r in md.spec.roles),
+        pods=[observe_pod(p, owner_uid=md.metadata.uid) for p in pods],
+        workloads=[observe_workload(w) for w in workloads],
+        replacing=remembered_replacing(md),
+        deleting=md.metadata.deletion_timestamp is not None,
+    )
+
+
+def active_condition_apply(*, previous_since: str | None, now: datetime) -> dict[str, Any]:
+    """The AdmissionCheck status apply body: ``Active=True``, reason ``Ready``."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": CHECK_NAME},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": ConditionStatus.TRUE,
+                    "reason": "Ready",
+                    "message": f"the {CONTROLLER_NAME} controller is running",
+                    "lastTransitionTime": previous_since or rfc3339(now),
+                }
+            ]
+        },
+    }

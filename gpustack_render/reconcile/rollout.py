@@ -1,0 +1,554 @@
+"""The rollout planner: (desired seats, observed Pods and Workloads, remembered replacement) →
+the next step of one reconcile pass.
+
+This is the pure core of the controller's converge (docs/contract/controller.md §4 steps
+5–8, §5, §6, §7, §8; the seed's "Rollout behavior" and "Replica departures"; D4, D6, D25). The
+controller fetches, calls :func:`plan`, and applies the returned :class:`Plan` in this order:
+
+1. when :attr:`Plan.persist_first` is set, write ``status.roles[].replacing`` (the values in
+   :attr:`Plan.replacing`) **before** deleting anything, so a restart resumes the same replica;
+2. delete :attr:`Plan.delete_pods` (default grace), then :attr:`Plan.delete_workloads`
+   (NotFound is success);
+3. create every member Pod of each seat in :attr:`Plan.create`;
+4. requeue after 2 s when :attr:`Plan.requeue` is set.
+
+Rules in one place:
+
+- **Classification** per role: a live owned Pod with no ordinal is an *orphan*; an ordinal ≥
+  ``replicas`` is *removed*; otherwise it *occupies* its ordinal.
+- **Scale-down** deletes removed Pods, highest ordinal first, then their Workloads; survivors
+  are never touched. **Surplus** sheds orphans and duplicate seat occupants.
+- **Rollout** replaces one replica per role at a time (D6), choosing tier a (broken), then b
+  (queued, never admitted), then c (healthy; only when every declared replica holds an
+  admitted Workload). ``replacing`` is remembered until the replacement is admitted.
+- **Create gate**: an unoccupied ordinal is created once no Pod on the API server carries its
+  group name; a never-used ordinal has nothing to wait out, so scale-up is immediate.
+- A role never gets both a create and a delete in one pass.
+
+A replica is never reshaped: the create gate creates whole seats only, so no ordinal ever holds
+members of two configurations (the seed's "mixed configurations across instances, never within
+one"). A replica on a NotReady node keeps its Running phase and is left alone: nothing here reads
+node health.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.replicas import ReplicaIndex
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredRole:
+    """What one role should run: ``replicas`` seats of ``size`` members each.
+
+    ``hashes`` maps (ordinal, member) → the seat's pod-spec-hash; ``groups`` holds the Kueue
+    group name of each ordinal (index = ordinal). Both come from the rendering.
+    """
+
+    name: str
+    replicas: int
+    size: int
+    hashes: Mapping[tuple[int, int], str]
+    groups: Sequence[str]
+
+    def seat_hash(self, ordinal: int, member: int) -> str | None:
+        """The seat's pod-spec-hash; ``None`` for a seat the current spec does not have."""
+        return self.hashes.get((ordinal, member))
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    """The rendered deployment as the planner needs it: roles in spec order and the floor."""
+
+    roles: tuple[DesiredRole, ...]
+    #: The effective render-version floor (hashing.effective_floor).
+    floor: int = 1
+    #: The renderer's current baseline (hashing.CURRENT_RENDER_VERSION).
+    render_version: int = 1
+
+    def role(self, name: str) -> DesiredRole | None:
+        """The role named ``name``, if the spec declares it."""
+        for role in self.roles:
+            if role.name == name:
+                return role
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Seat:
+    """One replica to create: every member Pod of ``role``'s ``ordinal``."""
+
+    role: str
+    ordinal: int
+
+
+class Tier:
+    """Why a replica is being replaced (docs/contract/controller.md §6)."""
+
+    BROKEN = "broken"
+    QUEUED = "queued"
+    HEALTHY = "healthy"
+    ORPHAN = "orphan"
+    OUTDATED = "outdated"  # the remembered replacement itself went outdated or broke
+
+
+@dataclass(frozen=True, slots=True)
+class RoleStep:
+    """What the planner decided for one role, for status and logs."""
+
+    role: str
+    #: ``status.roles[].replacing`` after this pass.
+    replacing: int | None
+    #: Live replicas (ordinals < replicas) whose Pods are outdated (hash or floor).
+    outdated: int = 0
+    #: Live replicas running an older but compatible render-version (kept, D4).
+    compatible_older: int = 0
+    #: Deleted nothing because a cache connection did not resolve (``RolloutHeldByCache``).
+    held_by_cache: bool = False
+    #: A healthy outdated replica waits for every replica to hold an admitted Workload.
+    held_by_admission: bool = False
+    #: Pods were shed for surplus; no rollout this pass.
+    shed: bool = False
+    #: The replica chosen for replacement this pass and why (``None`` when none).
+    replaced: int | None = None
+    tier: str | None = None
+    #: Ordinals the create gate skipped because a Pod of their group still stands.
+    waiting_ordinals: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The next actions of one pass, in the order the controller applies them."""
+
+    #: role → ordinal being replaced after this pass (``None`` = absent), for every role.
+    replacing: Mapping[str, int | None]
+    #: Write ``replacing`` before the deletions (a new replacement was chosen, D6 [inferred]).
+    persist_first: bool
+    delete_pods: tuple[ObservedPod, ...]
+    delete_workloads: tuple[str, ...]
+    create: tuple[Seat, ...]
+    requeue: bool
+    roles: tuple[RoleStep, ...] = ()
+
+    def role(self, name: str) -> RoleStep | None:
+        for step in self.roles:
+            if step.role == name:
+                return step
+        return None
+
+
+@dataclass(slots=True)
+class _Replica:
+    """The live Pods of one occupied ordinal."""
+
+    ordinal: int
+    pods: list[ObservedPod] = field(default_factory=list)
+
+    def complete(self, role: DesiredRole) -> bool:
+        return is_complete(self.pods, role.size)
+
+    def has_failed_member(self) -> bool:
+        return any(p.failed for p in self.pods)
+
+    def broken(self, role: DesiredRole) -> bool:
+        return not self.complete(role) or self.has_failed_member()
+
+
+def expected_size(pods: Sequence[ObservedPod], size: int) -> int:
+    """The member count a replica should have: the size it was created with (its group's
+    declared total, when its Pods agree on one), else the role's current ``size``.
+
+    Judging a replica by its own total lets a ``size`` edit roll old replicas through the
+    admission gate instead of reading every one of them as broken.
+    """
+    totals = {p.group_total for p in pods if p.group_total}
+    return totals.pop() if len(totals) == 1 else size
+
+
+def is_complete(pods: Sequence[ObservedPod], size: int) -> bool:
+    """Every member 0..n-1 present exactly once (n = :func:`expected_size`)."""
+    want = expected_size(pods, size)
+    return len(pods) == want and {p.member for p in pods} == set(range(want))
+
+
+def is_pod_outdated(pod: ObservedPod, role: DesiredRole, *, floor: int) -> bool:
+    """Outdated against **its own seat's** render (docs/contract/controller.md §6,
+    docs/contract/render.md §7, D4)."""
+    if pod.ordinal is None:
+        return True
+    seat = role.seat_hash(pod.ordinal, pod.member)
+    return seat is None or pod.pod_spec_hash != seat or pod.render_version < floor
+
+
+class _Actions:
+    """Ordered, de-duplicated deletions and creations of one pass."""
+
+    def __init__(self, index: ReplicaIndex, standing: Sequence[ObservedPod]) -> None:
+        self._index = index
+        self._standing = standing
+        self.pods: dict[str, ObservedPod] = {}
+        self.workloads: dict[str, None] = {}
+        self.create: list[Seat] = []
+
+    def delete(self, pods: Iterable[ObservedPod]) -> None:
+        """Delete ``pods``, then every Workload owning them that owns no other standing Pod."""
+        batch = [p for p in pods if p.uid not in self.pods]
+        for pod in batch:
+            self.pods[pod.uid] = pod
+        leaving = set(self.pods)
+        staying = {p.uid for p in self._standing if p.uid not in leaving}
+        for wl in self._index.workloads_of(batch):
+            # A Workload shared with a Pod that stays (a duplicate seat's sibling) is kept:
+            # deleting it would take the staying replica's admission with it.
+            if not wl.owns_any(staying):
+                self.workloads.setdefault(wl.name, None)
+
+    def delete_workloads(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.workloads.setdefault(name, None)
+
+
+def _ordinal_key(pod: ObservedPod) -> tuple[int, str]:
+    return (pod.ordinal if pod.ordinal is not None else -1, pod.name)
+
+
+def _desc(pods: Iterable[ObservedPod]) -> list[ObservedPod]:
+    """Highest ordinal first, then descending name; orphans last."""
+    return sorted(pods, key=_ordinal_key, reverse=True)
+
+
+def remembered_replacing(md: ModelDeployment) -> dict[str, int | None]:
+    """``status.roles[].replacing`` by role (D6): the replacement a restart resumes."""
+    return {r.name: r.replacing for r in (md.status.roles or ())} if md.status is not None else {}
+
+
+def plan(
+    *,
+    desired: Desired,
+    pods: Sequence[ObservedPod] = (),
+    workloads: Sequence[ObservedWorkload] = (),
+    index: ReplicaIndex | None = None,
+    replacing: Mapping[str, int | None],
+    cache_hold: bool = False,
+) -> Plan:
+    """The next step of a reconcile pass.
+
+    ``pods`` are every Pod carrying the deployment's selector labels as the API server holds
+    them at the start of the pass (an uncached list): owned and not owned, terminating or not.
+    ``workloads`` are the Workloads of the namespace (only those owning one of ``pods`` matter).
+    ``replacing`` is ``status.roles[].replacing`` by role (D6). ``cache_hold`` is true when the
+    deployment has resolved a cache connection before (``status.kvCache`` set) but none resolved
+    this pass: outdated roles then delete nothing (``RolloutHeldByCache``).
+    """
+    if index is None:
+        index = ReplicaIndex.of(pods, workloads)
+    elif pods or workloads:
+        raise ValueError("plan: pass the observed Pods and Workloads or their index, not both")
+    standing = list(index.live)
+    actions = _Actions(index, standing)
+    requeue = False
+
+    # Pods of a role no longer in the spec (docs/contract/controller.md §4.5).
+    names = {r.name for r in desired.roles}
+    gone = [p for p in standing if p.role not in names]
+    if gone:
+        actions.delete(_desc(gone))
+        requeue = True
+
+    # Stranded Workloads (§4.6): a Pod already terminating at pass start (a drain, a kubelet
+    # eviction, `kubectl delete pod`) is held by Kueue's finalizer while its Workload stands.
+    standing_uids = {p.uid for p in standing}
+    terminating = index.terminating
+    stranded = [wl.name for wl in index.workloads_of(terminating) if not wl.owns_any(standing_uids)]
+    if stranded:
+        actions.delete_workloads(stranded)
+    if terminating:
+        requeue = True
+
+    # Any Pod on the API server holding a group name blocks recreating that ordinal (§5).
+    held_groups = {p.group for p in index.pods if p.group}
+
+    steps: list[RoleStep] = []
+    new_replacing: dict[str, int | None] = {}
+    persist_first = False
+    for role in desired.roles:
+        role_pods = index.live_of(role.name)
+        remembered = replacing.get(role.name)
+        step, role_requeue = _plan_role(
+            role,
+            role_pods,
+            actions=actions,
+            index=index,
+            held_groups=held_groups,
+            remembered=remembered,
+            floor=desired.floor,
+            current=desired.render_version,
+            cache_hold=cache_hold,
+        )
+        steps.append(step)
+        new_replacing[role.name] = step.replacing
+        if step.replacing is not None and step.replacing != remembered:
+            persist_first = True
+        requeue = requeue or role_requeue
+    return Plan(
+        replacing=new_replacing,
+        persist_first=persist_first,
+        delete_pods=tuple(actions.pods.values()),
+        delete_workloads=tuple(actions.workloads),
+        create=tuple(actions.create),
+        requeue=requeue,
+        roles=tuple(steps),
+    )
+
+
+def requeue_after(step: Plan, after: ReplicaIndex) -> bool:
+    """Whether the pass looks again shortly: the plan holds something, or an owned Pod is
+    still terminating once the pass's writes are done."""
+    return step.requeue or bool(after.terminating)
+
+
+def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume, choose, hold); its branches share the pass's state)
+    role: DesiredRole,
+    pods: list[ObservedPod],
+    *,
+    actions: _Actions,
+    index: ReplicaIndex,
+    held_groups: set[str],
+    remembered: int | None,
+    floor: int,
+    current: int,
+    cache_hold: bool,
+) -> tuple[RoleStep, bool]:
+    """Scale-down and surplus, then rollout, then the create gate, for one role."""
+    orphans, removed, occupied = _occupancy(role, pods)
+
+    deleted = False
+    requeue = False
+
+    # Scale-down (§5): highest ordinals first, with their Workloads; survivors untouched.
+    if removed:
+        actions.delete(_desc(removed))
+        deleted = True
+
+    # Surplus (§5): orphans and duplicate seat occupants beyond replicas × size.
+    orphans, shed = _shed_surplus(role, orphans, occupied, actions=actions)
+    if shed:
+        deleted = requeue = True
+
+    outdated = sorted(
+        o for o, r in occupied.items() if any(is_pod_outdated(p, role, floor=floor) for p in r.pods)
+    )
+    compatible_older = sum(
+        1
+        for o, r in occupied.items()
+        if o not in outdated and any(p.render_version < current for p in r.pods)
+    )
+
+    # Rollout (§6).
+    replacing = remembered
+    if replacing is not None and replacing >= role.replicas:
+        replacing = None
+    replaced: int | None = None
+    tier: str | None = None
+    held_by_cache = False
+    held_by_admission = False
+    if not shed:
+        hold = cache_hold and bool(outdated)
+        held_by_cache = hold
+        if replacing is not None:
+            slot = occupied.get(replacing)
+            if slot is not None:
+                stale = any(is_pod_outdated(p, role, floor=floor) for p in slot.pods)
+                if not slot.broken(role) and index.admitted(slot.pods):
+                    # Resolved: the replacement holds its fresh admission. Should a newer edit
+                    # have outdated it meanwhile, it is now an ordinary running replica and
+                    # waits for the admission gate like any other (per seed: only a
+                    # replacement still waiting is superseded without the gate).
+                    replacing = None
+                elif stale or slot.broken(role):
+                    if hold:
+                        requeue = True
+                    else:
+                        # An interrupted deletion, a superseded queued replacement, or a
+                        # replacement that lost a member: rebuilt whole from the current render.
+                        actions.delete(_desc(slot.pods))
+                        deleted = True
+                        requeue = True
+                        replaced, tier = replacing, Tier.OUTDATED if stale else Tier.BROKEN
+                else:
+                    requeue = True  # the replacement waits for its fresh admission
+            else:
+                requeue = True  # the create gate below recreates it
+                if orphans and not hold:
+                    # Orphans would otherwise take the slot's count and starve the replacement.
+                    actions.delete(_desc(orphans))
+                    deleted = True
+        if replacing is None and not deleted and not hold:
+            choice = _choose(role, occupied, orphans, index, floor=floor)
+            if choice is not None:
+                ordinal, chosen_tier, victims = choice
+                if chosen_tier == Tier.HEALTHY and not _gate_open(role, occupied, index):
+                    held_by_admission = True
+                    requeue = True
+                else:
+                    actions.delete(victims)
+                    deleted = True
+                    requeue = True
+                    tier = chosen_tier
+                    if ordinal is not None:
+                        replacing = replaced = ordinal
+        elif hold:
+            requeue = True
+
+    # Create gate (§5): never in a pass that deleted in this role.
+    waiting: list[int] = []
+    if not deleted:
+        waiting = _create_missing(role, occupied, orphans, actions=actions, held_groups=held_groups)
+        requeue = requeue or bool(waiting)
+
+    requeue = requeue or deleted  # a deletion is in flight
+    step = RoleStep(
+        role=role.name,
+        replacing=replacing,
+        outdated=len(outdated),
+        compatible_older=compatible_older,
+        held_by_cache=held_by_cache,
+        held_by_admission=held_by_admission,
+        shed=shed,
+        replaced=replaced,
+        tier=tier,
+        waiting_ordinals=tuple(waiting),
+    )
+    return step, requeue
+
+
+def _occupancy(
+    role: DesiredRole, pods: Sequence[ObservedPod]
+) -> tuple[list[ObservedPod], list[ObservedPod], dict[int, _Replica]]:
+    """The role's live Pods as (orphans without an ordinal, Pods beyond ``replicas``, the
+    occupied seats by ordinal)."""
+    orphans: list[ObservedPod] = []
+    removed: list[ObservedPod] = []
+    occupied: dict[int, _Replica] = {}
+    for pod in pods:
+        if pod.ordinal is None:
+            orphans.append(pod)
+        elif pod.ordinal >= role.replicas:
+            removed.append(pod)
+        else:
+            occupied.setdefault(pod.ordinal, _Replica(pod.ordinal)).pods.append(pod)
+    return orphans, removed, occupied
+
+
+def _shed_surplus(
+    role: DesiredRole,
+    orphans: list[ObservedPod],
+    occupied: Mapping[int, _Replica],
+    *,
+    actions: _Actions,
+) -> tuple[list[ObservedPod], bool]:
+    """Delete orphans, then duplicate seat occupants, beyond replicas × size; the orphans
+    left and whether anything was shed (``occupied`` loses the victims in place)."""
+    kept = len(orphans) + sum(len(r.pods) for r in occupied.values())
+    surplus = kept - role.replicas * role.size
+    if surplus <= 0:
+        return orphans, False
+    victims = (_desc(orphans) + _duplicates(role, occupied))[:surplus]
+    if not victims:
+        return orphans, False
+    actions.delete(victims)
+    victim_uids = {p.uid for p in victims}
+    for replica in occupied.values():
+        replica.pods = [p for p in replica.pods if p.uid not in victim_uids]
+    return [p for p in orphans if p.uid not in victim_uids], True
+
+
+def _create_missing(
+    role: DesiredRole,
+    occupied: Mapping[int, _Replica],
+    orphans: Sequence[ObservedPod],
+    *,
+    actions: _Actions,
+    held_groups: set[str],
+) -> list[int]:
+    """Schedule whole seats for the lowest free ordinals, as many as are missing; an ordinal
+    whose group name a Pod still holds waits. Returns the waiting ordinals."""
+    waiting: list[int] = []
+    missing = role.replicas - len(occupied) - len(orphans)
+    for ordinal in range(role.replicas):
+        if missing <= 0:
+            break
+        if ordinal in occupied:
+            continue
+        group = role.groups[ordinal] if ordinal < len(role.groups) else None
+        if group is not None and group in held_groups:
+            waiting.append(ordinal)
+            continue
+        actions.create.append(Seat(role.name, ordinal))
+        missing -= 1
+    return waiting
+
+
+def _duplicates(role: DesiredRole, occupied: Mapping[int, _Replica]) -> list[ObservedPod]:
+    """Every occupant of a seat beyond its keeper: the one whose pod-spec-hash matches the
+    seat (ties: greatest name). Highest ordinal first, then descending name."""
+    extra: list[ObservedPod] = []
+    for ordinal in sorted(occupied, reverse=True):
+        by_member: dict[int, list[ObservedPod]] = {}
+        for pod in occupied[ordinal].pods:
+            by_member.setdefault(pod.member, []).append(pod)
+        seat_extra: list[ObservedPod] = []
+        for member, occupants in by_member.items():
+            if len(occupants) < 2:
+                continue
+            seat = role.seat_hash(ordinal, member)
+            keeper = max(occupants, key=lambda p: (p.pod_spec_hash == seat, p.name))
+            seat_extra.extend(p for p in occupants if p is not keeper)
+        extra.extend(sorted(seat_extra, key=lambda p: p.name, reverse=True))
+    return extra
+
+
+def _choose(
+    role: DesiredRole,
+    occupied: Mapping[int, _Replica],
+    orphans: Sequence[ObservedPod],
+    index: ReplicaIndex,
+    *,
+    floor: int,
+) -> tuple[int | None, str, list[ObservedPod]] | None:
+    """The replica to replace next: the highest ordinal of the first non-empty tier."""
+    broken = [o for o, r in occupied.items() if r.broken(role)]
+    if broken:
+        ordinal = max(broken)
+        return ordinal, Tier.BROKEN, _desc(occupied[ordinal].pods)
+    if orphans:
+        # Orphans rank lowest within tier a and carry no ordinal to remember.
+        return None, Tier.ORPHAN, _desc(orphans)
+    stale = [
+        o for o, r in occupied.items() if any(is_pod_outdated(p, role, floor=floor) for p in r.pods)
+    ]
+    queued = [
+        o
+        for o in stale
+        if all(p.gated for p in occupied[o].pods) and index.never_admitted(occupied[o].pods)
+    ]
+    if queued:
+        ordinal = max(queued)
+        return ordinal, Tier.QUEUED, _desc(occupied[ordinal].pods)
+    if stale:
+        ordinal = max(stale)
+        return ordinal, Tier.HEALTHY, _desc(occupied[ordinal].pods)
+    return None
+
+
+def _gate_open(role: DesiredRole, occupied: Mapping[int, _Replica], index: ReplicaIndex) -> bool:
+    """Every replica the role declares holds a Workload with ``Admitted=True`` (per seed)."""
+    for ordinal in range(role.replicas):
+        replica = occupied.get(ordinal)
+        if replica is None or not index.admitted(replica.pods):
+            return False
+    return True

@@ -1,0 +1,173 @@
+"""Which rendered Services a pass applies and which stored ones it prunes
+(docs/contract/render.md §19, docs/contract/controller.md §11), and when a stored Service is already
+aligned with the rendering.
+
+A rendered Service is applied unless the stored one is aligned (a value differs, or the
+controller's field manager still owns a field the rendering no longer carries); a stored
+Service held by another owner is a conflict, never overwritten. A Service this deployment
+controls that is no longer rendered is pruned, except an instance Service while a Pod of its
+ordinal remains (peers of a terminating instance still resolve one another).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpustack_render.core import jsonview, labels, ownerrefs
+from gpustack_render.reconcile.observed import ObservedPod
+
+
+@dataclass(frozen=True)
+class ServiceSync:
+    """The Service writes of one pass: apply in order, report conflicts, then prune."""
+
+    apply: tuple[dict[str, Any], ...]
+    #: Names of rendered Services stored under another owner (never written).
+    conflicts: tuple[str, ...]
+    #: Names of stored Services to delete.
+    prune: tuple[str, ...]
+
+
+def sync_services(
+    wanted: Sequence[dict[str, Any]],
+    *,
+    stored: Mapping[str, Mapping[str, Any] | None],
+    others: Iterable[Mapping[str, Any]],
+    namespace: str,
+    owner_uid: str,
+    pods: Sequence[ObservedPod],
+    manager: str,
+) -> ServiceSync:
+    """The Service writes of a pass.
+
+    ``stored`` holds the stored Service of each rendered name (``None``: absent); ``others``
+    the stored Services the pass knows of (any namespace, any owner; those rendered are
+    skipped); ``pods`` the deployment's Pods as observed after the pass's Pod writes.
+    """
+    names = {_name(s) for s in wanted}
+    apply: list[dict[str, Any]] = []
+    conflicts: list[str] = []
+    for service in wanted:
+        existing = stored.get(_name(service))
+        if existing is not None and not ownerrefs.controlled_by(existing, owner_uid):
+            conflicts.append(_name(service))
+        elif existing is None or not service_aligned(existing, service, manager):
+            apply.append(service)
+    held = {(p.role, p.ordinal) for p in pods if p.owned}
+    prune: list[str] = []
+    for existing in others:
+        meta = jsonview.view(existing.get("metadata"))
+        if meta.get("namespace") != namespace or meta.get("name") in names:
+            continue
+        if not ownerrefs.controlled_by(existing, owner_uid):
+            continue
+        selector = jsonview.view(jsonview.view(existing.get("spec")).get("selector"))
+        ordinal = selector.get(labels.POD_ORDINAL)
+        role = selector.get(labels.COMPONENT)
+        if ordinal is not None and (role, _int(ordinal)) in held:
+            continue  # peers of a terminating instance still resolve one another
+        prune.append(str(meta.get("name")))
+    return ServiceSync(apply=tuple(apply), conflicts=tuple(conflicts), prune=tuple(prune))
+
+
+def _name(service: Mapping[str, Any]) -> str:
+    return str(service["metadata"]["name"])
+
+
+def _int(text: object) -> int | None:
+    try:
+        return int(str(text))
+    except ValueError:
+        return None
+
+
+def service_aligned(existing: Mapping[str, Any], wanted: Mapping[str, Any], manager: str) -> bool:
+    """True when applying ``wanted`` as ``manager`` would change nothing in ``existing``.
+
+    Two halves: every rendered field is stored with the rendered value (:func:`_covers`), and
+    the field set ``manager`` owns through server-side apply (``metadata.managedFields``)
+    names nothing the rendering dropped — a label, annotation, port or selector key removed
+    from the rendering is still stored and still ours, and only a new apply removes it. A
+    Service without an apply entry of ``manager`` is not known to be aligned.
+    """
+    if not _covers(existing, wanted):
+        return False
+    owned = _applied_fields(existing, manager)
+    return owned is not None and not _owns_more(owned, wanted)
+
+
+def _applied_fields(obj: Mapping[str, Any], manager: str) -> Mapping[str, Any] | None:
+    """The ``fieldsV1`` set ``manager`` owns by apply on the main resource, if any."""
+    for entry in (obj.get("metadata") or {}).get("managedFields") or ():
+        if (
+            isinstance(entry, Mapping)
+            and entry.get("manager") == manager
+            and entry.get("operation") == "Apply"
+            and not entry.get("subresource")
+        ):
+            fields = entry.get("fieldsV1")
+            return fields if isinstance(fields, Mapping) else {}
+    return None
+
+
+def _owns_more(fields: Mapping[str, Any], wanted: Any) -> bool:
+    """True when the ``fieldsV1`` set ``fields`` names a path ``wanted`` does not carry.
+
+    ``f:<name>`` is a map field, ``k:<json>`` a list element by its key fields, ``v:<json>``
+    a set element, ``i:<n>`` a list index and ``.`` the element itself.
+    """
+    for key, sub in fields.items():
+        if key == ".":
+            continue
+        kind, _, rest = str(key).partition(":")
+        child: Any
+        if kind == "f":
+            if not isinstance(wanted, Mapping) or rest not in wanted:
+                return True
+            child = wanted[rest]
+        elif kind in ("k", "v", "i"):
+            if not isinstance(wanted, list):
+                return True
+            try:
+                ident = json.loads(rest)
+            except ValueError:
+                return True
+            if kind == "k":
+                match = [
+                    e
+                    for e in wanted
+                    if isinstance(e, Mapping)
+                    and isinstance(ident, Mapping)
+                    and all(e.get(k) == v for k, v in ident.items())
+                ]
+            elif kind == "v":
+                match = [e for e in wanted if e == ident]
+            else:
+                match = [wanted[ident]] if isinstance(ident, int) and ident < len(wanted) else []
+            if not match:
+                return True
+            child = match[0]
+        else:
+            return True
+        if isinstance(sub, Mapping) and sub and _owns_more(sub, child):
+            return True
+    return False
+
+
+def _covers(existing: Any, wanted: Any) -> bool:
+    """Every field of ``wanted`` is present with the same value in ``existing`` (server
+    defaults may add more); lists must match element by element."""
+    if isinstance(wanted, Mapping):
+        return isinstance(existing, Mapping) and all(
+            k in existing and _covers(existing[k], v) for k, v in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return (
+            isinstance(existing, list)
+            and len(existing) == len(wanted)
+            and all(_covers(e, w) for e, w in zip(existing, wanted, strict=True))
+        )
+    return bool(existing == wanted)

@@ -1,0 +1,1 @@
+"""Rendering: one ModelDeployment and the objects it names → Pods, Services and LocalQueues."""

@@ -1,0 +1,237 @@
+"""Decoding plain objects into the API models, as the API server's schema would.
+
+Schema problems (a bound, an enum, a required field, an unknown field under strict field
+validation, a duplicate list-map key) become :class:`~gpustack_render.core.errors.FieldError` s with
+paths built from JSON names, so a user sees one error format whatever caught the problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from gpustack_render.api.common import API_VERSION
+from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, FieldError
+from gpustack_render.core.nesting import MAX_DEPTH, too_deep
+from gpustack_render.core.paths import ROLES, FieldPath
+from gpustack_render.schema.kinds import MODELS
+
+M = TypeVar("M", bound=BaseModel)
+
+
+# Union-member and validator tags pydantic puts into error locations; not field names.
+_TAGS = {"int", "str", "bool", "float", "list", "dict", "none", "is-instance", "lax-or-strict"}
+
+
+def _path_of(loc: Sequence[int | str]) -> FieldPath:
+    parts: list[str | int] = []
+    for part in loc:
+        if isinstance(part, str) and (part in _TAGS or "[" in part or "(" in part):
+            continue
+        parts.append(part)
+    return FieldPath(tuple(parts))
+
+
+def _value_at(data: Any, path: FieldPath) -> tuple[bool, Any]:
+    return path.resolve(data)
+
+
+#: pydantic error type → how the API server words the same schema refusal.
+_DETAILS: dict[str, str] = {
+    "less_than_equal": "must be less than or equal to {le}",
+    "greater_than_equal": "must be greater than or equal to {ge}",
+    "less_than": "must be less than {lt}",
+    "greater_than": "must be greater than {gt}",
+    "string_pattern_mismatch": "must match the pattern '{pattern}'",
+    "string_too_short": "must be at least {min_length} characters long",
+    "too_short": "must have at least {min_length} items",
+    "int_type": "must be an integer",
+    "int_from_float": "must be an integer",
+    "int_parsing": "must be an integer",
+    "string_type": "must be a string",
+    "bool_type": "must be a boolean",
+    "bool_parsing": "must be a boolean",
+    "list_type": "must be a list",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+}
+
+
+def _detail(kind: str, ctx: dict[str, Any], fallback: str) -> str:
+    template = _DETAILS.get(kind)
+    if template is None:
+        # A validator's own message ("Value error, <ours>") keeps only our words.
+        return fallback.removeprefix("Value error, ")
+    try:
+        return template.format(**ctx)
+    except (KeyError, IndexError):
+        return fallback
+
+
+def translate(exc: ValidationError, data: Any, *, prefix: FieldPath | None = None) -> ErrorList:
+    """Pydantic errors as field errors.
+
+    missing → Required, extra → Forbidden, enum → NotSupported, else Invalid.
+    """
+    out = ErrorList()
+    seen: set[tuple[str, str]] = set()
+    for err in exc.errors(include_url=False):
+        path = _path_of(err["loc"])
+        full = FieldPath((*prefix.parts, *path.parts)) if prefix else path
+        kind = err["type"]
+        found, value = _value_at(data, path)
+        ctx = err.get("ctx") or {}
+        fe: FieldError
+        if kind == "missing":
+            fe = errors.required(full, origin="schema.violation")
+        elif kind == "extra_forbidden":
+            fe = errors.forbidden(
+                full,
+                f'unknown field "{full}": this API has no such field',
+                origin="schema.violation",
+            )
+        elif kind in ("literal_error", "enum"):
+            expected = str(ctx.get("expected", ""))
+            choices = [c.strip().strip("'\"") for c in expected.replace(" or ", ",").split(",")]
+            fe = errors.not_supported(
+                full, value, [c for c in choices if c], origin="schema.violation"
+            )
+        elif kind == "string_too_long":
+            fe = errors.too_long(full, int(ctx.get("max_length", 0)), origin="schema.violation")
+        elif kind == "too_long" and isinstance(value, list):
+            fe = errors.too_many(
+                full, len(value), int(ctx.get("max_length", 0)), origin="schema.violation"
+            )
+        else:
+            fe = errors.invalid(
+                full,
+                value if found else None,
+                _detail(kind, ctx, err["msg"]),
+                origin="schema.violation",
+            )
+        key = (fe.field, fe.type.value)
+        if key in seen:
+            continue  # one cause per field and type: a union reports each member otherwise
+        seen.add(key)
+        out.append(fe)
+    return out
+
+
+def _hashable(value: Any) -> Any:
+    """A list-map key value usable in a dict (a list or object key is kept as its JSON text)."""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def _list_map_duplicates(
+    items: Any, path: FieldPath, keys: tuple[str, ...], defaults: Mapping[str, Any] | None = None
+) -> ErrorList:
+    out = ErrorList()
+    if not isinstance(items, list):
+        return out
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        key = tuple(_hashable(item.get(k, (defaults or {}).get(k))) for k in keys)
+        if key in seen:
+            value = dict(zip(keys, key, strict=True))
+            out.append(errors.duplicate(path.index(i), value, origin="schema.violation"))
+        else:
+            seen[key] = i
+    return out
+
+
+def schema_duplicates(data: Mapping[str, Any]) -> ErrorList:
+    """Duplicate keys of the deployment's list-maps (roles by name, env, ports)."""
+    out = ErrorList()
+    spec = data.get("spec")
+    if not isinstance(spec, dict):
+        return out
+    roles = spec.get("roles")
+    out.extend(_list_map_duplicates(roles, ROLES, ("name",)))
+    if isinstance(roles, list):
+        for i, role in enumerate(roles):
+            if not isinstance(role, dict):
+                continue
+            rp = ROLES.index(i)
+            out.extend(_list_map_duplicates(role.get("env"), rp.child("env"), ("name",)))
+            out.extend(
+                _list_map_duplicates(
+                    role.get("ports"), rp.child("ports"), ("port", "protocol"), {"protocol": "TCP"}
+                )
+            )
+    return out
+
+
+def nesting_errors(data: Any) -> ErrorList:
+    """An error at the first value nested deeper than the bound
+    (:mod:`gpustack_render.core.nesting`)."""
+    path = too_deep(data)
+    if path is None:
+        return ErrorList()
+    return ErrorList(
+        [
+            errors.invalid(
+                path,
+                None,
+                f"nested deeper than {MAX_DEPTH} levels of objects and lists",
+                origin="schema.nesting-too-deep",
+            )
+        ]
+    )
+
+
+def decode_model(cls: type[M], data: Any) -> tuple[M | None, ErrorList]:
+    """Validate ``data`` as ``cls``; returns the model or the field errors, never raises.
+
+    Nesting past the bound is refused before the model sees it; any other failure of the
+    model (``RecursionError`` and ``MemoryError`` included) is one error on this object only.
+    """
+    deep = nesting_errors(data)
+    if deep:
+        return None, deep
+    try:
+        return cls.model_validate(data), ErrorList()
+    except ValidationError as exc:
+        return None, translate(exc, data)
+    except Exception as exc:  # RecursionError and MemoryError included
+        detail = f"cannot be decoded as a {cls.__name__} ({type(exc).__name__})"
+        return None, ErrorList([errors.invalid("", None, detail, origin="schema.undecodable")])
+
+
+def decode_deployment(data: Any) -> tuple[ModelDeployment | None, ErrorList]:
+    """A ModelDeployment with schema defaults applied, or every schema error found."""
+    if not isinstance(data, dict):
+        return None, ErrorList([errors.invalid("", type(data).__name__, "must be an object")])
+    deep = nesting_errors(data)
+    if deep:
+        return None, deep
+    dupes = schema_duplicates(data)
+    md, errs = decode_model(ModelDeployment, data)
+    errs = ErrorList([*errs, *dupes])
+    if errs:
+        return None, errs
+    return md, errs
+
+
+def kind_of(data: Mapping[str, Any]) -> tuple[str, str]:
+    """The (apiVersion, kind) of a plain object; empty strings when absent."""
+    api_version = data.get("apiVersion")
+    kind = data.get("kind")
+    return (
+        api_version if isinstance(api_version, str) else "",
+        kind if isinstance(kind, str) else "",
+    )
+
+
+def is_project_kind(data: Mapping[str, Any]) -> bool:
+    api_version, kind = kind_of(data)
+    return api_version == API_VERSION and kind in MODELS

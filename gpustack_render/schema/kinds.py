@@ -1,0 +1,85 @@
+"""The registry of the project's kinds (group ``worker.gpustack.ai``, version ``v1``): each
+kind's model, plural, scope and CRD presentation.
+
+Decoding, the CRDs, the API reference, the command line and both shells' API clients read
+kinds here, so a kind's plural or scope is written once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel
+
+from gpustack_render.api.common import GROUP, VERSION
+from gpustack_render.api.inputs import (
+    InputObject,
+    InstanceType,
+    KVCacheBackend,
+    KVCachePool,
+    KVCachePoolBinding,
+    ModelArtifact,
+)
+from gpustack_render.api.modeldeployment import ModelDeployment
+
+Schema = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """How one kind is served."""
+
+    model: type[BaseModel]
+    kind: str
+    plural: str
+    scope: Literal["Namespaced", "Cluster"]
+    short_names: tuple[str, ...] = ()
+    printer_columns: tuple[Schema, ...] = ()
+
+    @property
+    def namespaced(self) -> bool:
+        return self.scope == "Namespaced"
+
+    @property
+    def api_version(self) -> str:
+        return f"{GROUP}/{VERSION}"
+
+
+_AGE: Schema = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+KINDS: tuple[KindInfo, ...] = (
+    KindInfo(
+        ModelDeployment,
+        "ModelDeployment",
+        "modeldeployments",
+        "Namespaced",
+        ("md",),
+        (
+            {"name": "Engine", "type": "string", "jsonPath": ".spec.engine.name"},
+            {"name": "Roles", "type": "string", "jsonPath": ".status.roleSummary"},
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
+            _AGE,
+        ),
+    ),
+    KindInfo(InstanceType, "InstanceType", "instancetypes", "Cluster", ("instype",)),
+    KindInfo(
+        KVCachePoolBinding, "KVCachePoolBinding", "kvcachepoolbindings", "Namespaced", ("kvcpb",)
+    ),
+    KindInfo(KVCachePool, "KVCachePool", "kvcachepools", "Cluster", ("kvcp",)),
+    KindInfo(KVCacheBackend, "KVCacheBackend", "kvcachebackends", "Cluster", ("kvcb",)),
+    KindInfo(ModelArtifact, "ModelArtifact", "modelartifacts", "Namespaced"),
+)
+
+
+#: Each kind's model, by kind name.
+MODELS: Final[dict[str, type[BaseModel]]] = {info.kind: info.model for info in KINDS}
+#: The kinds rules read through Lookups (every kind but ModelDeployment), by kind name.
+INPUT_MODELS: Final[dict[str, type[InputObject]]] = {
+    info.kind: info.model
+    for info in KINDS
+    if isinstance(info.model, type) and issubclass(info.model, InputObject)
+}
+#: Each kind's registry entry, by kind name.
+BY_KIND: Final[dict[str, KindInfo]] = {info.kind: info for info in KINDS}

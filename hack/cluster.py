@@ -1,0 +1,354 @@
+"""A simulated GPU cluster for a person: ``make cluster``, ``cluster-demo``, ``cluster-down``.
+
+``up`` builds the components when needed (hack/envtest/build.sh), then starts, in the background,
+one supervisor process that runs the cluster of tests/integration/cluster.py (etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with 8 fake Nodes of 8 GPUs, Kueue)
+plus the project's controller and webhook server as local processes, with the webhook
+configurations of deploy/webhook pointed at the local server. It writes the admin kubeconfig to
+``.cluster/kubeconfig`` and waits until everything is ready.
+
+``demo`` applies the bundled examples (with the InstanceTypes, pools and bindings they name and a
+ClusterQueue per entrance), waits until every ModelDeployment reports ``status.phase: Ready`` and
+prints ``kubectl get md,pods,workloads``.
+
+``down`` stops the supervisor (which stops every process it started) and removes ``.cluster/``.
+
+Everything listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+
+from integration.cluster import (  # noqa: E402
+    BLOCK_LABEL,
+    RACK_LABEL,
+    Cluster,
+    FakeNode,
+    default_nodes,
+    locate_cluster_binaries,
+)
+from integration.controlplane import (  # noqa: E402
+    ManagedProcess,
+    free_port,
+    load_yaml_documents,
+    point_webhooks_at,
+    start_process,
+)
+
+STATE = REPO_ROOT / ".cluster"
+KUBECONFIG = STATE / "kubeconfig"
+PID_FILE = STATE / "supervisor.pid"
+READY_FILE = STATE / "ready.json"
+LOG = STATE / "supervisor.log"
+WEBHOOKS = REPO_ROOT / "deploy" / "webhook" / "webhooks.yaml"
+EXAMPLES = REPO_ROOT / "examples"
+SYSTEM_NAMESPACE = "gpustack-system"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _running_pid() -> int | None:
+    try:
+        pid = int(PID_FILE.read_text())
+    except (OSError, ValueError):
+        return None
+    return pid if _alive(pid) else None
+
+
+# ---- the supervisor (runs in the background) ----------------------------------------------
+
+
+def _serve() -> int:
+    """Run the cluster, the controller and the webhook server until SIGTERM."""
+    stop = {"now": False}
+
+    def _on_signal(signum: int, frame: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    binaries = locate_cluster_binaries()
+    # The default 8 GPU Nodes, plus two Ascend Nodes for the vLLM-Ascend example.
+    npu_nodes = [
+        FakeNode(
+            f"npu-node-{i}",
+            accelerator="huawei.com/npu",
+            labels={BLOCK_LABEL: "block-2", RACK_LABEL: "rack-4"},
+        )
+        for i in range(2)
+    ]
+    cluster = Cluster(binaries, nodes=[*default_nodes(), *npu_nodes], root=STATE / "run")
+    shells: list[ManagedProcess] = []
+    try:
+        cluster.start()
+        shutil.copyfile(cluster.kubeconfig, KUBECONFIG)
+        cp = cluster.control_plane
+        cluster.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}
+        )
+        # The webhook server: serving certificate from the cluster's CA, registered by URL.
+        tls_dir = STATE / "run" / "webhook-tls"
+        cert, key = cp.ca.issue_serving(("127.0.0.1", "localhost")).write(tls_dir, "serving")
+        port = free_port()
+        env = {**os.environ, "KUBECONFIG": str(KUBECONFIG), "POD_NAMESPACE": SYSTEM_NAMESPACE}
+        shells.append(
+            start_process(
+                "gpustack-webhook",
+                [
+                    sys.executable,
+                    "-m",
+                    "gpustack_webhook",
+                    f"--cert-file={cert}",
+                    f"--key-file={key}",
+                    "--host=127.0.0.1",
+                    f"--port={port}",
+                    f"--kubeconfig={KUBECONFIG}",
+                ],
+                STATE / "webhook.log",
+                env=env,
+            )
+        )
+        _wait_https(port, shells[-1])
+        for configuration in load_yaml_documents(WEBHOOKS):
+            cluster.apply(point_webhooks_at(configuration, port, cp.ca.ca_bundle))
+        health = free_port()
+        shells.append(
+            start_process(
+                "gpustack-controller",
+                [
+                    sys.executable,
+                    "-m",
+                    "gpustack_controller",
+                    f"--kubeconfig={KUBECONFIG}",
+                    f"--health-port={health}",
+                    "--health-host=127.0.0.1",
+                ],
+                STATE / "controller.log",
+                env=env,
+            )
+        )
+        READY_FILE.write_text(
+            json.dumps(
+                {
+                    "kubeconfig": str(KUBECONFIG),
+                    "apiserver": cp.url,
+                    "webhook_port": port,
+                    "controller_health_port": health,
+                    "pids": [*cluster.pids(), *(p.popen.pid for p in shells)],
+                    "startup_seconds": round(cluster.startup_seconds, 1),
+                }
+            )
+        )
+        while not stop["now"]:
+            for proc in shells:
+                if proc.popen.poll() is not None:
+                    print(f"{proc.name} exited with {proc.popen.returncode}", flush=True)
+                    stop["now"] = True
+            time.sleep(0.5)
+    finally:
+        for proc in reversed(shells):
+            with contextlib.suppress(Exception):
+                proc.stop()
+        cluster.stop()
+    return 0
+
+
+def _wait_https(port: int, proc: ManagedProcess, timeout: float = 60) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited:\n{proc.log_tail()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{proc.name} not listening on {port}:\n{proc.log_tail()}")
+
+
+# ---- commands -------------------------------------------------------------------------------
+
+
+def up(timeout: float) -> int:
+    if _running_pid():
+        print(f"a cluster is already running (kubeconfig {KUBECONFIG}); `make cluster-down` first")
+        return 0
+    shutil.rmtree(STATE, ignore_errors=True)
+    STATE.mkdir(parents=True)
+    started = time.monotonic()
+    binaries = locate_cluster_binaries()  # build in the foreground: progress on the terminal
+    with LOG.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "serve"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "GPUSTACK_ENVTEST_BIN_DIR": str(binaries.bin_dir)},
+        )
+    PID_FILE.write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout
+    while not READY_FILE.exists():
+        if proc.poll() is not None:
+            print(LOG.read_text(errors="replace")[-4000:], file=sys.stderr)
+            print(f"the cluster did not start (exit {proc.returncode}); see {LOG}", file=sys.stderr)
+            return 1
+        if time.monotonic() > deadline:
+            print(f"the cluster is not ready after {timeout:.0f}s; log: {LOG}", file=sys.stderr)
+            return 1
+        time.sleep(0.5)
+    ready = json.loads(READY_FILE.read_text())
+    print(
+        f"simulated GPU cluster ready in {time.monotonic() - started:.0f}s "
+        f"(8 KWOK Nodes x 8 nvidia.com/gpu, Kueue, the controller and the webhook server)\n"
+        f"  export KUBECONFIG={KUBECONFIG}\n"
+        f"  {binaries.kubectl} get nodes\n"
+        f"  make cluster-demo     # apply examples/ and wait until they are Ready\n"
+        f"  make cluster-down     # stop everything and remove .cluster/\n"
+        f"kubectl: {binaries.kubectl} (API server {ready['apiserver']}); logs in {STATE}/"
+    )
+    return 0
+
+
+def down() -> int:
+    pid = _running_pid()
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+    # Anything the supervisor started that is somehow still there (it records every pid).
+    with contextlib.suppress(OSError, ValueError):
+        for child in json.loads(READY_FILE.read_text()).get("pids", []):
+            if _alive(int(child)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(child), signal.SIGKILL)
+    shutil.rmtree(STATE, ignore_errors=True)
+    print("simulated cluster stopped; .cluster/ removed" if pid else "no cluster was running")
+    return 0
+
+
+def _kubectl(*args: str, check: bool = True, input: str | None = None) -> str:
+    binaries = locate_cluster_binaries(build=False)
+    result = subprocess.run(
+        [str(binaries.kubectl), f"--kubeconfig={KUBECONFIG}", *args],
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=600,
+    )
+    if check and result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def demo(timeout: float) -> int:
+    if not _running_pid():
+        print("no cluster is running: `make cluster` first", file=sys.stderr)
+        return 1
+    os.environ.setdefault(
+        "GPUSTACK_ENVTEST_BIN_DIR", str(locate_cluster_binaries(build=True).bin_dir)
+    )
+    from integration.cluster import cluster_queue
+
+    namespaces: set[str] = set()
+    entrances: set[str] = set()
+    documents: list[dict[str, Any]] = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for doc in load_yaml_documents(path):
+            documents.append(doc)
+            if doc.get("kind") == "InstanceType":
+                entrance = (doc.get("status") or {}).get("entrance")
+                if entrance:
+                    entrances.add(str(entrance))
+            namespace = (doc.get("metadata") or {}).get("namespace")
+            if namespace:
+                namespaces.add(str(namespace))
+    for namespace in sorted(namespaces):
+        _kubectl("create", "namespace", namespace, check=False)
+    for entrance in sorted(entrances):
+        _kubectl("apply", "--server-side", "-f", "-", input=json.dumps(cluster_queue(entrance)))
+    deployments = []
+    # What a deployment names first (with its status), the deployments last: the webhook
+    # looks the named objects up.
+    documents.sort(key=lambda d: d.get("kind") == "ModelDeployment")
+    for doc in documents:
+        status = doc.pop("status", None)
+        for server_set in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+            doc["metadata"].pop(server_set, None)
+        _kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(doc))
+        kind = doc["kind"].lower()
+        name = doc["metadata"]["name"]
+        ns = doc["metadata"].get("namespace")
+        if status is not None and doc["kind"] != "ModelDeployment":
+            args = ["patch", kind, name, "--subresource=status", "--type=merge"]
+            if ns:
+                args += ["-n", ns]
+            _kubectl(*args, "-p", json.dumps({"status": status}))
+        if doc["kind"] == "ModelDeployment":
+            deployments.append((ns or "default", name))
+    print(f"applied {len(documents)} objects; waiting for {len(deployments)} ModelDeployments")
+    failed = 0
+    for ns, name in deployments:
+        result = subprocess.run(
+            [
+                str(locate_cluster_binaries(build=False).kubectl),
+                f"--kubeconfig={KUBECONFIG}",
+                "wait",
+                "-n",
+                ns,
+                f"modeldeployment/{name}",
+                "--for=jsonpath={.status.phase}=Ready",
+                f"--timeout={int(timeout)}s",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        print(result.stdout.strip() or result.stderr.strip())
+        failed += result.returncode != 0
+    print(_kubectl("get", "md,pods,workloads.kueue.x-k8s.io", "-A", "-o", "wide"))
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["up", "down", "demo", "serve"])
+    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve()
+    if args.command == "up":
+        return up(args.timeout)
+    if args.command == "demo":
+        return demo(args.timeout)
+    return down()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
