@@ -14,6 +14,7 @@ from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.core import labels
 from gpustack_render.reconcile.claims import FINALIZER
+from gpustack_render.reconcile.events import INPUT_UNREADABLE
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
 from gpustack_render.reconcile.replicas import ReplicaIndex
@@ -79,6 +80,32 @@ def test_a_stored_object_that_does_not_decode_is_a_failed_read() -> None:
     assert kinds == ["InstanceType", "KVCachePoolBinding", "KVCachePool"]
     with pytest.raises(LookupFailed, match="does not decode"):
         graph.lookups.get(KVCachePool, "", bad["metadata"]["name"])
+
+
+def test_a_binding_nested_too_deep_is_one_unreadable_object_never_claimed() -> None:
+    """The hostile Binding of issue 17: reported (an InputUnreadable Event naming it and the
+    path of the cut), read as a failed read by the render, and not claimed."""
+    objects = _objects()
+    deep: dict[str, Any] = {"leaf": True}
+    for _ in range(150):
+        deep = {"x": deep}
+    bad = copy.deepcopy(objects["KVCachePoolBinding"])
+    bad["metadata"]["resourceVersion"] = "42"
+    bad["spec"]["unknownField"] = deep
+    objects["KVCachePoolBinding"] = bad
+    graph = InputGraph(_deployment())
+    kinds = [r.kind.__name__ for r in _answer_all(graph, objects)]
+    assert kinds == ["InstanceType", "KVCachePoolBinding"]
+    assert graph.raw_binding is None
+    (unreadable,) = graph.unreadable
+    assert unreadable.read.kind is KVCachePoolBinding and unreadable.resource_version == "42"
+    event = unreadable.event()
+    name = bad["metadata"]["name"]
+    assert event.reason == INPUT_UNREADABLE
+    assert f"KVCachePoolBinding {graph.namespace}/{name}" in event.message
+    assert "spec.unknownField.x.x" in event.message and "nested deeper than" in event.message
+    with pytest.raises(LookupFailed, match="does not decode"):
+        graph.lookups.get(KVCachePoolBinding, graph.namespace, name)
 
 
 def test_a_missing_object_stops_the_walk_and_reads_as_absent() -> None:
