@@ -49,7 +49,8 @@ from integration.controlplane import (  # noqa: E402
     start_process,
 )
 
-STATE = REPO_ROOT / ".cluster"
+#: Where the cluster keeps its kubeconfig, logs and state (``$GPUSTACK_CLUSTER_DIR`` overrides).
+STATE = Path(os.environ.get("GPUSTACK_CLUSTER_DIR") or REPO_ROOT / ".cluster")
 KUBECONFIG = STATE / "kubeconfig"
 PID_FILE = STATE / "supervisor.pid"
 READY_FILE = STATE / "ready.json"

@@ -1,0 +1,67 @@
+"""``make cluster``, ``make cluster-demo``, ``make cluster-down`` (hack/cluster.py) as a person
+runs them: the cluster comes up in the background, every bundled example becomes Ready, and
+``down`` leaves no process and no state behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .cluster import ClusterBinaries
+
+pytestmark = [pytest.mark.integration]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = REPO_ROOT / "hack" / "cluster.py"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie has exited; only its parent has not reaped it yet.
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return False
+
+
+def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None:
+    state = tmp_path / "cluster"
+    env = {
+        **os.environ,
+        "GPUSTACK_CLUSTER_DIR": str(state),
+        "GPUSTACK_ENVTEST_BIN_DIR": str(envtest_binaries.bin_dir),
+    }
+
+    def run(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(SCRIPT), command, "--timeout", "120"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    up = run("up", 300)
+    pids: list[int] = []
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert f"export KUBECONFIG={state / 'kubeconfig'}" in up.stdout
+        pids = json.loads((state / "ready.json").read_text())["pids"]
+        assert len(pids) == 8  # etcd, API server, KCM, scheduler, KWOK, Kueue, webhook, ctl
+        demo = run("demo", 600)
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        examples = len(list((REPO_ROOT / "examples").glob("*.yaml")))
+        assert demo.stdout.count("condition met") == examples, demo.stdout
+    finally:
+        down = run("down", 120)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert not state.exists()
+    assert [p for p in pids if _alive(p)] == []
