@@ -492,6 +492,13 @@ class ModelDeploymentStatus(StatusModel):
     kv_cache: KVCacheStatus | None = None
     router: RouterStatus | None = None
     role_summary: str | None = None
+    role_readiness: Annotated[
+        str | None,
+        Field(
+            description="Per role, in spec order: its name, ready of desired instances and the "
+            "kind it serves, e.g. `prefill 1/1 Prefill, decode 0/2 Decode` (the ROLES column)."
+        ),
+    ] = None
     model: ModelStatus | None = None
     retirement: RetirementStatus | None = None
     observed_generation: Int64 | None = None

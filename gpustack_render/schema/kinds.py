@@ -57,7 +57,18 @@ KINDS: tuple[KindInfo, ...] = (
         ("md",),
         (
             {"name": "Engine", "type": "string", "jsonPath": ".spec.engine.name"},
-            {"name": "Roles", "type": "string", "jsonPath": ".status.roleSummary"},
+            {
+                "name": "Roles",
+                "type": "string",
+                "description": "Per role: ready of desired instances and the kind it serves.",
+                "jsonPath": ".status.roleReadiness",
+            },
+            {
+                "name": "Ready",
+                "type": "string",
+                "description": "The Ready condition (kstatus).",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+            },
             {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
             {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
             _AGE,

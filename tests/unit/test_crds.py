@@ -37,8 +37,11 @@ def test_model_deployment_names_and_columns() -> None:
     assert names["shortNames"] == ["md"] and names["categories"] == ["gpustack"]
     version = crd["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
-    cols = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert cols == ["Engine", "Roles", "Phase", "Endpoint", "Age"]
+    cols = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert list(cols) == ["Engine", "Roles", "Ready", "Phase", "Endpoint", "Age"]
+    # ROLES says per role what is ready of what it serves, not a bare `0S` (docs/decisions.md).
+    assert cols["Roles"] == ".status.roleReadiness"
+    assert cols["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
 
 
 def test_role_schema_bounds_defaults_and_list_maps() -> None:
