@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpustack_render.cli.yamlio import dump_yaml_one, load_documents
 from gpustack_render.schema.crd import all_crds, crd_file_name
 
@@ -91,3 +93,67 @@ def test_input_kinds_preserve_unknown_fields() -> None:
             continue
         spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
         assert spec.get("x-kubernetes-preserve-unknown-fields") is True, crd["metadata"]["name"]
+
+
+def _fields_without_description(schema: dict[str, Any], path: str) -> list[str]:
+    """Every property under ``schema`` (through array items and map values) that `kubectl
+    explain` would show without a description."""
+    missing = []
+    for name, prop in (schema.get("properties") or {}).items():
+        here = f"{path}.{name}"
+        if not str(prop.get("description") or "").strip():
+            missing.append(here)
+        missing += _fields_without_description(prop, here)
+    if isinstance(schema.get("items"), dict):
+        missing += _fields_without_description(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        missing += _fields_without_description(schema["additionalProperties"], f"{path}{{}}")
+    return missing
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
+def test_every_field_of_every_crd_has_a_description(crd: dict[str, Any]) -> None:
+    """`kubectl explain <kind>.<path>` has something to say for every field, status included."""
+    (version,) = crd["spec"]["versions"]
+    root = version["schema"]["openAPIV3Schema"]
+    assert root.get("description"), "the kind itself"
+    kind = crd["spec"]["names"]["kind"]
+    # `metadata` may carry nothing but its type (the API server refuses more, a description
+    # included, and explains it with ObjectMeta's own).
+    assert root["properties"]["metadata"] == {"type": "object"}
+    assert _fields_without_description(root, kind) == [f"{kind}.metadata"]
+
+
+def test_the_description_check_finds_a_field_without_one() -> None:
+    schema = {
+        "properties": {
+            "spec": {
+                "description": "d",
+                "properties": {"roles": {"description": "d", "items": {"properties": {"x": {}}}}},
+            }
+        }
+    }
+    assert _fields_without_description(schema, "K") == ["K.spec.roles[].x"]
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
+def test_every_kind_has_printer_columns_and_a_short_name(crd: dict[str, Any]) -> None:
+    names = crd["spec"]["names"]
+    assert names.get("shortNames"), names["kind"]
+    (version,) = crd["spec"]["versions"]
+    columns = version.get("additionalPrinterColumns") or []
+    assert columns and columns[-1]["name"] == "Age"
+    root = version["schema"]["openAPIV3Schema"]
+    for column in columns:
+        # Each column reads a field the schema declares (its first path segments).
+        head = column["jsonPath"].lstrip(".").split("[")[0].split(".")
+        node = root
+        for part in head:
+            if part == "metadata":
+                break
+            node = node["properties"][part]
+
+
+def test_short_names_are_unique() -> None:
+    short = [s for c in all_crds() for s in c["spec"]["names"].get("shortNames", [])]
+    assert len(short) == len(set(short))
