@@ -2,7 +2,13 @@
 
 A pure library: no network, environment, clock, randomness or logging. The command line
 (``gpustack-render``), the controller and the webhook server are thin shells over it.
+
+``__version__`` is the installed distribution's version (``pyproject.toml`` is the one place it
+is written); it is read once, from the package metadata, when the package is imported.
 """
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
 
 from gpustack_render.admission import (
     mutate_deployment,
@@ -54,6 +60,14 @@ from gpustack_render.rendering.renderer import Rendering, RoleRendering, SeatRen
 from gpustack_render.schema.crd import all_crds
 from gpustack_render.schema.decoding import decode_deployment, decode_model
 from gpustack_render.schema.lookups import LookupFailed, Lookups, StaticLookups
+
+#: The distribution this package belongs to (``[project] name`` in ``pyproject.toml``).
+_DISTRIBUTION = "gpustack-render"
+
+try:
+    __version__: str = _distribution_version(_DISTRIBUTION)
+except PackageNotFoundError:  # pragma: no cover - imported from a tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "CURRENT_RENDER_VERSION",

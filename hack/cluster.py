@@ -8,8 +8,9 @@ configurations of deploy/webhook pointed at the local server. It writes the admi
 ``.cluster/kubeconfig`` and waits until everything is ready.
 
 ``demo`` applies the bundled examples (with the InstanceTypes, pools and bindings they name and a
-ClusterQueue per entrance), waits until every ModelDeployment reports ``status.phase: Ready`` and
-prints ``kubectl get md,pods,workloads``.
+ClusterQueue per entrance), waits with ``kubectl wait --for=condition=Ready`` until every
+ModelDeployment is ready (the condition tools read, docs/api.md "Readiness") and prints
+``kubectl get md,pods,workloads``.
 
 ``down`` stops the supervisor (which stops every process it started) and removes ``.cluster/``.
 
@@ -325,7 +326,7 @@ def demo(timeout: float) -> int:
                 "-n",
                 ns,
                 f"modeldeployment/{name}",
-                "--for=jsonpath={.status.phase}=Ready",
+                "--for=condition=Ready",
                 f"--timeout={int(timeout)}s",
             ],
             capture_output=True,

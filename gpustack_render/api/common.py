@@ -96,7 +96,7 @@ class OpenModel(BaseModel):
 class LocalObjectReference(SpecModel):
     """A reference by name to an object in the same namespace (or a cluster-scoped one)."""
 
-    name: Annotated[str, Field(max_length=253)]
+    name: Annotated[str, Field(max_length=253, description="The referenced object's name.")]
 
 
 class ObjectMeta(OpenModel):
@@ -117,9 +117,16 @@ class ObjectMeta(OpenModel):
 class Condition(OpenModel):
     """The standard condition shape."""
 
-    type: str
-    status: str = "Unknown"
-    reason: str = ""
-    message: str = ""
-    last_transition_time: str | None = None
-    observed_generation: int | None = None
+    type: Annotated[str, Field(description="The condition's type, in CamelCase.")]
+    status: Annotated[str, Field(description="True, False or Unknown.")] = "Unknown"
+    reason: Annotated[
+        str, Field(description="A CamelCase word saying why the status holds, for programs.")
+    ] = ""
+    message: Annotated[str, Field(description="The facts behind the status, for people.")] = ""
+    last_transition_time: Annotated[
+        str | None, Field(description="When the status last changed (RFC 3339).")
+    ] = None
+    observed_generation: Annotated[
+        int | None,
+        Field(description="The metadata.generation the condition was computed from."),
+    ] = None

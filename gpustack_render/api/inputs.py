@@ -48,59 +48,125 @@ class InputObject(OpenModel):
 
 
 class UnitResources(OpenModel):
-    cpu: str | None = None
-    ram: str | None = None
-    ephemeral_storage: str | None = None
+    """The resources of one unit of the type."""
+
+    cpu: Annotated[str | None, Field(description='CPU cores per unit, e.g. "16".')] = None
+    ram: Annotated[str | None, Field(description='Memory per unit, e.g. "64Gi".')] = None
+    ephemeral_storage: Annotated[str | None, Field(description="Ephemeral storage per unit.")] = (
+        None
+    )
 
 
 class InstanceTypeSpec(OpenModel):
-    acceleratable: bool = False
-    unit_resources: UnitResources | None = None
-    local_storage: str | None = None
+    """The shape of the type's nodes."""
+
+    acceleratable: Annotated[
+        bool,
+        Field(
+            description="Pods are sized by accelerator cards, slices or partitions rather than "
+            "by one unit; defaults roles[].resources.accelerator to 1."
+        ),
+    ] = False
+    unit_resources: Annotated[
+        UnitResources | None, Field(description="CPU, memory and storage per unit.")
+    ] = None
+    local_storage: Annotated[
+        str | None, Field(description='Local storage of a node, e.g. "512Gi"; caps the default.')
+    ] = None
 
 
 class LogicalSlicing(OpenModel):
-    count: Int32 = 0
+    """Logical slicing of a card."""
+
+    count: Annotated[Int32, Field(description="Slices per card; above 0: sliceable.")] = 0
 
 
 class PartitionProfile(OpenModel):
-    name: str
-    memory_mi_b: Annotated[int | None, Field(alias="memoryMiB")] = None
-    count: Int32 | None = None
+    """One partition profile a card offers."""
+
+    name: Annotated[str, Field(description="The profile, e.g. 3g.40gb.")]
+    memory_mi_b: Annotated[
+        int | None, Field(alias="memoryMiB", description="Memory of one partition, MiB.")
+    ] = None
+    count: Annotated[Int32 | None, Field(description="Partitions of this profile per card.")] = None
 
 
 class PhysicalSlicing(OpenModel):
-    profiles: list[PartitionProfile] | None = None
+    """Physical partitioning of a card."""
+
+    profiles: Annotated[
+        list[PartitionProfile] | None, Field(description="The partition profiles offered.")
+    ] = None
 
 
 class SlicedDetail(OpenModel):
-    logical: LogicalSlicing | None = None
-    physical: PhysicalSlicing | None = None
+    """How a card can be shared."""
+
+    logical: Annotated[LogicalSlicing | None, Field(description="Logical slicing.")] = None
+    physical: Annotated[
+        PhysicalSlicing | None, Field(description="Physical partitioning and its profiles.")
+    ] = None
 
 
 class InstanceTypeDetail(OpenModel):
-    manufacturer: str | None = None
-    memory: str | None = None
-    sliced_detail: SlicedDetail | None = None
-    accelerator_group: str | None = None
+    """The accelerator of the type, as computed by its operator."""
+
+    manufacturer: Annotated[
+        str | None,
+        Field(
+            description="nvidia, amd, ascend, cambricon, hygon, iluvatar, metax, mthreads or "
+            "thead: the accelerator resource key; empty: not computed yet."
+        ),
+    ] = None
+    memory: Annotated[str | None, Field(description='Card memory, e.g. "80Gi".')] = None
+    sliced_detail: Annotated[
+        SlicedDetail | None, Field(description="Slicing and partitioning on offer.")
+    ] = None
+    accelerator_group: Annotated[
+        str | None, Field(description="The group a Prefill/Decode pair shares slices within.")
+    ] = None
 
 
 class AcceleratorCapacity(OpenModel):
-    capacity: int | None = None
+    """The accelerators behind the type."""
+
+    capacity: Annotated[
+        int | None, Field(description="Whole accelerators across the type's pool.")
+    ] = None
 
 
 class InstanceTypeStatus(OpenModel):
-    entrance: str | None = None
-    detail: InstanceTypeDetail | None = None
-    accelerator: AcceleratorCapacity | None = None
+    """What the type's operator computed."""
+
+    entrance: Annotated[
+        str | None,
+        Field(
+            description="The Kueue queue of the type (gpustack-fnv64-<16 hex>): the LocalQueue "
+            "and ClusterQueue name; empty: the type cannot be rendered yet."
+        ),
+    ] = None
+    detail: Annotated[InstanceTypeDetail | None, Field(description="The accelerator detail.")] = (
+        None
+    )
+    accelerator: Annotated[
+        AcceleratorCapacity | None, Field(description="The accelerator capacity.")
+    ] = None
 
 
 class InstanceType(InputObject):
     """A node shape: per-unit resources, accelerator detail and its Kueue entrance."""
 
     kind: Literal["InstanceType"] = "InstanceType"
-    spec: InstanceTypeSpec = Field(default_factory=InstanceTypeSpec)
-    status: InstanceTypeStatus = Field(default_factory=InstanceTypeStatus)
+    spec: Annotated[
+        InstanceTypeSpec, Field(default_factory=InstanceTypeSpec, description="The node shape.")
+    ]
+    status: Annotated[
+        InstanceTypeStatus,
+        Field(
+            default_factory=InstanceTypeStatus,
+            description="The entrance and accelerator detail the type's operator computed.",
+        ),
+    ]
 
 
 # --- KVCachePoolBinding (namespaced) --------------------------------------------------------
@@ -122,39 +188,51 @@ def immutable(field: str) -> dict[str, Any]:
 
 
 class BindingDomain(OpenModel):
+    """The reuse domain of the namespace's cache blocks."""
+
     name: Annotated[
         str | None,
         Field(
             max_length=63,
+            description="The reuse domain (the store's tenant); default when omitted.",
             json_schema_extra={
                 "pattern": DNS1123_LABEL_PATTERN,
                 **immutable("spec.domain.name"),
             },
         ),
     ] = None
-    block_size: Int32
-    dtype: Annotated[str, Field(max_length=32)]
+    block_size: Annotated[Int32, Field(description="Tokens per cache block.")]
+    dtype: Annotated[
+        str,
+        Field(max_length=32, description="The KV-cache dtype, as the engine spells it."),
+    ]
 
 
 class PoolReference(OpenModel):
+    """A cluster-scoped KVCachePool."""
+
     name: Annotated[
         str,
         Field(
+            description="The KVCachePool's name.",
             json_schema_extra={
                 "maxLength": 253,
                 "pattern": DNS1123_SUBDOMAIN_PATTERN,
                 **immutable("spec.poolRef.name"),
-            }
+            },
         ),
     ]
 
 
 class KVCachePoolBindingSpec(OpenModel):
-    pool_ref: PoolReference
+    """The grant: which pool, in which domain."""
+
+    pool_ref: Annotated[PoolReference, Field(description="The pool this namespace may use.")]
     domain: Annotated[
         BindingDomain,
         # A transition rule on the name alone skips adding or removing it: the domain holds.
         Field(
+            description="The domain, block size and dtype.",
             json_schema_extra={
                 "x-kubernetes-validations": [
                     {
@@ -162,23 +240,41 @@ class KVCachePoolBindingSpec(OpenModel):
                         "message": "spec.domain.name is immutable",
                     }
                 ]
-            }
+            },
         ),
     ]
-    quota_ceiling: int | str | None = None
+    quota_ceiling: Annotated[
+        int | str | None, Field(description="The namespace's quota in the pool; not read.")
+    ] = None
 
 
 class UsedBy(OpenModel):
-    kind: str
-    namespace: str = ""
-    name: str
+    """One object holding a claim on the Binding."""
+
+    kind: Annotated[str, Field(description="The claimant's kind (ModelDeployment).")]
+    namespace: Annotated[
+        str, Field(description="The claimant's namespace; empty: the Binding's own.")
+    ] = ""
+    name: Annotated[str, Field(description="The claimant's name.")]
 
 
 class KVCachePoolBindingStatus(OpenModel):
-    phase: Phase | None = None
-    conditions: Annotated[list[Condition] | None, Field(json_schema_extra=list_map("type"))] = None
+    """The Binding's registration, as its operator reports it, and who uses it."""
+
+    phase: Annotated[
+        Phase | None,
+        Field(description="Provisioning, Ready, Degraded, Error or Deleting (DomainRegistered)."),
+    ] = None
+    conditions: Annotated[
+        list[Condition] | None,
+        Field(json_schema_extra=list_map("type"), description="QuotaGranted is read."),
+    ] = None
     used_by: Annotated[
-        list[UsedBy] | None, Field(json_schema_extra=list_map("kind", "namespace", "name"))
+        list[UsedBy] | None,
+        Field(
+            json_schema_extra=list_map("kind", "namespace", "name"),
+            description="The deployments using the Binding (written by the controller).",
+        ),
     ] = None
 
 
@@ -186,8 +282,14 @@ class KVCachePoolBinding(InputObject):
     """A namespace's grant to a pool, carrying the reuse domain (tenant), block size and dtype."""
 
     kind: Literal["KVCachePoolBinding"] = "KVCachePoolBinding"
-    spec: KVCachePoolBindingSpec
-    status: KVCachePoolBindingStatus = Field(default_factory=KVCachePoolBindingStatus)
+    spec: Annotated[KVCachePoolBindingSpec, Field(description="The grant.")]
+    status: Annotated[
+        KVCachePoolBindingStatus,
+        Field(
+            default_factory=KVCachePoolBindingStatus,
+            description="Its registration and its users.",
+        ),
+    ]
 
     @property
     def domain_name(self) -> str:
@@ -199,21 +301,45 @@ class KVCachePoolBinding(InputObject):
 
 
 class KVCachePoolSpec(OpenModel):
-    backends: Annotated[list[str], Field(min_length=1, max_length=1)]
+    """The pool's store."""
+
+    backends: Annotated[
+        list[str],
+        Field(min_length=1, max_length=1, description="The KVCacheBackend, exactly one."),
+    ]
 
 
 class KVCachePoolStatus(OpenModel):
-    client_endpoint: Annotated[str | None, Field(max_length=259)] = None
-    conditions: Annotated[list[Condition] | None, Field(json_schema_extra=list_map("type"))] = None
-    phase: Phase | None = None
+    """The pool's master, as its operator reports it."""
+
+    client_endpoint: Annotated[
+        str | None,
+        Field(
+            max_length=259,
+            description="The master's host:port written into every client; empty: no connector.",
+        ),
+    ] = None
+    conditions: Annotated[
+        list[Condition] | None,
+        Field(
+            json_schema_extra=list_map("type"),
+            description="QuotaLedgerAvailable is read (the store's tenancy).",
+        ),
+    ] = None
+    phase: Annotated[
+        Phase | None, Field(description="Provisioning, Ready, Degraded, Error or Deleting.")
+    ] = None
 
 
 class KVCachePool(InputObject):
     """A shared KV-cache store and its master endpoint."""
 
     kind: Literal["KVCachePool"] = "KVCachePool"
-    spec: KVCachePoolSpec
-    status: KVCachePoolStatus = Field(default_factory=KVCachePoolStatus)
+    spec: Annotated[KVCachePoolSpec, Field(description="The pool's store.")]
+    status: Annotated[
+        KVCachePoolStatus,
+        Field(default_factory=KVCachePoolStatus, description="The pool's master endpoint."),
+    ]
 
     def condition(self, type_: str) -> Condition | None:
         for cond in self.status.conditions or ():
@@ -226,43 +352,78 @@ class KVCachePool(InputObject):
 
 
 class Transport(OpenModel):
-    protocol: BackendProtocol | None = None
+    """A member group's transport."""
+
+    protocol: Annotated[
+        BackendProtocol | None,
+        Field(description="Overrides the backend-wide protocol; absent: the backend's."),
+    ] = None
 
 
 class BackendTransport(OpenModel):
     """The backend-wide transport (default ``Auto``)."""
 
-    protocol: BackendProtocol = "Auto"
+    protocol: Annotated[
+        BackendProtocol, Field(description="Auto, TCP, RDMA, EFA, CANN, ROCM, MUSA or MACA.")
+    ] = "Auto"
 
 
 class ManagedMember(OpenModel):
-    transport: Transport | None = None
+    """One member group of a managed store."""
+
+    transport: Annotated[Transport | None, Field(description="The group's transport.")] = None
 
 
 class ManagedLeader(OpenModel):
-    multi_tenancy: bool | None = None
+    """The managed store's leader."""
+
+    multi_tenancy: Annotated[
+        bool | None,
+        Field(description="Whether the store separates tenants, when the pool does not say."),
+    ] = None
 
 
 class ManagedConnection(OpenModel):
-    leader: ManagedLeader | None = None
-    members: list[ManagedMember] | None = None
+    """A store the backend's operator runs."""
+
+    leader: Annotated[ManagedLeader | None, Field(description="The store's leader.")] = None
+    members: Annotated[
+        list[ManagedMember] | None,
+        Field(description="Member groups, in order: one transport offer each."),
+    ] = None
 
 
 class Connection(OpenModel):
-    managed: ManagedConnection | None = None
-    external: dict[str, Any] | None = None
+    """How the store is reached."""
+
+    managed: Annotated[
+        ManagedConnection | None, Field(description="A store the operator runs.")
+    ] = None
+    external: Annotated[dict[str, Any] | None, Field(description="Present: an external store.")] = (
+        None
+    )
 
 
 class KVCacheBackendSpec(OpenModel):
-    transport: BackendTransport = Field(default_factory=BackendTransport)
-    connection: Connection | None = None
+    """The store's transports and connection."""
+
+    transport: Annotated[
+        BackendTransport,
+        Field(default_factory=BackendTransport, description="The backend-wide transport."),
+    ]
+    connection: Annotated[
+        Connection | None, Field(description="Managed member groups or an external store.")
+    ] = None
 
 
 class KVCacheBackend(InputObject):
     """The store behind a pool: its transports and tenancy."""
 
     kind: Literal["KVCacheBackend"] = "KVCacheBackend"
-    spec: KVCacheBackendSpec = Field(default_factory=KVCacheBackendSpec)
+    spec: Annotated[
+        KVCacheBackendSpec,
+        Field(default_factory=KVCacheBackendSpec, description="Its transports and connection."),
+    ]
 
 
 # --- ModelArtifact (namespaced) -------------------------------------------------------------
@@ -272,5 +433,11 @@ class ModelArtifact(InputObject):
     """Weights delivery; only the CRD ships while ``model.artifactRef`` is refused (D8)."""
 
     kind: Literal["ModelArtifact"] = "ModelArtifact"
-    spec: dict[str, Any] = Field(default_factory=dict)
-    status: dict[str, Any] = Field(default_factory=dict)
+    spec: Annotated[
+        dict[str, Any],
+        Field(default_factory=dict, description="The artifact's source; not read yet."),
+    ]
+    status: Annotated[
+        dict[str, Any],
+        Field(default_factory=dict, description="The artifact's delivery; not read yet."),
+    ]

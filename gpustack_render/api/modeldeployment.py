@@ -369,106 +369,224 @@ class StatusModel(OpenModel):
 
 
 class ParallelDegrees(StatusModel):
-    tensor_parallel: Int32 | None = None
-    pipeline_parallel: Int32 | None = None
-    data_parallel: Int32 | None = None
-    data_parallel_local: Int32 | None = None
-    prefill_context_parallel: Int32 | None = None
-    decode_context_parallel: Int32 | None = None
-    expert_parallel: Int32 | None = None
-    attention_context_parallel: Int32 | None = None
-    moe_dp_size: Int32 | None = None
-    dwdp_size: Int32 | None = None
+    """Parallel degrees a role's engine arguments declare (only those declared are set)."""
+
+    tensor_parallel: Annotated[Int32 | None, Field(description="Tensor-parallel size.")] = None
+    pipeline_parallel: Annotated[Int32 | None, Field(description="Pipeline-parallel size.")] = None
+    data_parallel: Annotated[
+        Int32 | None, Field(description="Data-parallel size (also from VLLM_DP_SIZE).")
+    ] = None
+    data_parallel_local: Annotated[
+        Int32 | None, Field(description="Data-parallel ranks local to one Pod.")
+    ] = None
+    prefill_context_parallel: Annotated[
+        Int32 | None, Field(description="Prefill context-parallel size.")
+    ] = None
+    decode_context_parallel: Annotated[
+        Int32 | None, Field(description="Decode context-parallel size.")
+    ] = None
+    expert_parallel: Annotated[
+        Int32 | None, Field(description="Expert-parallel degree, when above 1.")
+    ] = None
+    attention_context_parallel: Annotated[
+        Int32 | None, Field(description="Attention context-parallel size.")
+    ] = None
+    moe_dp_size: Annotated[Int32 | None, Field(description="MoE data-parallel size.")] = None
+    dwdp_size: Annotated[Int32 | None, Field(description="DWDP size.")] = None
 
 
 class ParallelSource(StatusModel):
-    kind: Literal["ExtraArgs", "Command", "UnmanagedCommand", "Unknown"] | None = None
-    complete: bool | None = None
-    unreadable_reason: str | None = None
+    """Where the parallel degrees were read from."""
+
+    kind: Annotated[
+        Literal["ExtraArgs", "Command", "UnmanagedCommand", "Unknown"] | None,
+        Field(
+            description="ExtraArgs for a managed role, UnmanagedCommand for a take-over role's "
+            "command."
+        ),
+    ] = None
+    complete: Annotated[
+        bool | None, Field(description="Every argument was read; false when one was not.")
+    ] = None
+    unreadable_reason: Annotated[
+        str | None, Field(description="Why the arguments could not all be read.")
+    ] = None
 
 
 class RoleParallelism(StatusModel):
-    declared: ParallelDegrees | None = None
-    modes: dict[str, str] | None = None
-    load_balance: Literal["Internal", "External", "Hybrid", "MultiPort", "Unknown"] | None = None
-    source: ParallelSource | None = None
+    """How a role's engine parallelises, as parsed from its arguments."""
+
+    declared: Annotated[
+        ParallelDegrees | None, Field(description="The declared degrees; absent when none.")
+    ] = None
+    modes: Annotated[
+        dict[str, str] | None,
+        Field(description='Parallel modes switched on (mode name → "true").'),
+    ] = None
+    load_balance: Annotated[
+        Literal["Internal", "External", "Hybrid", "MultiPort", "Unknown"] | None,
+        Field(description="The data-parallel load-balancing mode."),
+    ] = None
+    source: Annotated[
+        ParallelSource | None, Field(description="Where the degrees were read from.")
+    ] = None
 
 
 class ServingEndpoints(StatusModel):
-    state: Literal["Confirmed", "NotConverged", "Unknown", "NotConfigured"] | None = None
-    value: str | None = None
+    """Serving endpoints of a role (meaning left open; not filled in this release)."""
+
+    state: Annotated[
+        Literal["Confirmed", "NotConverged", "Unknown", "NotConfigured"] | None,
+        Field(description="Whether the serving endpoints are confirmed."),
+    ] = None
+    value: Annotated[str | None, Field(description="The endpoints, as text.")] = None
 
 
 class RoleEndpoints(StatusModel):
-    eligible: Int32 | None = None
-    serving: ServingEndpoints | None = None
+    """Endpoint qualification of a role (meaning left open; not filled in this release)."""
+
+    eligible: Annotated[Int32 | None, Field(description="Endpoints eligible to serve.")] = None
+    serving: Annotated[
+        ServingEndpoints | None, Field(description="The endpoints serving traffic.")
+    ] = None
 
 
 class RoleStatus(StatusModel):
-    name: str
-    kind: str | None = None
-    desired: Int32 | None = None
-    ready: Int32 | None = None
-    quota_reserved: Int32 | None = None
-    unmanaged: bool | None = None
-    assigned_flavors: list[str] | None = None
-    replacing: Int32 | None = None
-    parallelism: RoleParallelism | None = None
-    endpoints: RoleEndpoints | None = None
+    """One role as observed: instance counts, quota, flavors, the replica being replaced."""
+
+    name: Annotated[str, Field(description="The role's name (spec.roles[].name).")]
+    kind: Annotated[str | None, Field(description="The role's effective kind in API spelling.")] = (
+        None
+    )
+    desired: Annotated[
+        Int32 | None, Field(description="Declared instances (replicas, not Pods).")
+    ] = None
+    ready: Annotated[
+        Int32 | None, Field(description="Instances all of whose member Pods exist and are Ready.")
+    ] = None
+    quota_reserved: Annotated[
+        Int32 | None, Field(description="Instances whose Kueue Workload has QuotaReserved=True.")
+    ] = None
+    unmanaged: Annotated[
+        bool | None, Field(description="The role's deployed Pods run a take-over command.")
+    ] = None
+    assigned_flavors: Annotated[
+        list[str] | None,
+        Field(
+            description="Sorted, de-duplicated ResourceFlavors Kueue assigned to the role's "
+            "PodSets; absent when none."
+        ),
+    ] = None
+    replacing: Annotated[
+        Int32 | None,
+        Field(
+            description="The ordinal of the replica being replaced (one per role at a time); "
+            "absent when none."
+        ),
+    ] = None
+    parallelism: Annotated[
+        RoleParallelism | None, Field(description="Parallelism parsed from the engine arguments.")
+    ] = None
+    endpoints: Annotated[
+        RoleEndpoints | None,
+        Field(description="Endpoint qualification; not filled in this release."),
+    ] = None
 
 
 class DomainStatus(StatusModel):
-    name: Annotated[str | None, Field(max_length=63)] = None
-    block_size: Int32 | None = None
-    dtype: str | None = None
+    """The KV-cache reuse domain the deployment's Pods join."""
+
+    name: Annotated[
+        str | None, Field(max_length=63, description="The reuse domain (the store's tenant).")
+    ] = None
+    block_size: Annotated[Int32 | None, Field(description="Tokens per cache block.")] = None
+    dtype: Annotated[
+        str | None, Field(description="The KV-cache dtype, as the engine spells it.")
+    ] = None
 
 
 class KVCacheStatus(StatusModel):
-    binding: str | None = None
-    pool: str | None = None
-    domain: DomainStatus | None = None
+    """The resolved KV-cache Binding; absent until it resolves once, then kept."""
+
+    binding: Annotated[str | None, Field(description="The KVCachePoolBinding's name.")] = None
+    pool: Annotated[str | None, Field(description="The KVCachePool it grants.")] = None
+    domain: Annotated[
+        DomainStatus | None, Field(description="The Binding's domain, block size and dtype.")
+    ] = None
 
 
 class RouterKVEvents(StatusModel):
-    endpoint: str | None = None
-    replay_endpoint: str | None = None
-    topic: str | None = None
+    """Where a role publishes its KV-cache events for the router."""
+
+    endpoint: Annotated[
+        str | None, Field(description="The event stream, tcp://<md>-<role>.<ns>.svc:5557.")
+    ] = None
+    replay_endpoint: Annotated[
+        str | None, Field(description="The replay endpoint, tcp://<md>-<role>.<ns>.svc:5558.")
+    ] = None
+    topic: Annotated[str | None, Field(description="The event topic.")] = None
 
 
 class RouterRoleStatus(StatusModel):
-    name: str
-    kind: str | None = None
-    selector: dict[str, str] | None = None
-    endpoint: str | None = None
-    kv_events: RouterKVEvents | None = None
+    """What a router needs to reach one role."""
+
+    name: Annotated[str, Field(description="The role's name.")]
+    kind: Annotated[str | None, Field(description="The role's effective kind.")] = None
+    selector: Annotated[
+        dict[str, str] | None, Field(description="Labels selecting the role's Pods.")
+    ] = None
+    endpoint: Annotated[str | None, Field(description="The role's Service URL.")] = None
+    kv_events: Annotated[
+        RouterKVEvents | None, Field(description="KV-cache events; only for publishing roles.")
+    ] = None
 
 
 class RouterMetrics(StatusModel):
-    port: Int32 | None = None
-    queued_requests: str | None = None
-    running_requests: str | None = None
-    kv_cache_utilization: str | None = None
+    """Router metrics (not filled in this release)."""
+
+    port: Annotated[Int32 | None, Field(description="The router's metrics port.")] = None
+    queued_requests: Annotated[str | None, Field(description="Queued requests metric.")] = None
+    running_requests: Annotated[str | None, Field(description="Running requests metric.")] = None
+    kv_cache_utilization: Annotated[
+        str | None, Field(description="KV-cache utilization metric.")
+    ] = None
 
 
 class RouterStatus(StatusModel):
-    name: str | None = None
-    endpoint: str | None = None
-    pool_endpoint: str | None = None
-    roles: Annotated[list[RouterRoleStatus] | None, Field(json_schema_extra=list_map("name"))] = (
-        None
-    )
-    metrics: RouterMetrics | None = None
+    """The declared router; this release fills only name and roles (D8)."""
+
+    name: Annotated[str | None, Field(description="The router (spec.router.name).")] = None
+    endpoint: Annotated[
+        str | None, Field(description="The router's Service URL; not filled in this release.")
+    ] = None
+    pool_endpoint: Annotated[
+        str | None, Field(description="The router's pool endpoint; not filled in this release.")
+    ] = None
+    roles: Annotated[
+        list[RouterRoleStatus] | None,
+        Field(json_schema_extra=list_map("name"), description="Per role, how to reach it."),
+    ] = None
+    metrics: Annotated[
+        RouterMetrics | None, Field(description="Router metrics; not filled in this release.")
+    ] = None
 
 
 class ModelStatus(StatusModel):
-    artifact: str | None = None
-    revision: str | None = None
-    manifest_digest: str | None = None
-    delivery: Literal["PVC", "Engine", "Node", "Image"] | None = None
+    """The model artifact delivered (not filled in this release, D8)."""
+
+    artifact: Annotated[str | None, Field(description="The ModelArtifact.")] = None
+    revision: Annotated[str | None, Field(description="The artifact's revision.")] = None
+    manifest_digest: Annotated[str | None, Field(description="The artifact's digest.")] = None
+    delivery: Annotated[
+        Literal["PVC", "Engine", "Node", "Image"] | None,
+        Field(description="How the weights reach the Pods."),
+    ] = None
 
 
 class RetirementStatus(StatusModel):
-    state: (
+    """Retirement of the deployment (meaning left open; not filled in this release)."""
+
+    state: Annotated[
         Literal[
             "Admitted",
             "Disqualified",
@@ -479,22 +597,73 @@ class RetirementStatus(StatusModel):
             "Aborted",
             "Completed",
         ]
-        | None
-    ) = None
+        | None,
+        Field(description="The retirement state."),
+    ] = None
 
 
 class ModelDeploymentStatus(StatusModel):
-    phase: Literal["Starting", "Ready", "Degraded", "Deleting"] | None = None
-    phase_message: str | None = None
-    conditions: Annotated[list[Condition] | None, Field(json_schema_extra=list_map("type"))] = None
-    endpoint: Annotated[str | None, Field(max_length=512)] = None
-    roles: Annotated[list[RoleStatus] | None, Field(json_schema_extra=list_map("name"))] = None
-    kv_cache: KVCacheStatus | None = None
-    router: RouterStatus | None = None
-    role_summary: str | None = None
-    model: ModelStatus | None = None
-    retirement: RetirementStatus | None = None
-    observed_generation: Int64 | None = None
+    """What the controller observed: rebuilt on every pass from the Pods, Workloads and Binding."""
+
+    phase: Annotated[
+        Literal["Starting", "Ready", "Degraded", "Deleting"] | None,
+        Field(
+            description="Starting (nothing ready), Ready (every replica ready), Degraded (some "
+            "ready) or Deleting."
+        ),
+    ] = None
+    phase_message: Annotated[str | None, Field(description="Why the phase holds.")] = None
+    conditions: Annotated[
+        list[Condition] | None,
+        Field(
+            json_schema_extra=list_map("type"),
+            description="Ready, Reconciling and Stalled (kstatus), then DomainRegistered, "
+            "QuotaReserved, ReplicasUpToDate, RoleKindsReady, CacheAttached, KVEventsPublishing "
+            "and RouterReady.",
+        ),
+    ] = None
+    endpoint: Annotated[
+        str | None,
+        Field(
+            max_length=512,
+            description="The deployment-wide Service URL, <scheme>://<md>.<ns>.svc:<port>.",
+        ),
+    ] = None
+    roles: Annotated[
+        list[RoleStatus] | None,
+        Field(json_schema_extra=list_map("name"), description="Per role, in spec order."),
+    ] = None
+    kv_cache: Annotated[
+        KVCacheStatus | None,
+        Field(description="The resolved Binding; absent until it resolves once, then kept."),
+    ] = None
+    router: Annotated[
+        RouterStatus | None, Field(description="The router; absent without spec.router.")
+    ] = None
+    role_summary: Annotated[
+        str | None,
+        Field(
+            description="Ready instances per declared kind, every kind listed, e.g. 3P4D or 0S "
+            "(S Server, P Prefill, D Decode, E Encode)."
+        ),
+    ] = None
+    role_readiness: Annotated[
+        str | None,
+        Field(
+            description="Per role, in spec order: its name, ready of desired instances and the "
+            "kind it serves, e.g. `prefill 1/1 Prefill, decode 0/2 Decode` (the ROLES column)."
+        ),
+    ] = None
+    model: Annotated[
+        ModelStatus | None, Field(description="The delivered artifact; not filled in this release.")
+    ] = None
+    retirement: Annotated[
+        RetirementStatus | None, Field(description="Retirement; not filled in this release.")
+    ] = None
+    observed_generation: Annotated[
+        Int64 | None,
+        Field(description="The metadata.generation this status was computed from."),
+    ] = None
 
 
 class ModelDeployment(SpecModel):

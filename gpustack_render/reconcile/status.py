@@ -2,10 +2,12 @@
 (docs/contract/controller.md §13–§15).
 
 :func:`deployment_status` computes the whole status of a converging deployment: per-role counts,
-the seven conditions (with ``lastTransitionTime`` carried over while a condition's ``status`` is
-unchanged, and ``observedGeneration``), ``phase``/``phaseMessage``, ``roleSummary``, ``endpoint``,
-``kvCache`` and ``router``. :func:`deleting_status` is the teardown status. Neither reads a clock:
-the caller passes ``now`` (RFC 3339), which only ever lands in a ``lastTransitionTime``.
+the seven conditions and the three summary conditions computed from them (``Ready``,
+``Reconciling``, ``Stalled``: :func:`readiness`), with ``lastTransitionTime`` carried over while a
+condition's ``status`` is unchanged, and ``observedGeneration``; ``phase``/``phaseMessage``,
+``roleSummary``, ``roleReadiness``, ``endpoint``, ``kvCache`` and ``router``.
+:func:`deleting_status` is the teardown status. Neither reads a clock: the caller passes ``now``
+(RFC 3339), which only ever lands in a ``lastTransitionTime``.
 
 The only state carried across passes is the previous ``ReplicasUpToDate`` reason and
 ``roles[].replacing`` (D6); everything else is recomputed. Terminating Pods are not counted.
@@ -75,8 +77,22 @@ CONDITION_TYPES: Final = (
     ROUTER_READY,
 )
 
+#: The summary conditions tools read (kstatus: ``Ready`` normal-true, ``Reconciling`` and
+#: ``Stalled`` abnormal-true), computed from the seven above (docs/decisions.md, "Readiness for
+#: tools"). Exactly one of the three is ``True``.
+READY: Final = "Ready"
+RECONCILING: Final = "Reconciling"
+STALLED: Final = "Stalled"
+SUMMARY_CONDITION_TYPES: Final = (READY, RECONCILING, STALLED)
+#: Every condition, in ``status.conditions`` order: the summary first, then the seven.
+ALL_CONDITION_TYPES: Final = (*SUMMARY_CONDITION_TYPES, *CONDITION_TYPES)
+
 NOT_APPLICABLE: Final = "NotApplicable"
 ROLLOUT_IN_PROGRESS: Final = "RolloutInProgress"
+#: ``Ready=False``/``Reconciling=True`` when every condition holds but not every replica is ready.
+REPLICAS_NOT_READY: Final = "ReplicasNotReady"
+#: The summary conditions' reason while the deployment is being deleted.
+DELETING: Final = "Deleting"
 
 PHASE_STARTING: Final = "Starting"
 PHASE_READY: Final = "Ready"
@@ -521,12 +537,14 @@ def conditions_with_times(
     *,
     generation: int | None,
     now: str,
+    types: Sequence[str] = CONDITION_TYPES,
 ) -> list[Condition]:
-    """Conditions in :data:`CONDITION_TYPES` order; ``lastTransitionTime`` moves only when
-    ``status`` changes. Types not in ``verdicts`` keep their previous value untouched."""
+    """Conditions in ``types`` order (default :data:`CONDITION_TYPES`); ``lastTransitionTime``
+    moves only when ``status`` changes. Types not in ``verdicts`` keep their previous value
+    untouched."""
     before = {c.type: c for c in previous or ()}
     out: list[Condition] = []
-    for type_ in CONDITION_TYPES:
+    for type_ in types:
         verdict = verdicts.get(type_)
         if verdict is None:
             if type_ in before:
@@ -551,6 +569,76 @@ def conditions_with_times(
     return out
 
 
+# --- readiness for tools (kstatus) -------------------------------------------------------------
+
+#: (condition, reason) pairs that need someone to act: the deployment is ``Stalled``, not
+#: ``Reconciling`` (the condition's message names the way out).
+STALLING: Final = frozenset(
+    {
+        (DOMAIN_REGISTERED, BINDING_NOT_FOUND),
+        (DOMAIN_REGISTERED, BINDING_DELETING),
+        (QUOTA_RESERVED, "Parked"),
+        (QUOTA_RESERVED, "NoQueueInReservedNamespace"),
+    }
+)
+#: The conditions ``Ready`` needs ``True``, in the order the first unmet one is reported.
+#: ``CacheAttached`` counts only when ``False`` (``Unknown`` is all this release can observe);
+#: ``KVEventsPublishing`` reports configuration and ``RouterReady`` a router this release does
+#: not render (D9): neither holds readiness back.
+READY_NEEDS: Final = (DOMAIN_REGISTERED, QUOTA_RESERVED, REPLICAS_UP_TO_DATE, ROLE_KINDS_READY)
+
+
+def _summary(true_type: str, reason: str, message: str) -> dict[str, ConditionVerdict]:
+    """The three summary verdicts with ``true_type`` the one that is ``True``; the others are
+    ``False`` with the name of the true one as their reason (``Ready``'s keeps ``reason``)."""
+    out: dict[str, ConditionVerdict] = {}
+    for type_ in SUMMARY_CONDITION_TYPES:
+        if type_ == true_type:
+            out[type_] = ConditionVerdict(ConditionStatus.TRUE, reason, message)
+        elif type_ == READY:
+            out[type_] = ConditionVerdict(ConditionStatus.FALSE, reason, message)
+        else:
+            out[type_] = ConditionVerdict(ConditionStatus.FALSE, true_type, "")
+    return out
+
+
+def readiness(
+    verdicts: Mapping[str, ConditionVerdict], *, ready: int, desired: int
+) -> dict[str, ConditionVerdict]:
+    """``Ready``, ``Reconciling`` and ``Stalled`` from the seven conditions and the ready count
+    (docs/decisions.md, "Readiness for tools"), first match:
+
+    1. a condition with a reason of :data:`STALLING` → ``Stalled`` (its reason and message);
+    2. the first of :data:`READY_NEEDS` that is not ``True``, or ``CacheAttached`` ``False`` →
+       ``Reconciling`` (its reason and message);
+    3. fewer ready replicas than declared → ``Reconciling``, ``ReplicasNotReady``;
+    4. otherwise ``Ready``.
+    """
+    for type_ in CONDITION_TYPES:
+        verdict = verdicts.get(type_)
+        if verdict is not None and (type_, verdict.reason) in STALLING:
+            return _summary(STALLED, verdict.reason, f"{type_}: {verdict.message}")
+    waiting = [
+        t for t in READY_NEEDS if t in verdicts and verdicts[t].status != ConditionStatus.TRUE
+    ]
+    cache = verdicts.get(CACHE_ATTACHED)
+    if cache is not None and cache.status == ConditionStatus.FALSE:
+        waiting.append(CACHE_ATTACHED)
+    if waiting:
+        verdict = verdicts[waiting[0]]
+        return _summary(RECONCILING, verdict.reason, f"{waiting[0]}: {verdict.message}")
+    if not desired or ready < desired:
+        return _summary(RECONCILING, REPLICAS_NOT_READY, f"{ready} of {desired} replicas are ready")
+    return _summary(READY, READY, f"{ready} of {desired} replicas are ready and up to date")
+
+
+def deleting_readiness(remaining: int) -> dict[str, ConditionVerdict]:
+    """The summary verdicts of a deployment being deleted: ``Reconciling``, ``Deleting``."""
+    return _summary(
+        RECONCILING, DELETING, f"the deployment is being deleted: {remaining} replica Pod(s) remain"
+    )
+
+
 # --- phase, summary, endpoint, echoes ---------------------------------------------------------
 
 
@@ -560,6 +648,15 @@ def role_summary(rendering: Rendering, ready_by_role: Mapping[str, int]) -> str:
     for role in rendering.roles:
         totals[role.kind] = totals.get(role.kind, 0) + ready_by_role.get(role.name, 0)
     return "".join(f"{totals[kind]}{letter}" for kind, letter in _SUMMARY_LETTERS if kind in totals)
+
+
+def role_readiness(rendering: Rendering, ready_by_role: Mapping[str, int]) -> str:
+    """``<role> <ready>/<desired> <Kind>`` per role in spec order, joined by ``, `` (the ROLES
+    printer column: what each role serves and how much of it is ready)."""
+    return ", ".join(
+        f"{role.name} {ready_by_role.get(role.name, 0)}/{role.replicas} {role.kind}"
+        for role in rendering.roles
+    )
 
 
 def endpoint(rendering: Rendering) -> str:
@@ -748,9 +845,16 @@ def deployment_status(
         KV_EVENTS_PUBLISHING: kv_events_publishing(md, rendering),
         ROUTER_READY: router_ready(md),
     }
+    total_ready = sum(ready_by_role.values())
+    total_desired = sum(r.replicas for r in rendering.roles)
+    summary = readiness(verdicts, ready=total_ready, desired=total_desired)
     previous = md.status.conditions if md.status is not None else None
     conditions = conditions_with_times(
-        verdicts, previous, generation=md.metadata.generation or None, now=now
+        {**summary, **verdicts},
+        previous,
+        generation=md.metadata.generation or None,
+        now=now,
+        types=ALL_CONDITION_TYPES,
     )
     notes = []
     if quota.reason == "Parked":
@@ -758,9 +862,8 @@ def deployment_status(
     evicted = [p.name for p in view.live if p.evicted]
     if evicted:
         notes.append("evicted: " + ", ".join(sorted(evicted)))
-    total_desired = sum(r.replicas for r in rendering.roles)
     value, message = phase(
-        ready=sum(ready_by_role.values()),
+        ready=total_ready,
         desired=total_desired,
         quota_message=quota.message,
         notes=notes,
@@ -774,18 +877,28 @@ def deployment_status(
         kv_cache=kv_cache_status(md, cache),
         router=router_status(md, rendering),
         role_summary=role_summary(rendering, ready_by_role),
+        role_readiness=role_readiness(rendering, ready_by_role),
         observed_generation=md.metadata.generation or None,
     )
 
 
 def deleting_status(md: ModelDeployment, *, remaining: int, now: str) -> ModelDeploymentStatus:
-    """The teardown status: phase ``Deleting``; every other field kept as it was (the Binding is
-    not re-read, ``DomainRegistered`` untouched)."""
+    """The teardown status: phase ``Deleting`` and the summary conditions ``Reconciling``
+    (reason ``Deleting``, at the current generation); every other field kept as it was (the
+    Binding is not re-read, the seven conditions untouched)."""
     base = md.status or ModelDeploymentStatus()
+    conditions = conditions_with_times(
+        deleting_readiness(remaining),
+        base.conditions,
+        generation=md.metadata.generation or None,
+        now=now,
+        types=ALL_CONDITION_TYPES,
+    )
     return base.model_copy(
         update={
             "phase": PHASE_DELETING,
             "phase_message": f"deleting: {remaining} replica Pod(s) remain",
+            "conditions": conditions,
         }
     )
 

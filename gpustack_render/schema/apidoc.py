@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
@@ -149,8 +149,9 @@ def _kind_section(info: KindInfo) -> list[str]:
     return lines
 
 
-def api_reference() -> str:
-    """The whole Markdown reference."""
+def api_reference(extra: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The whole Markdown reference; ``extra`` adds lines after a kind's section (by kind
+    name), written by the layers above from their own tables."""
     lines = [
         "# API reference",
         "",
@@ -162,4 +163,5 @@ def api_reference() -> str:
     ]
     for info in KINDS:
         lines += _kind_section(info)
+        lines += list((extra or {}).get(info.kind, ()))
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -7,6 +7,7 @@ rules live in the webhook, not in CEL.
 
 from __future__ import annotations
 
+import copy
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
@@ -21,6 +22,24 @@ from gpustack_render.core.quantity import QUANTITY_PATTERN
 from gpustack_render.schema.kinds import KINDS, KindInfo, Schema
 
 _ENVELOPE = ("api_version", "kind", "metadata")
+#: The envelope's schema, with the descriptions every Kubernetes kind gives these fields.
+_ENVELOPE_SCHEMA: Schema = {
+    "apiVersion": {
+        "type": "string",
+        "description": "APIVersion defines the versioned schema of this representation of an "
+        "object. Servers should convert recognized schemas to the latest internal value, and "
+        "may reject unrecognized values.",
+    },
+    "kind": {
+        "type": "string",
+        "description": "Kind is a string value representing the REST resource this object "
+        "represents. Servers may infer this from the endpoint the client submits requests to. "
+        "In CamelCase.",
+    },
+    # The API server refuses anything but name and generateName under metadata, a description
+    # included; it serves ObjectMeta's own description in its place.
+    "metadata": {"type": "object"},
+}
 
 
 def _strip_none(tp: Any) -> tuple[Any, bool]:
@@ -150,12 +169,7 @@ def crd_for(info: KindInfo) -> dict[str, Any]:
     """The CustomResourceDefinition of one kind."""
     body = model_schema(info.model, skip=_ENVELOPE)
     body.pop("x-kubernetes-preserve-unknown-fields", None)
-    props = {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        **body.get("properties", {}),
-    }
+    props = {**copy.deepcopy(_ENVELOPE_SCHEMA), **body.get("properties", {})}
     root: Schema = {"type": "object"}
     if "description" in body:
         root["description"] = body["description"]

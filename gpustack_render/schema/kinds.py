@@ -48,6 +48,12 @@ class KindInfo:
 
 _AGE: Schema = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
+
+def _column(name: str, json_path: str, description: str, *, type_: str = "string") -> Schema:
+    """A printer column (``kubectl get``)."""
+    return {"name": name, "type": type_, "description": description, "jsonPath": json_path}
+
+
 KINDS: tuple[KindInfo, ...] = (
     KindInfo(
         ModelDeployment,
@@ -57,19 +63,73 @@ KINDS: tuple[KindInfo, ...] = (
         ("md",),
         (
             {"name": "Engine", "type": "string", "jsonPath": ".spec.engine.name"},
-            {"name": "Roles", "type": "string", "jsonPath": ".status.roleSummary"},
+            {
+                "name": "Roles",
+                "type": "string",
+                "description": "Per role: ready of desired instances and the kind it serves.",
+                "jsonPath": ".status.roleReadiness",
+            },
+            {
+                "name": "Ready",
+                "type": "string",
+                "description": "The Ready condition (kstatus).",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+            },
             {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
             {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
             _AGE,
         ),
     ),
-    KindInfo(InstanceType, "InstanceType", "instancetypes", "Cluster", ("instype",)),
     KindInfo(
-        KVCachePoolBinding, "KVCachePoolBinding", "kvcachepoolbindings", "Namespaced", ("kvcpb",)
+        InstanceType,
+        "InstanceType",
+        "instancetypes",
+        "Cluster",
+        ("instype",),
+        (
+            _column("Entrance", ".status.entrance", "The Kueue queue of the type."),
+            _column("Manufacturer", ".status.detail.manufacturer", "The accelerator's maker."),
+            _column(
+                "Acceleratable", ".spec.acceleratable", "Sized by accelerators.", type_="boolean"
+            ),
+            _AGE,
+        ),
     ),
-    KindInfo(KVCachePool, "KVCachePool", "kvcachepools", "Cluster", ("kvcp",)),
-    KindInfo(KVCacheBackend, "KVCacheBackend", "kvcachebackends", "Cluster", ("kvcb",)),
-    KindInfo(ModelArtifact, "ModelArtifact", "modelartifacts", "Namespaced"),
+    KindInfo(
+        KVCachePoolBinding,
+        "KVCachePoolBinding",
+        "kvcachepoolbindings",
+        "Namespaced",
+        ("kvcpb",),
+        (
+            _column("Pool", ".spec.poolRef.name", "The KVCachePool granted."),
+            _column("Domain", ".spec.domain.name", "The reuse domain (empty: default)."),
+            _column("Phase", ".status.phase", "The Binding's registration."),
+            _AGE,
+        ),
+    ),
+    KindInfo(
+        KVCachePool,
+        "KVCachePool",
+        "kvcachepools",
+        "Cluster",
+        ("kvcp",),
+        (
+            _column("Backend", ".spec.backends[0]", "The KVCacheBackend."),
+            _column("Endpoint", ".status.clientEndpoint", "The master's host:port."),
+            _column("Phase", ".status.phase", "The pool's phase."),
+            _AGE,
+        ),
+    ),
+    KindInfo(
+        KVCacheBackend,
+        "KVCacheBackend",
+        "kvcachebackends",
+        "Cluster",
+        ("kvcb",),
+        (_column("Protocol", ".spec.transport.protocol", "The backend-wide transport."), _AGE),
+    ),
+    KindInfo(ModelArtifact, "ModelArtifact", "modelartifacts", "Namespaced", ("mart",), (_AGE,)),
 )
 
 

@@ -88,6 +88,9 @@ async def test_status_conditions_phase_and_summary_of_a_ready_deployment(
         status = md["status"]
         got = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
         assert got == {
+            "Ready": ("True", "Ready"),
+            "Reconciling": ("False", "Ready"),
+            "Stalled": ("False", "Ready"),
             "DomainRegistered": ("True", "NotApplicable"),
             "QuotaReserved": ("True", "Reserved"),
             "ReplicasUpToDate": ("True", "UpToDate"),

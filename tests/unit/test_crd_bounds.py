@@ -150,7 +150,7 @@ def test_roles_need_at_least_one_entry_and_required_fields() -> None:
         ("KVCachePoolBinding", "Namespaced", ["kvcpb"]),
         ("KVCachePool", "Cluster", ["kvcp"]),
         ("KVCacheBackend", "Cluster", ["kvcb"]),
-        ("ModelArtifact", "Namespaced", None),
+        ("ModelArtifact", "Namespaced", ["mart"]),  # the project's own (docs/decisions.md)
     ],
 )
 def test_kinds_scope_and_short_names(kind: str, scope: str, short: list[str] | None) -> None:

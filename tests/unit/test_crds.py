@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpustack_render.cli.yamlio import dump_yaml_one, load_documents
 from gpustack_render.core.naming import is_dns1123_label
 from gpustack_render.schema.crd import all_crds, crd_file_name
@@ -39,8 +41,11 @@ def test_model_deployment_names_and_columns() -> None:
     assert names["shortNames"] == ["md"] and names["categories"] == ["gpustack"]
     version = crd["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
-    cols = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert cols == ["Engine", "Roles", "Phase", "Endpoint", "Age"]
+    cols = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert list(cols) == ["Engine", "Roles", "Ready", "Phase", "Endpoint", "Age"]
+    # ROLES says per role what is ready of what it serves, not a bare `0S` (docs/decisions.md).
+    assert cols["Roles"] == ".status.roleReadiness"
+    assert cols["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
 
 
 def test_role_schema_bounds_defaults_and_list_maps() -> None:
@@ -107,3 +112,67 @@ def test_the_binding_identity_is_a_dns_label_and_immutable() -> None:
     for sample in ("team-a-chat", "a", "Team_B", "-x", "x" * 64):
         fits = re.match(name["pattern"], sample) is not None and len(sample) <= name["maxLength"]
         assert fits == is_dns1123_label(sample), sample
+
+
+def _fields_without_description(schema: dict[str, Any], path: str) -> list[str]:
+    """Every property under ``schema`` (through array items and map values) that `kubectl
+    explain` would show without a description."""
+    missing = []
+    for name, prop in (schema.get("properties") or {}).items():
+        here = f"{path}.{name}"
+        if not str(prop.get("description") or "").strip():
+            missing.append(here)
+        missing += _fields_without_description(prop, here)
+    if isinstance(schema.get("items"), dict):
+        missing += _fields_without_description(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        missing += _fields_without_description(schema["additionalProperties"], f"{path}{{}}")
+    return missing
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
+def test_every_field_of_every_crd_has_a_description(crd: dict[str, Any]) -> None:
+    """`kubectl explain <kind>.<path>` has something to say for every field, status included."""
+    (version,) = crd["spec"]["versions"]
+    root = version["schema"]["openAPIV3Schema"]
+    assert root.get("description"), "the kind itself"
+    kind = crd["spec"]["names"]["kind"]
+    # `metadata` may carry nothing but its type (the API server refuses more, a description
+    # included, and explains it with ObjectMeta's own).
+    assert root["properties"]["metadata"] == {"type": "object"}
+    assert _fields_without_description(root, kind) == [f"{kind}.metadata"]
+
+
+def test_the_description_check_finds_a_field_without_one() -> None:
+    schema = {
+        "properties": {
+            "spec": {
+                "description": "d",
+                "properties": {"roles": {"description": "d", "items": {"properties": {"x": {}}}}},
+            }
+        }
+    }
+    assert _fields_without_description(schema, "K") == ["K.spec.roles[].x"]
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
+def test_every_kind_has_printer_columns_and_a_short_name(crd: dict[str, Any]) -> None:
+    names = crd["spec"]["names"]
+    assert names.get("shortNames"), names["kind"]
+    (version,) = crd["spec"]["versions"]
+    columns = version.get("additionalPrinterColumns") or []
+    assert columns and columns[-1]["name"] == "Age"
+    root = version["schema"]["openAPIV3Schema"]
+    for column in columns:
+        # Each column reads a field the schema declares (its first path segments).
+        head = column["jsonPath"].lstrip(".").split("[")[0].split(".")
+        node = root
+        for part in head:
+            if part == "metadata":
+                break
+            node = node["properties"][part]
+
+
+def test_short_names_are_unique() -> None:
+    short = [s for c in all_crds() for s in c["spec"]["names"].get("shortNames", [])]
+    assert len(short) == len(set(short))

@@ -590,7 +590,7 @@ def test_last_transition_time_moves_only_when_status_changes() -> None:
     assert times["QuotaReserved"] == EARLIER  # same status, new reason
     assert times["RouterReady"] == NOW  # False → True
     assert all(c.observed_generation == 3 for c in status.conditions or ())
-    assert [c.type for c in status.conditions or ()] == list(st.CONDITION_TYPES)
+    assert [c.type for c in status.conditions or ()] == list(st.ALL_CONDITION_TYPES)
 
 
 # ---- phase, summary, endpoint, roles ----------------------------------------------------
@@ -692,10 +692,220 @@ def test_deleting_status_keeps_everything_but_the_phase() -> None:
     stored = deployment(status=st.status_to_json(before))
     after = st.deleting_status(stored, remaining=2, now=NOW)
     assert after.phase == "Deleting" and "2" in (after.phase_message or "")
-    assert after.conditions == before.conditions
+    seven = [c for c in after.conditions or () if c.type in st.CONDITION_TYPES]
+    assert seven == [c for c in before.conditions or () if c.type in st.CONDITION_TYPES]
+    assert condition(after, "Ready") == ("False", "Deleting")
+    assert condition(after, "Reconciling") == ("True", "Deleting")
+    assert condition(after, "Stalled") == ("False", "Reconciling")
+    assert after.model_copy(update={"phase": None, "phase_message": None, "conditions": None}) == (
+        before.model_copy(update={"phase": None, "phase_message": None, "conditions": None})
+    )
 
 
 def test_with_replacing_sets_only_the_memory() -> None:
     md = deployment(role("prefill", kind="Prefill"), role("decode", kind="Decode"))
     out = st.with_replacing(md, {"prefill": 1, "decode": None})
     assert [(r.name, r.replacing) for r in out.roles or ()] == [("prefill", 1), ("decode", None)]
+
+
+# ---- readiness for tools: Ready, Reconciling, Stalled (docs/decisions.md) ----------------------
+
+T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+V = st.ConditionVerdict
+#: The seven conditions of a deployment that serves everything it declares.
+HEALTHY: dict[str, st.ConditionVerdict] = {
+    st.DOMAIN_REGISTERED: V(T, "NotApplicable"),
+    st.QUOTA_RESERVED: V(T, "Reserved"),
+    st.REPLICAS_UP_TO_DATE: V(T, "UpToDate"),
+    st.ROLE_KINDS_READY: V(T, "AllKindsReady"),
+    st.CACHE_ATTACHED: V(T, "NotApplicable"),
+    st.KV_EVENTS_PUBLISHING: V(T, "NotApplicable"),
+    st.ROUTER_READY: V(T, "NotApplicable"),
+}
+
+
+@pytest.mark.parametrize(
+    ("changed", "ready", "expected"),
+    [
+        pytest.param({}, 2, (st.READY, "Ready"), id="all-true-all-ready"),
+        pytest.param({}, 1, (st.RECONCILING, "ReplicasNotReady"), id="one-replica-not-ready"),
+        pytest.param(
+            {st.DOMAIN_REGISTERED: V(F, "BindingNotFound", "an administrator creates it")},
+            0,
+            (st.STALLED, "BindingNotFound"),
+            id="binding-not-found-stalls",
+        ),
+        pytest.param(
+            {st.DOMAIN_REGISTERED: V(F, "BindingDeleting")},
+            2,
+            (st.STALLED, "BindingDeleting"),
+            id="binding-deleting-stalls",
+        ),
+        pytest.param(
+            {st.DOMAIN_REGISTERED: V(F, "BindingNotReady")},
+            0,
+            (st.RECONCILING, "BindingNotReady"),
+            id="binding-not-ready-reconciles",
+        ),
+        pytest.param(
+            {st.QUOTA_RESERVED: V(F, "Parked", "reactivate them")},
+            0,
+            (st.STALLED, "Parked"),
+            id="parked-stalls",
+        ),
+        pytest.param(
+            {st.QUOTA_RESERVED: V(F, "NoQueueInReservedNamespace")},
+            0,
+            (st.STALLED, "NoQueueInReservedNamespace"),
+            id="reserved-namespace-stalls",
+        ),
+        pytest.param(
+            {st.QUOTA_RESERVED: V(F, "Pending")}, 0, (st.RECONCILING, "Pending"), id="quota-pending"
+        ),
+        pytest.param(
+            {st.QUOTA_RESERVED: V(U, "NoReplicas")},
+            0,
+            (st.RECONCILING, "NoReplicas"),
+            id="no-replica-yet",
+        ),
+        pytest.param(
+            {st.QUOTA_RESERVED: V(F, "PreemptedInPart")},
+            1,
+            (st.RECONCILING, "PreemptedInPart"),
+            id="preempted-in-part",
+        ),
+        pytest.param(
+            {st.REPLICAS_UP_TO_DATE: V(F, "RolloutInProgress")},
+            2,
+            (st.RECONCILING, "RolloutInProgress"),
+            id="rollout-of-ready-replicas",
+        ),
+        pytest.param(
+            {st.REPLICAS_UP_TO_DATE: V(F, "RolloutHeldByCache")},
+            2,
+            (st.RECONCILING, "RolloutHeldByCache"),
+            id="rollout-held-by-cache",
+        ),
+        pytest.param(
+            {st.ROLE_KINDS_READY: V(F, "KindsNotReady")},
+            1,
+            (st.RECONCILING, "KindsNotReady"),
+            id="a-kind-without-ready-instance",
+        ),
+        pytest.param(
+            {st.CACHE_ATTACHED: V(F, "CacheOperationsFailing")},
+            2,
+            (st.RECONCILING, "CacheOperationsFailing"),
+            id="cache-false-holds-readiness",
+        ),
+        pytest.param(
+            {st.CACHE_ATTACHED: V(U, "NoObservationAvailable")},
+            2,
+            (st.READY, "Ready"),
+            id="cache-unknown-does-not",
+        ),
+        pytest.param(
+            {
+                st.KV_EVENTS_PUBLISHING: V(F, "PublisherDisabled"),
+                st.ROUTER_READY: V(F, "NotRendered"),
+            },
+            2,
+            (st.READY, "Ready"),
+            id="router-not-rendered-and-no-publisher-do-not",
+        ),
+        pytest.param(
+            {
+                st.QUOTA_RESERVED: V(F, "Pending"),
+                st.DOMAIN_REGISTERED: V(F, "BindingNotFound"),
+            },
+            0,
+            (st.STALLED, "BindingNotFound"),
+            id="stalled-wins-over-reconciling",
+        ),
+        pytest.param(
+            {st.QUOTA_RESERVED: V(F, "Pending"), st.ROLE_KINDS_READY: V(F, "KindsNotReady")},
+            0,
+            (st.RECONCILING, "Pending"),
+            id="first-unmet-condition-is-reported",
+        ),
+    ],
+)
+def test_readiness_table(
+    changed: dict[str, st.ConditionVerdict], ready: int, expected: tuple[str, str]
+) -> None:
+    verdicts = {**HEALTHY, **changed}
+    out = st.readiness(verdicts, ready=ready, desired=2)
+    true_type, reason = expected
+    assert set(out) == set(st.SUMMARY_CONDITION_TYPES)
+    # Exactly one of the three is True: Ready == not Reconciling and not Stalled (kstatus).
+    assert [t for t, v in out.items() if v.status == T] == [true_type]
+    assert out[true_type].reason == reason
+    assert out[st.READY].reason == reason
+    for other in set(st.SUMMARY_CONDITION_TYPES) - {true_type, st.READY}:
+        assert (out[other].status, out[other].reason) == (F, true_type)
+    blocking = [t for t, v in changed.items() if v.reason == reason]
+    if blocking:
+        # The message names the condition that holds readiness back, then its own message.
+        assert out[true_type].message == f"{blocking[0]}: {changed[blocking[0]].message}"
+
+
+def test_a_deployment_without_replicas_declared_is_not_ready() -> None:
+    out = st.readiness(HEALTHY, ready=0, desired=0)
+    assert (out[st.RECONCILING].status, out[st.RECONCILING].reason) == (T, "ReplicasNotReady")
+
+
+def test_ready_through_the_status_and_its_generation() -> None:
+    md = deployment()
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    status = compute(md, rendering, pods, workloads_of(pods))
+    assert condition(status, st.READY) == ("True", "Ready")
+    assert condition(status, st.RECONCILING) == ("False", "Ready")
+    assert condition(status, st.STALLED) == ("False", "Ready")
+    assert status.observed_generation == 3
+    assert all(c.observed_generation == 3 for c in status.conditions or ())
+    assert [c.type for c in status.conditions or ()][:3] == ["Ready", "Reconciling", "Stalled"]
+
+
+def test_ready_turns_false_during_a_rollout_and_moves_its_transition_time() -> None:
+    md = deployment()
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    before = compute(md, rendering, pods, workloads_of(pods))
+    stored = deployment(status=st.status_to_json(before))
+    old = [replace(pods[0], pod_spec_hash="stale"), pods[1]]
+    later = "2026-01-01T00:20:00Z"
+    after = st.deployment_status(
+        stored,
+        rendering=rendering,
+        pods=old,
+        workloads=workloads_of(old),
+        plan=None,
+        system_namespace="gpustack-system",
+        now=later,
+    )
+    assert condition(after, st.READY) == ("False", "RolloutInProgress")
+    assert condition(after, st.RECONCILING) == ("True", "RolloutInProgress")
+    times = {c.type: c.last_transition_time for c in after.conditions or ()}
+    assert times[st.READY] == later and times[st.RECONCILING] == later
+    assert times[st.STALLED] == NOW  # False before and after
+    assert after.phase == "Ready"  # every replica still serves: phase is not readiness
+
+
+def test_a_parked_deployment_is_stalled() -> None:
+    md = deployment()
+    rendering = rendered(md)
+    status = compute(md, rendering, *_parked(pods_of(rendering, ready=False)))
+    assert condition(status, st.STALLED) == ("True", "Parked")
+    assert condition(status, st.RECONCILING) == ("False", "Stalled")
+    assert condition(status, st.READY) == ("False", "Parked")
+
+
+def test_role_readiness_names_each_role_its_counts_and_kind() -> None:
+    md = deployment(role("prefill", kind="Prefill"), role("decode", kind="Decode", replicas=2))
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    not_ready = [replace(p, ready=False) if p.role == "decode" else p for p in pods]
+    status = compute(md, rendering, not_ready, workloads_of(pods))
+    assert status.role_readiness == "prefill 1/1 Prefill, decode 0/2 Decode"
+    assert st.status_to_json(status)["roleReadiness"] == status.role_readiness
