@@ -29,6 +29,9 @@ EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 
+#: ``render --validate`` modes, as kubectl names them.
+VALIDATE_MODES = ("strict", "warn", "ignore")
+
 
 class UsageError(Exception):
     """Bad usage or unreadable input: exit 2."""
@@ -53,6 +56,19 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("render", help="render every child object of one ModelDeployment")
     files(r)
+    r.add_argument(
+        "--validate",
+        choices=VALIDATE_MODES,
+        default="strict",
+        help="judge the deployment as admission does before rendering: strict (default) "
+        "refuses with exit 1 and prints no manifests, warn prints the causes as warnings and "
+        "renders, ignore renders without judging",
+    )
+    r.add_argument(
+        "--old",
+        metavar="FILE",
+        help="the stored object: the deployment is judged as an UPDATE of it",
+    )
     for verb, what in (("admit", "ModelDeployment admission"), ("inject", "Pod KV-cache webhook")):
         a = sub.add_parser(verb, help=f"run the {what} on the first object of its kind")
         files(a)
@@ -108,7 +124,18 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(
             f"render: takes exactly one ModelDeployment; found {len(bundle.deployments)}"
         )
-    md, errs = decode_deployment(bundle.deployments[0])
+    doc = bundle.deployments[0]
+    if args.validate != "ignore":
+        old = _old_object(args.old, "ModelDeployment", sys.stdin)
+        request = _request("UPDATE" if old is not None else "CREATE", doc, old)
+        verdict = review_deployment(
+            request,
+            lookups=bundle.lookups(default_namespace=request.namespace),
+            settings=bundle.settings,
+        )
+        if not _report_verdict(verdict, strict=args.validate == "strict", err=err):
+            return EXIT_REFUSED
+    md, errs = decode_deployment(doc)
     if md is None:
         for e in errs:
             err.write(f"render: {e.message()}\n")
@@ -124,6 +151,23 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_REFUSED
     _emit(result.objects(), args.output, out)
     return EXIT_OK
+
+
+def _report_verdict(verdict: Verdict, *, strict: bool, err: TextIO) -> bool:
+    """Print the verdict's warnings and causes on ``err``; whether rendering goes on.
+
+    Under ``strict`` a refusal prints one ``render:`` line per cause (the API server's message
+    when there are none) and stops; under ``warn`` the same lines are ``Warning:`` lines.
+    """
+    for warning in verdict.warnings:
+        err.write(f"Warning: {warning}\n")
+    if verdict.allowed:
+        return True
+    causes = [e.message() for e in verdict.errors] or [verdict.status_message()]
+    prefix = "render: refused" if strict else "Warning: admission would refuse"
+    for cause in causes:
+        err.write(f"{prefix}: {cause}\n")
+    return not strict
 
 
 def _operation(operation: str | None, old: dict[str, Any] | None) -> str:
