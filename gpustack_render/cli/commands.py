@@ -83,7 +83,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def _read(path: str, stdin: TextIO) -> tuple[str, str]:
     if path == "-":
-        return "<stdin>", stdin.read()
+        try:
+            return "<stdin>", stdin.read()
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"<stdin>: not UTF-8 text: {exc.reason}") from exc
     try:
         with open(path, encoding="utf-8") as fh:
             return path, fh.read()
@@ -209,7 +212,9 @@ def _answer(
 
 def _request(op: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> AdmissionRequest:
     """The request the API server would send; an object without a namespace is in ``default``."""
-    meta = (obj or old or {}).get("metadata") or {}
+    meta = (obj or old or {}).get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}  # the schema refuses it, with the field named
     return AdmissionRequest(
         operation=cast(Operation, op),
         object=obj,
@@ -302,6 +307,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        sys.stderr.write(
+            f"gpustack-render: internal error ({type(exc).__name__}: {_first_line(exc)}); "
+            "this is a bug, please report it with the input\n"
+        )
+        return EXIT_USAGE
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).splitlines()
+    return lines[0] if lines else ""
 
 
 if __name__ == "__main__":

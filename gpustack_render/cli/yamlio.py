@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
+from yaml import YAMLError
+
+from gpustack_render.cli import yamlread
 
 
 class DocumentError(ValueError):
@@ -43,26 +45,41 @@ def _yaml() -> YAML:
     return y
 
 
+#: The limits of one input file; each is refused with one line naming the file. The size is the
+#: API server's own request limit; the others bound the work a hostile file can cause.
+MAX_BYTES = 3 * 1024 * 1024
+MAX_DOCUMENTS = 10_000
+MAX_DEPTH = 200
+#: Nodes after alias expansion: an alias counts as every node of what it names, so an alias
+#: bomb (each level repeating the one before) is refused after a bounded amount of work.
+MAX_NODES = 1_000_000
+
+
 def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]]:
     """Every object in ``text``; a ``List`` (``kind: List`` or ``*List``) is expanded.
 
-    Empty documents are skipped. A document that is not a mapping is a :class:`DocumentError`
+    YAML is read as kubectl reads it (YAML 1.1 scalars, :mod:`gpustack_render.cli.yamlread`);
+    duplicate keys and tabs in indentation are refused. Empty documents are skipped. A document
+    that is not a mapping, or a file past one of the limits above, is a :class:`DocumentError`
     naming ``source`` and the document's position (1-based).
     """
+    if len(text) > MAX_BYTES and len(text.encode("utf-8")) > MAX_BYTES:
+        raise DocumentError(f"{source}: larger than the limit of {MAX_BYTES} bytes")
     stripped = text.lstrip()
     docs: list[Any]
     if stripped.startswith(("{", "[")):
-        try:
-            docs = [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise DocumentError(f"{source}: not valid JSON: {exc}") from exc
-        if isinstance(docs[0], list):
-            docs = docs[0]
+        docs = _load_json(text, source=source)
     else:
         try:
-            docs = list(_yaml().load_all(text))
+            docs = yamlread.load_all(
+                text, max_documents=MAX_DOCUMENTS, max_depth=MAX_DEPTH, max_nodes=MAX_NODES
+            )
+        except yamlread.LimitError as exc:
+            raise DocumentError(f"{source}: {exc}") from exc
         except YAMLError as exc:
             raise DocumentError(f"{source}: not valid YAML: {_one_line(str(exc))}") from exc
+    if len(docs) > MAX_DOCUMENTS:
+        raise DocumentError(f"{source}: more than {MAX_DOCUMENTS} documents")
     out: list[dict[str, Any]] = []
     for i, doc in enumerate(docs, start=1):
         if doc is None:
@@ -78,10 +95,22 @@ def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]
             for j, item in enumerate(items, start=1):
                 if not isinstance(item, dict):
                     raise DocumentError(f"{source}: document {i} item {j} is not an object")
-                out.append(_plain(item))
+                out.append(item)
         else:
-            out.append(_plain(doc))
+            out.append(doc)
     return out
+
+
+def _load_json(text: str, *, source: str) -> list[Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(f"{source}: not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels") from exc
+    if yamlread.depth(doc) > MAX_DEPTH:
+        raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+    return doc if isinstance(doc, list) else [doc]
 
 
 def _is_list(doc: Mapping[str, Any]) -> bool:
@@ -90,18 +119,7 @@ def _is_list(doc: Mapping[str, Any]) -> bool:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _plain(value: Any) -> Any:
-    """Convert loader types to plain dict/list/str/int/float/bool/None."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+    return " ".join(text.replace(' in "<unicode string>",', " at").split())
 
 
 def clean(obj: Any) -> Any:
