@@ -1,5 +1,8 @@
 """The ``gpustack-render`` command line: a thin layer over the library.
 
+A verb imports only the layers it needs (``crds`` needs no admission, ``render`` no injection):
+start-up is most of a small call's time.
+
 Exit codes (docs/contract/interfaces.md): 0 success or allowed; 1 a render error or a refusal; 2 bad
 usage, unreadable input, an unknown kind, or no request object.
 """
@@ -11,8 +14,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO, cast
 
-import jsonpatch
-
 from gpustack_render.admission import review_deployment
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.documents import Bundle, read_bundle
@@ -20,9 +21,7 @@ from gpustack_render.cli.gcpause import paused_gc
 from gpustack_render.cli.yamlio import DocumentError
 from gpustack_render.core.errors import RenderError, Verdict
 from gpustack_render.core.review import AdmissionRequest, Operation
-from gpustack_render.injection import review_pod
 from gpustack_render.rendering.renderer import render
-from gpustack_render.schema.crd import all_crds
 from gpustack_render.schema.decoding import decode_deployment
 
 EXIT_OK = 0
@@ -115,6 +114,8 @@ def _emit_one(obj: dict[str, Any], fmt: str, out: TextIO) -> None:
 
 
 def cmd_crds(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from gpustack_render.schema.crd import all_crds  # only this verb needs it
+
     _emit(all_crds(), args.output, out)
     return EXIT_OK
 
@@ -203,6 +204,8 @@ def _answer(
             return EXIT_REFUSED
         obj = request_obj or {}
         if verdict.patch:
+            import jsonpatch  # only --print object needs it
+
             obj = jsonpatch.apply_patch(obj, verdict.patch)
         _emit_one(obj, args.output, out)
         return EXIT_OK
@@ -262,6 +265,8 @@ def inject_review(
     stdin: TextIO = sys.stdin,
 ) -> tuple[Verdict, dict[str, Any]]:
     """Run the Pod KV-cache webhook on ``files`` as the ``inject`` verb does."""
+    from gpustack_render.injection import review_pod  # only this verb needs it
+
     bundle = _bundle(files, stdin)
     if not bundle.pods:
         raise UsageError("inject: no Pod in " + ", ".join(files))

@@ -109,6 +109,11 @@ _Loader.add_implicit_resolver(
 )
 
 
+def implicit_resolvers() -> dict[str | None, list[tuple[str, re.Pattern[str]]]]:
+    """kubectl's plain-scalar resolution, for a writer that must quote what it would misread."""
+    return _Loader.yaml_implicit_resolvers
+
+
 def _check(text: str, *, max_documents: int, max_depth: int, max_nodes: int) -> None:
     """Walk the events once; raise :class:`LimitError` past a limit."""
     documents = 0
