@@ -198,6 +198,8 @@ def _answer(
     out: TextIO,
     err: TextIO,
 ) -> int:
+    for warning in verdict.warnings:
+        err.write(f"Warning: {warning}\n")
     if args.print_ == "object":
         if not verdict.allowed:
             _emit_one(verdict.to_response(), args.output, err)
