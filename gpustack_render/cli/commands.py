@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO, cast
 
 from gpustack_render.admission import review_deployment
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.documents import Bundle, read_bundle
 from gpustack_render.cli.gcpause import paused_gc
+from gpustack_render.cli.sources import Group, collect, read_source
 from gpustack_render.cli.yamlio import DocumentError
 from gpustack_render.core.errors import RenderError, Verdict
 from gpustack_render.core.review import AdmissionRequest, Operation
@@ -49,12 +51,44 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
 
-    def files(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON files; - is stdin")
-        sp.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    def files(sp: argparse.ArgumentParser, *, batch: bool = False) -> None:
+        sp.add_argument(
+            "files",
+            nargs="*",
+            metavar="PATH",
+            help="YAML/JSON files"
+            + (" or directories" if batch else "")
+            + "; - is stdin. Files named together are read together",
+        )
+        sp.add_argument(
+            "-f",
+            "--filename",
+            action="append",
+            default=[],
+            metavar="PATH",
+            help="a file"
+            + (" or directory (each file in it is read on its own)" if batch else "")
+            + "; repeatable, as kubectl's -f",
+        )
+        if batch:
+            sp.add_argument(
+                "-R",
+                "--recursive",
+                action="store_true",
+                help="walk the subdirectories of a directory too",
+            )
+            sp.add_argument(
+                "--summary",
+                action="store_true",
+                help="print one line per deployment (source, name, verdict, Pods, warnings) "
+                "instead of the manifests or responses",
+            )
+        sp.add_argument(
+            "-o", "--output", choices=["yaml", "json"], default="yaml", help="output format"
+        )
 
-    r = sub.add_parser("render", help="render every child object of one ModelDeployment")
-    files(r)
+    r = sub.add_parser("render", help="render every child object of each ModelDeployment")
+    files(r, batch=True)
     r.add_argument(
         "--validate",
         choices=VALIDATE_MODES,
@@ -69,8 +103,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the stored object: the deployment is judged as an UPDATE of it",
     )
     for verb, what in (("admit", "ModelDeployment admission"), ("inject", "Pod KV-cache webhook")):
-        a = sub.add_parser(verb, help=f"run the {what} on the first object of its kind")
-        files(a)
+        a = sub.add_parser(
+            verb,
+            help=f"run the {what} on "
+            + ("each ModelDeployment" if verb == "admit" else "the first Pod"),
+        )
+        files(a, batch=verb == "admit")
         a.add_argument("--old", metavar="FILE", help="the stored object (UPDATE/DELETE)")
         ops = ["CREATE", "UPDATE", "DELETE"] if verb == "admit" else ["CREATE", "UPDATE"]
         a.add_argument("--operation", choices=ops)
@@ -80,25 +118,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _read(path: str, stdin: TextIO) -> tuple[str, str]:
-    if path == "-":
-        try:
-            return "<stdin>", stdin.read()
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"<stdin>: not UTF-8 text: {exc.reason}") from exc
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return path, fh.read()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text: {exc.reason}") from exc
-
-
 def _bundle(paths: Sequence[str], stdin: TextIO) -> Bundle:
     try:
-        return read_bundle([_read(p, stdin) for p in paths])
-    except DocumentError as exc:
+        return read_bundle([read_source(p, stdin) for p in paths])
+    except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
 
@@ -120,30 +143,111 @@ def cmd_crds(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    bundle = _bundle(args.files, sys.stdin)
-    if not bundle.deployments:
-        raise UsageError("render: no ModelDeployment in " + ", ".join(args.files))
-    if len(bundle.deployments) > 1:
-        raise UsageError(
-            f"render: takes exactly one ModelDeployment; found {len(bundle.deployments)}"
+@dataclass
+class Outcome:
+    """One deployment's result in a batch."""
+
+    source: str
+    name: str
+    verdict: str
+    code: int
+    pods: int = 0
+    warnings: int = 0
+    objects: list[dict[str, Any]] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"{self.source}\t{self.name}\t{self.verdict}\t{self.pods} Pods\t"
+            f"{self.warnings} warnings"
         )
-    doc = bundle.deployments[0]
+
+
+def _groups(args: argparse.Namespace, verb: str) -> list[Group]:
+    operands = [*args.files, *args.filename]
+    if not operands:
+        raise UsageError(f"{verb}: no input; name files or directories, or - for stdin")
+    return collect(operands, recursive=getattr(args, "recursive", False), stdin=sys.stdin)
+
+
+def _each_deployment(
+    groups: list[Group], verb: str, err: TextIO
+) -> tuple[list[tuple[Group, Bundle, dict[str, Any]]], int]:
+    """Every deployment with the bundle it is judged with; the worst code of the reading."""
+    found: list[tuple[Group, Bundle, dict[str, Any]]] = []
+    worst = EXIT_OK
+    for group in groups:
+        try:
+            if group.error:
+                raise UsageError(group.error)
+            bundle = _read_group_bundle(group)
+            if not bundle.deployments and group.named:
+                raise UsageError(f"{verb}: no ModelDeployment in {group.label}")
+        except UsageError as exc:
+            err.write(f"gpustack-render: {exc}\n")
+            worst = EXIT_USAGE
+            continue
+        found.extend((group, bundle, doc) for doc in bundle.deployments)
+    if not found and worst == EXIT_OK:
+        raise UsageError(f"{verb}: no ModelDeployment in " + ", ".join(g.label for g in groups))
+    return found, worst
+
+
+def _read_group_bundle(group: Group) -> Bundle:
+    try:
+        return read_bundle(group.sources)
+    except DocumentError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _display_name(doc: dict[str, Any]) -> str:
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name = meta.get("name") or (str(meta.get("generateName") or "") + "*")
+    return f"{meta.get('namespace') or 'default'}/{name}"
+
+
+def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    found, worst = _each_deployment(_groups(args, "render"), "render", err)
+    old = _old_object(args.old, "ModelDeployment", sys.stdin) if args.validate != "ignore" else None
+    if old is not None and len(found) > 1:
+        raise UsageError(f"render: --old takes one ModelDeployment; found {len(found)}")
+    outcomes = [
+        _render_one(doc, bundle, group.label, args=args, old=old, err=err)
+        for group, bundle, doc in found
+    ]
+    worst = max([worst, *(o.code for o in outcomes)])
+    if args.summary:
+        out.write("".join(o.line() + "\n" for o in outcomes))
+    else:
+        _emit([obj for o in outcomes for obj in o.objects], args.output, out)
+    return worst
+
+
+def _render_one(
+    doc: dict[str, Any],
+    bundle: Bundle,
+    source: str,
+    *,
+    args: argparse.Namespace,
+    old: dict[str, Any] | None,
+    err: TextIO,
+) -> Outcome:
+    outcome = Outcome(source, _display_name(doc), "refused", EXIT_REFUSED)
     if args.validate != "ignore":
-        old = _old_object(args.old, "ModelDeployment", sys.stdin)
         request = _request("UPDATE" if old is not None else "CREATE", doc, old)
         verdict = review_deployment(
             request,
             lookups=bundle.lookups(default_namespace=request.namespace),
             settings=bundle.settings,
         )
+        outcome.warnings = len(verdict.warnings)
         if not _report_verdict(verdict, strict=args.validate == "strict", err=err):
-            return EXIT_REFUSED
+            return outcome
     md, errs = decode_deployment(doc)
     if md is None:
         for e in errs:
             err.write(f"render: {e.message()}\n")
-        return EXIT_REFUSED
+        return outcome
     ns = md.metadata.namespace or "default"
     try:
         with paused_gc():
@@ -152,9 +256,12 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             )
     except RenderError as exc:
         err.write(f"render: {exc}\n")
-        return EXIT_REFUSED
-    _emit(result.objects(), args.output, out)
-    return EXIT_OK
+        outcome.verdict = "error"
+        return outcome
+    outcome.objects = result.objects()
+    outcome.pods = sum(1 for o in outcome.objects if o.get("kind") == "Pod")
+    outcome.verdict, outcome.code = "rendered", EXIT_OK
+    return outcome
 
 
 def _report_verdict(verdict: Verdict, *, strict: bool, err: TextIO) -> bool:
@@ -204,12 +311,7 @@ def _answer(
         if not verdict.allowed:
             _emit_one(verdict.to_response(), args.output, err)
             return EXIT_REFUSED
-        obj = request_obj or {}
-        if verdict.patch:
-            import jsonpatch  # only --print object needs it
-
-            obj = jsonpatch.apply_patch(obj, verdict.patch)
-        _emit_one(obj, args.output, out)
+        _emit_one(_patched(request_obj or {}, verdict), args.output, out)
         return EXIT_OK
     _emit_one(verdict.to_response(), args.output, out)
     return EXIT_OK if verdict.allowed else EXIT_REFUSED
@@ -240,11 +342,24 @@ def admit_review(
 
     Returns the verdict and the schema-defaulted request object the patch applies to.
     """
-    bundle = _bundle(files, stdin)
+    return admit_bundle(
+        _bundle(files, stdin), ", ".join(files), old_file=old_file, operation=operation, stdin=stdin
+    )
+
+
+def admit_bundle(
+    bundle: Bundle,
+    label: str,
+    *,
+    old_file: str | None = None,
+    operation: str | None = None,
+    stdin: TextIO = sys.stdin,
+) -> tuple[Verdict, dict[str, Any] | None]:
+    """The admission of the first deployment of ``bundle`` (read from ``label``)."""
     old = _old_object(old_file, "ModelDeployment", stdin)
     op = _operation(operation, old)
     if not bundle.deployments and op != "DELETE":
-        raise UsageError("admit: no ModelDeployment in " + ", ".join(files))
+        raise UsageError(f"admit: no ModelDeployment in {label}")
     obj = bundle.deployments[0] if bundle.deployments else None
     request = _request(op, obj, old)
     verdict: Verdict = review_deployment(
@@ -287,8 +402,88 @@ def inject_review(
 
 
 def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    verdict, obj = admit_review(args.files, old_file=args.old, operation=args.operation)
-    return _answer(verdict, obj, args, out, err)
+    groups = _groups(args, "admit")
+    named = [g for g in groups if g.named]
+    if len(groups) == 1 and named and not args.summary:
+        if named[0].error:
+            raise UsageError(named[0].error)
+        verdict, obj = _admit(named[0].sources, named[0].label, args)
+        if verdict is not None:
+            return _answer(verdict, obj, args, out, err)
+    found, worst = _each_deployment(groups, "admit", err)
+    if args.old and len(found) > 1:
+        raise UsageError(f"admit: --old takes one ModelDeployment; found {len(found)}")
+    outcomes: list[Outcome] = []
+    answers: list[dict[str, Any]] = []
+    for group, bundle, doc in found:
+        verdict, obj = _admit_doc(doc, bundle, args)
+        outcome = Outcome(
+            group.label,
+            _display_name(doc),
+            "allowed" if verdict.allowed else "refused",
+            EXIT_OK if verdict.allowed else EXIT_REFUSED,
+            pods=_pods_of(obj),
+            warnings=len(verdict.warnings),
+        )
+        outcomes.append(outcome)
+        if not args.summary:
+            answers.append(_answer_object(verdict, obj, args, err))
+    worst = max([worst, *(o.code for o in outcomes)])
+    if args.summary:
+        out.write("".join(o.line() + "\n" for o in outcomes))
+    else:
+        _emit([a for a in answers if a], args.output, out)
+    return worst
+
+
+def _admit(
+    sources: list[tuple[str, str]], label: str, args: argparse.Namespace
+) -> tuple[Verdict | None, dict[str, Any] | None]:
+    """The one-request path (every named file read together): the verdict, or None when the
+    files hold several deployments (the batch path answers them)."""
+    try:
+        bundle = read_bundle(sources)
+    except DocumentError as exc:
+        raise UsageError(str(exc)) from exc
+    if len(bundle.deployments) > 1:
+        return None, None
+    return admit_bundle(bundle, label, old_file=args.old, operation=args.operation)
+
+
+def _admit_doc(
+    doc: dict[str, Any], bundle: Bundle, args: argparse.Namespace
+) -> tuple[Verdict, dict[str, Any] | None]:
+    single = Bundle(deployments=[doc], inputs=bundle.inputs, settings=bundle.settings)
+    return admit_bundle(single, "", old_file=args.old, operation=args.operation)
+
+
+def _pods_of(obj: dict[str, Any] | None) -> int:
+    """Σ replicas × size of a (defaulted) deployment: the Pods it would run."""
+    roles = ((obj or {}).get("spec") or {}).get("roles") or []
+    return sum(int(r.get("replicas") or 1) * int(r.get("size") or 1) for r in roles if r)
+
+
+def _answer_object(
+    verdict: Verdict, obj: dict[str, Any] | None, args: argparse.Namespace, err: TextIO
+) -> dict[str, Any]:
+    """What ``_answer`` prints for one request, as an object for a stream of several."""
+    for warning in verdict.warnings:
+        err.write(f"Warning: {warning}\n")
+    if args.print_ != "object":
+        return verdict.to_response()
+    if not verdict.allowed:
+        _emit_one(verdict.to_response(), args.output, err)
+        return {}
+    return _patched(obj or {}, verdict)
+
+
+def _patched(obj: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
+    if not verdict.patch:
+        return obj
+    import jsonpatch  # only --print object needs it
+
+    patched: dict[str, Any] = jsonpatch.apply_patch(obj, verdict.patch)
+    return patched
 
 
 def cmd_inject(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
