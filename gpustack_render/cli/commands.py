@@ -44,14 +44,42 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: the package version and the render version (read only when asked: the
+    package metadata costs a start-up otherwise)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+        sys.stdout.write(version_text() + "\n")
+        parser.exit(EXIT_OK)
+
+
+def version_text() -> str:
+    """``gpustack-render <package version> (render version <n>)``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
+
+    try:
+        package = version("gpustack-render")
+    except PackageNotFoundError:
+        package = "unknown"
+    return f"gpustack-render {package} (render version {CURRENT_RENDER_VERSION})"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="gpustack-render",
         description="Render ModelDeployments into Pods and Services, and answer admission reviews.",
     )
-    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    p.add_argument(
+        "--version",
+        action=_Version,
+        nargs=0,
+        help="print the package version and the render version, then exit",
+    )
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser, metavar="VERB")
 
-    def files(sp: argparse.ArgumentParser, *, batch: bool = False) -> None:
+    def files(sp: argparse.ArgumentParser, *, batch: bool = False, names: bool = False) -> None:
         sp.add_argument(
             "files",
             nargs="*",
@@ -84,11 +112,22 @@ def _parser() -> argparse.ArgumentParser:
                 "instead of the manifests or responses",
             )
         sp.add_argument(
-            "-o", "--output", choices=["yaml", "json"], default="yaml", help="output format"
+            "-n",
+            "--namespace",
+            default="",
+            help="the namespace of every namespaced object that names none (default: default)",
+        )
+        sp.add_argument(
+            "-o",
+            "--output",
+            choices=["yaml", "json", "name"] if names else ["yaml", "json"],
+            default="yaml",
+            help="output format"
+            + ("; name prints kind[.group]/name per object, as kubectl -o name" if names else ""),
         )
 
     r = sub.add_parser("render", help="render every child object of each ModelDeployment")
-    files(r, batch=True)
+    files(r, batch=True, names=True)
     r.add_argument(
         "--validate",
         choices=VALIDATE_MODES,
@@ -111,25 +150,52 @@ def _parser() -> argparse.ArgumentParser:
         files(a, batch=verb == "admit")
         a.add_argument("--old", metavar="FILE", help="the stored object (UPDATE/DELETE)")
         ops = ["CREATE", "UPDATE", "DELETE"] if verb == "admit" else ["CREATE", "UPDATE"]
-        a.add_argument("--operation", choices=ops)
-        a.add_argument("--print", dest="print_", choices=["response", "object"], default="response")
+        a.add_argument(
+            "--operation",
+            choices=ops,
+            help="the request's operation (default: UPDATE with --old, else CREATE)",
+        )
+        a.add_argument(
+            "--print",
+            dest="print_",
+            choices=["response", "object"],
+            default="response",
+            help="response: the AdmissionReview response (default); object: the object as "
+            "admitted, with the patch applied",
+        )
     c = sub.add_parser("crds", help="print the CustomResourceDefinitions the project ships")
-    c.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    c.add_argument(
+        "-o", "--output", choices=["yaml", "json", "name"], default="yaml", help="output format"
+    )
+    k = sub.add_parser("completion", help="print a shell completion script")
+    k.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete for")
     return p
 
 
-def _bundle(paths: Sequence[str], stdin: TextIO) -> Bundle:
+def _bundle(paths: Sequence[str], stdin: TextIO, *, namespace: str = "") -> Bundle:
     try:
-        return read_bundle([read_source(p, stdin) for p in paths])
+        return read_bundle([read_source(p, stdin) for p in paths], namespace=namespace)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
 
 def _emit(objects: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
-    if fmt == "json":
+    if fmt == "name":
+        out.write("".join(object_name(o) + "\n" for o in objects))
+    elif fmt == "json":
         out.write(yamlio.dump_json(yamlio.as_list(objects)))
     else:
         out.write(yamlio.dump_yaml(objects))
+
+
+def object_name(obj: dict[str, Any]) -> str:
+    """``kind[.group]/name`` as kubectl's ``-o name`` prints it; an object named by
+    ``generateName`` shows its prefix (the API server appends the rest)."""
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    kind = str(obj.get("kind") or "").lower()
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or meta.get("generateName") or ""
+    return f"{kind}{'.' + group if group else ''}/{name}"
 
 
 def _emit_one(obj: dict[str, Any], fmt: str, out: TextIO) -> None:
@@ -170,7 +236,7 @@ def _groups(args: argparse.Namespace, verb: str) -> list[Group]:
 
 
 def _each_deployment(
-    groups: list[Group], verb: str, err: TextIO
+    groups: list[Group], verb: str, err: TextIO, *, namespace: str = ""
 ) -> tuple[list[tuple[Group, Bundle, dict[str, Any]]], int]:
     """Every deployment with the bundle it is judged with; the worst code of the reading."""
     found: list[tuple[Group, Bundle, dict[str, Any]]] = []
@@ -179,7 +245,7 @@ def _each_deployment(
         try:
             if group.error:
                 raise UsageError(group.error)
-            bundle = _read_group_bundle(group)
+            bundle = _read_group_bundle(group, namespace)
             if not bundle.deployments and group.named:
                 raise UsageError(f"{verb}: no ModelDeployment in {group.label}")
         except UsageError as exc:
@@ -192,9 +258,9 @@ def _each_deployment(
     return found, worst
 
 
-def _read_group_bundle(group: Group) -> Bundle:
+def _read_group_bundle(group: Group, namespace: str) -> Bundle:
     try:
-        return read_bundle(group.sources)
+        return read_bundle(group.sources, namespace=namespace)
     except DocumentError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -207,7 +273,9 @@ def _display_name(doc: dict[str, Any]) -> str:
 
 
 def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    found, worst = _each_deployment(_groups(args, "render"), "render", err)
+    found, worst = _each_deployment(
+        _groups(args, "render"), "render", err, namespace=args.namespace
+    )
     old = _old_object(args.old, "ModelDeployment", sys.stdin) if args.validate != "ignore" else None
     if old is not None and len(found) > 1:
         raise UsageError(f"render: --old takes one ModelDeployment; found {len(found)}")
@@ -380,11 +448,12 @@ def inject_review(
     old_file: str | None = None,
     operation: str | None = None,
     stdin: TextIO = sys.stdin,
+    namespace: str = "",
 ) -> tuple[Verdict, dict[str, Any]]:
     """Run the Pod KV-cache webhook on ``files`` as the ``inject`` verb does."""
     from gpustack_render.injection import review_pod  # only this verb needs it
 
-    bundle = _bundle(files, stdin)
+    bundle = _bundle(files, stdin, namespace=namespace)
     if not bundle.pods:
         raise UsageError("inject: no Pod in " + ", ".join(files))
     old = _old_object(old_file, "Pod", stdin)
@@ -410,7 +479,7 @@ def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         verdict, obj = _admit(named[0].sources, named[0].label, args)
         if verdict is not None:
             return _answer(verdict, obj, args, out, err)
-    found, worst = _each_deployment(groups, "admit", err)
+    found, worst = _each_deployment(groups, "admit", err, namespace=args.namespace)
     if args.old and len(found) > 1:
         raise UsageError(f"admit: --old takes one ModelDeployment; found {len(found)}")
     outcomes: list[Outcome] = []
@@ -442,7 +511,7 @@ def _admit(
     """The one-request path (every named file read together): the verdict, or None when the
     files hold several deployments (the batch path answers them)."""
     try:
-        bundle = read_bundle(sources)
+        bundle = read_bundle(sources, namespace=args.namespace)
     except DocumentError as exc:
         raise UsageError(str(exc)) from exc
     if len(bundle.deployments) > 1:
@@ -487,11 +556,24 @@ def _patched(obj: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
 
 
 def cmd_inject(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    verdict, pod = inject_review(args.files, old_file=args.old, operation=args.operation)
+    verdict, pod = inject_review(
+        [*args.files, *args.filename],
+        old_file=args.old,
+        operation=args.operation,
+        namespace=args.namespace,
+    )
     return _answer(verdict, pod, args, out, err)
 
 
+def cmd_completion(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from gpustack_render.cli.completion import script
+
+    out.write(script(_parser(), shell=args.shell))
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
+    "completion": cmd_completion,
     "render": cmd_render,
     "admit": cmd_admit,
     "inject": cmd_inject,
