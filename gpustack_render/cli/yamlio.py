@@ -106,8 +106,22 @@ def _represent_float(dumper: Any, data: float) -> Any:
     return dumper.represent_scalar("tag:yaml.org,2002:float", value)
 
 
+def _represent_dict(dumper: Any, data: dict[str, Any]) -> Any:
+    """A mapping without its ``None`` values: the writer's half of :func:`clean`, done as it
+    writes instead of in a separate pass over a large rendering."""
+    items = [(k, v) for k, v in data.items() if v is not None]
+    return dumper.represent_mapping("tag:yaml.org,2002:map", items)
+
+
+def _no_aliases(dumper: Any, data: Any) -> bool:
+    # A rendering may share one dict between Pods; the output spells each out in full.
+    return True
+
+
 _Dumper.add_representer(str, _represent_str)
 _Dumper.add_representer(float, _represent_float)
+_Dumper.add_representer(dict, _represent_dict)
+_Dumper.ignore_aliases = _no_aliases
 
 _DUMP_OPTIONS: dict[str, Any] = {
     "Dumper": _Dumper,
@@ -233,8 +247,17 @@ def dump_yaml(objects: Iterable[Mapping[str, Any]]) -> str:
 
 def dump_yaml_one(obj: Mapping[str, Any]) -> str:
     """One object as a YAML document without a leading separator."""
-    out: str = yaml.dump(clean(obj), **_DUMP_OPTIONS)
+    out: str = yaml.dump(_without_empty_status(obj), **_DUMP_OPTIONS)
     return out
+
+
+def _without_empty_status(obj: Any) -> Any:
+    """The top-level half of :func:`clean` (the representer drops the ``None`` values)."""
+    if isinstance(obj, dict) and "kind" in obj and obj.get("status") == {}:
+        return {k: v for k, v in obj.items() if k != "status"}
+    if isinstance(obj, Mapping) and not isinstance(obj, dict):
+        return clean(obj)
+    return obj
 
 
 def dump_json(obj: Any) -> str:

@@ -75,3 +75,10 @@ def _examples() -> list[Any]:
 def test_json_writer_is_the_standard_library_byte_for_byte(obj: Any) -> None:
     expected = json.dumps(yamlio.clean(obj), indent=2, ensure_ascii=False) + "\n"
     assert yamlio.dump_json(obj) == expected
+
+
+def test_yaml_writer_drops_none_as_it_writes_and_never_aliases() -> None:
+    shared = {"name": "x", "value": None}
+    out = yamlio.dump_yaml([{"kind": "Pod", "a": shared, "b": [shared], "status": {}}])
+    assert out == "---\nkind: Pod\na:\n  name: x\nb:\n- name: x\n"
+    assert out == yamlio.dump_yaml([yamlio.clean({"kind": "Pod", "a": shared, "b": [shared]})])
