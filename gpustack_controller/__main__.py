@@ -11,9 +11,11 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
+from typing import NoReturn
 
 from gpustack_controller.controller import Controller, Options
 from gpustack_controller.kube import Kube, in_cluster_namespace
@@ -23,8 +25,20 @@ from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
 log = logging.getLogger("gpustack_controller")
 
 
+#: Bad usage: a flag the parser refuses or a kubeconfig that does not exist.
+EXIT_USAGE = 2
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad flags are one line on stderr and exit 2 (the usage is in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpustack-controller", description=__doc__)
+    p = _Parser(prog="gpustack-controller", description=__doc__)
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
     p.add_argument(
         "--namespace",
@@ -39,9 +53,9 @@ def _parser() -> argparse.ArgumentParser:
         default=True,
         help="hold a coordination.k8s.io Lease before reconciling",
     )
-    p.add_argument("--lease-name", default="gpustack-controller")
+    p.add_argument("--lease-name", default="gpustack-controller", help="the leader Lease's name")
     p.add_argument("--identity", default=None, help="lease holder identity (default: hostname)")
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log threshold")
     return p
 
 
@@ -87,8 +101,17 @@ async def run(args: argparse.Namespace) -> int:
     return code
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags; a refused one, or a --kubeconfig that is not a file, exits 2 with one line."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        parser.error(f"--kubeconfig {args.kubeconfig}: no such file")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
         stream=sys.stderr,

@@ -3,71 +3,126 @@
 A pure library: no network, environment, clock, randomness or logging. The command line
 (``gpustack-render``), the controller and the webhook server are thin shells over it.
 
+Importing the package is cheap: each public name is imported from its module on first use
+(PEP 562), so the command line pays only for the layers a verb needs.
+
 ``__version__`` is the installed distribution's version (``pyproject.toml`` is the one place it
-is written); it is read once, from the package metadata, when the package is imported.
+is written), read from the package metadata on first use.
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _distribution_version
+from __future__ import annotations
 
-from gpustack_render.admission import (
-    mutate_deployment,
-    review_deployment,
-    validate_deployment,
-)
-from gpustack_render.api import (
-    InstanceType,
-    KVCacheBackend,
-    KVCachePool,
-    KVCachePoolBinding,
-    ModelArtifact,
-    ModelDeployment,
-)
-from gpustack_render.core.errors import (
-    ErrorList,
-    ErrorType,
-    FieldError,
-    RenderError,
-    Verdict,
-    VerdictKind,
-)
-from gpustack_render.core.naming import group_name
-from gpustack_render.core.paths import FieldPath
-from gpustack_render.core.review import AdmissionRequest
-from gpustack_render.core.settings import Settings, settings_from_data
-from gpustack_render.injection import InjectionRecord, freeze_pod, inject_pod, review_pod
-from gpustack_render.reconcile.events import Event, departure_events, render_failed
-from gpustack_render.reconcile.observed import (
-    ObservedPod,
-    ObservedWorkload,
-    observe_pod,
-    observe_workload,
-)
-from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, plan
-from gpustack_render.reconcile.status import (
-    deleting_status,
-    deployment_status,
-    desired_from_rendering,
-)
-from gpustack_render.rendering.hashing import (
-    CURRENT_RENDER_VERSION,
-    MIN_SUPPORTED_RENDER_VERSION,
-    effective_floor,
-    is_outdated,
-    pod_render_version,
-)
-from gpustack_render.rendering.renderer import Rendering, RoleRendering, SeatRendering, render
-from gpustack_render.schema.crd import all_crds
-from gpustack_render.schema.decoding import decode_deployment, decode_model
-from gpustack_render.schema.lookups import LookupFailed, Lookups, StaticLookups
+import importlib
+from typing import TYPE_CHECKING, Any
 
-#: The distribution this package belongs to (``[project] name`` in ``pyproject.toml``).
-_DISTRIBUTION = "gpustack-render"
+if TYPE_CHECKING:
+    from gpustack_render.admission import (
+        mutate_deployment,
+        review_deployment,
+        validate_deployment,
+    )
+    from gpustack_render.api import (
+        InstanceType,
+        KVCacheBackend,
+        KVCachePool,
+        KVCachePoolBinding,
+        ModelArtifact,
+        ModelDeployment,
+    )
+    from gpustack_render.core.errors import (
+        ErrorList,
+        ErrorType,
+        FieldError,
+        RenderError,
+        Verdict,
+        VerdictKind,
+    )
+    from gpustack_render.core.naming import group_name
+    from gpustack_render.core.paths import FieldPath
+    from gpustack_render.core.review import AdmissionRequest
+    from gpustack_render.core.settings import Settings, settings_from_data
+    from gpustack_render.injection import InjectionRecord, freeze_pod, inject_pod, review_pod
+    from gpustack_render.reconcile.events import Event, departure_events, render_failed
+    from gpustack_render.reconcile.observed import (
+        ObservedPod,
+        ObservedWorkload,
+        observe_pod,
+        observe_workload,
+    )
+    from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, plan
+    from gpustack_render.reconcile.status import (
+        deleting_status,
+        deployment_status,
+        desired_from_rendering,
+    )
+    from gpustack_render.rendering.hashing import (
+        CURRENT_RENDER_VERSION,
+        MIN_SUPPORTED_RENDER_VERSION,
+        effective_floor,
+        is_outdated,
+        pod_render_version,
+    )
+    from gpustack_render.rendering.renderer import Rendering, RoleRendering, SeatRendering, render
+    from gpustack_render.schema.crd import all_crds
+    from gpustack_render.schema.decoding import decode_deployment, decode_model
+    from gpustack_render.schema.lookups import LookupFailed, Lookups, StaticLookups
 
-try:
-    __version__: str = _distribution_version(_DISTRIBUTION)
-except PackageNotFoundError:  # pragma: no cover - imported from a tree that was never installed
-    __version__ = "0+unknown"
+#: Where each public name lives.
+_HOME: dict[str, str] = {
+    "mutate_deployment": "gpustack_render.admission",
+    "review_deployment": "gpustack_render.admission",
+    "validate_deployment": "gpustack_render.admission",
+    "InstanceType": "gpustack_render.api",
+    "KVCacheBackend": "gpustack_render.api",
+    "KVCachePool": "gpustack_render.api",
+    "KVCachePoolBinding": "gpustack_render.api",
+    "ModelArtifact": "gpustack_render.api",
+    "ModelDeployment": "gpustack_render.api",
+    "ErrorList": "gpustack_render.core.errors",
+    "ErrorType": "gpustack_render.core.errors",
+    "FieldError": "gpustack_render.core.errors",
+    "RenderError": "gpustack_render.core.errors",
+    "Verdict": "gpustack_render.core.errors",
+    "VerdictKind": "gpustack_render.core.errors",
+    "group_name": "gpustack_render.core.naming",
+    "FieldPath": "gpustack_render.core.paths",
+    "AdmissionRequest": "gpustack_render.core.review",
+    "Settings": "gpustack_render.core.settings",
+    "settings_from_data": "gpustack_render.core.settings",
+    "InjectionRecord": "gpustack_render.injection",
+    "freeze_pod": "gpustack_render.injection",
+    "inject_pod": "gpustack_render.injection",
+    "review_pod": "gpustack_render.injection",
+    "Event": "gpustack_render.reconcile.events",
+    "departure_events": "gpustack_render.reconcile.events",
+    "render_failed": "gpustack_render.reconcile.events",
+    "ObservedPod": "gpustack_render.reconcile.observed",
+    "ObservedWorkload": "gpustack_render.reconcile.observed",
+    "observe_pod": "gpustack_render.reconcile.observed",
+    "observe_workload": "gpustack_render.reconcile.observed",
+    "Desired": "gpustack_render.reconcile.rollout",
+    "DesiredRole": "gpustack_render.reconcile.rollout",
+    "Plan": "gpustack_render.reconcile.rollout",
+    "plan": "gpustack_render.reconcile.rollout",
+    "deleting_status": "gpustack_render.reconcile.status",
+    "deployment_status": "gpustack_render.reconcile.status",
+    "desired_from_rendering": "gpustack_render.reconcile.status",
+    "CURRENT_RENDER_VERSION": "gpustack_render.rendering.hashing",
+    "MIN_SUPPORTED_RENDER_VERSION": "gpustack_render.rendering.hashing",
+    "effective_floor": "gpustack_render.rendering.hashing",
+    "is_outdated": "gpustack_render.rendering.hashing",
+    "pod_render_version": "gpustack_render.rendering.hashing",
+    "Rendering": "gpustack_render.rendering.renderer",
+    "RoleRendering": "gpustack_render.rendering.renderer",
+    "SeatRendering": "gpustack_render.rendering.renderer",
+    "render": "gpustack_render.rendering.renderer",
+    "all_crds": "gpustack_render.schema.crd",
+    "decode_deployment": "gpustack_render.schema.decoding",
+    "decode_model": "gpustack_render.schema.decoding",
+    "LookupFailed": "gpustack_render.schema.lookups",
+    "Lookups": "gpustack_render.schema.lookups",
+    "StaticLookups": "gpustack_render.schema.lookups",
+}
 
 __all__ = [
     "CURRENT_RENDER_VERSION",
@@ -124,3 +179,33 @@ __all__ = [
     "settings_from_data",
     "validate_deployment",
 ]
+
+
+#: The distribution this package belongs to (``[project] name`` in ``pyproject.toml``).
+_DISTRIBUTION = "gpustack-render"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(_DISTRIBUTION)
+    except PackageNotFoundError:  # pragma: no cover - imported from a tree never installed
+        return "0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = _version()
+        globals()[name] = value
+        return value
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

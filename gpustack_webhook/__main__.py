@@ -19,6 +19,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
 from gpustack_webhook import logs
@@ -35,9 +36,20 @@ log = logging.getLogger(f"{logs.LOGGER_NAME}.main")
 NAMESPACE_ENV = "POD_NAMESPACE"
 
 
+#: Bad usage: a flag the parser refuses or a kubeconfig that does not exist.
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad flags are one line on stderr and exit 2 (the usage is in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m gpustack_webhook",
+    p = _Parser(
+        prog="gpustack-webhook",
         description="HTTPS admission server for ModelDeployments and KV-cache Pod injection.",
     )
     p.add_argument("--cert-file", required=True, type=Path, help="PEM serving certificate chain")
@@ -135,7 +147,12 @@ def parser() -> argparse.ArgumentParser:
         default=15.0,
         help="seconds in-flight reviews get to finish after the listener closes (default 15)",
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log threshold",
+    )
     return p
 
 
@@ -240,8 +257,17 @@ def settle_heap() -> None:
     gc.set_threshold(10_000, 10, 10)
 
 
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The flags; a refused one, or a --kubeconfig that is not a file, exits 2 with one line."""
+    p = parser()
+    args = p.parse_args(argv)
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        p.error(f"--kubeconfig {args.kubeconfig}: no such file")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse_args(argv)
     logs.configure(args.log_level)
     try:
         return asyncio.run(serve(args))

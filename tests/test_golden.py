@@ -7,7 +7,8 @@ ConfigMap), an optional ``case.yaml`` (``operation``; ``old``: the stored object
 
 - ``crds-*``: ``rendered.yaml``, the output of ``gpustack-render crds`` (no input file);
 - ``render-*``: ``rendered.yaml`` (exit 0, the command's YAML output) or ``error.txt`` (exit 1,
-  the command's stderr);
+  the command's stderr). They pin the renderer, so they run with ``--validate=ignore`` (what the
+  controller renders from stored objects) unless ``case.yaml`` sets ``validate``;
 - ``admit-*`` / ``inject-*``: ``verdict.yaml``: ``allowed``, status code and reason, each cause's
   {type, field, origin}, the JSON Patch, warnings, and for an admitted ``inject`` case the
   mutated Pod (``object``).
@@ -62,7 +63,8 @@ def run_case(verb: str, case: Path, tmp_path: Path) -> tuple[str, str]:
         return "rendered.yaml", out.getvalue()
     if verb == "render":
         out, err = io.StringIO(), io.StringIO()
-        args = cli._parser().parse_args(["render", inp])
+        validate = str(spec.get("validate", "ignore"))
+        args = cli._parser().parse_args(["render", inp, f"--validate={validate}"])
         code = cli.cmd_render(args, out, err)
         assert code in (0, 1), err.getvalue()
         return ("rendered.yaml", out.getvalue()) if code == 0 else ("error.txt", err.getvalue())

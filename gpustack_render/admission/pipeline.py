@@ -27,6 +27,7 @@ from gpustack_render.admission.identity import validate_identity
 from gpustack_render.admission.instancetypes import validate_instance_types
 from gpustack_render.admission.objectrules import validate_object
 from gpustack_render.admission.ports import validate_port_flag, validate_reserved_port_flag
+from gpustack_render.admission.warnings import deployment_warnings
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, Verdict
@@ -208,7 +209,13 @@ def review_deployment(
         namespace=request.namespace,
     )
     return Verdict.from_errors(
-        errs, group_kind=GROUP_KIND, name=name, patch=mutation_patch(original, mutated)
+        errs,
+        group_kind=GROUP_KIND,
+        name=name,
+        patch=mutation_patch(original, mutated),
+        warnings=deployment_warnings(
+            md, lookups=memo, settings=settings, namespace=request.namespace
+        ),
     )
 
 
@@ -248,4 +255,7 @@ def validate_deployment(
         name=request.name,
         namespace=request.namespace,
     )
-    return _refuse(errs, name)
+    warnings = deployment_warnings(
+        md, lookups=lookups, settings=settings, namespace=request.namespace
+    )
+    return Verdict.from_errors(errs, group_kind=GROUP_KIND, name=name, warnings=warnings)

@@ -1,5 +1,8 @@
 """The ``gpustack-render`` command line: a thin layer over the library.
 
+A verb imports only the layers it needs (``crds`` needs no admission, ``render`` no injection):
+start-up is most of a small call's time.
+
 Exit codes (docs/contract/interfaces.md): 0 success or allowed; 1 a render error or a refusal; 2 bad
 usage, unreadable input, an unknown kind, or no request object.
 """
@@ -9,25 +12,26 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO, cast
-
-import jsonpatch
 
 from gpustack_render.admission import review_deployment
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.documents import Bundle, read_bundle
 from gpustack_render.cli.gcpause import paused_gc
+from gpustack_render.cli.sources import Group, collect, read_source
 from gpustack_render.cli.yamlio import DocumentError
 from gpustack_render.core.errors import RenderError, Verdict
 from gpustack_render.core.review import AdmissionRequest, Operation
-from gpustack_render.injection import review_pod
 from gpustack_render.rendering.renderer import render
-from gpustack_render.schema.crd import all_crds
 from gpustack_render.schema.decoding import decode_deployment
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
+
+#: ``render --validate`` modes, as kubectl names them.
+VALIDATE_MODES = ("strict", "warn", "ignore")
 
 
 class UsageError(Exception):
@@ -40,55 +44,158 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: the package version and the render version (read only when asked: the
+    package metadata costs a start-up otherwise)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+        sys.stdout.write(version_text() + "\n")
+        parser.exit(EXIT_OK)
+
+
+def version_text() -> str:
+    """``gpustack-render <package version> (render version <n>)``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
+
+    try:
+        package = version("gpustack-render")
+    except PackageNotFoundError:
+        package = "unknown"
+    return f"gpustack-render {package} (render version {CURRENT_RENDER_VERSION})"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="gpustack-render",
         description="Render ModelDeployments into Pods and Services, and answer admission reviews.",
     )
-    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    p.add_argument(
+        "--version",
+        action=_Version,
+        nargs=0,
+        help="print the package version and the render version, then exit",
+    )
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser, metavar="VERB")
 
-    def files(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON files; - is stdin")
-        sp.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    def files(sp: argparse.ArgumentParser, *, batch: bool = False, names: bool = False) -> None:
+        sp.add_argument(
+            "files",
+            nargs="*",
+            metavar="PATH",
+            help="YAML/JSON files"
+            + (" or directories" if batch else "")
+            + "; - is stdin. Files named together are read together",
+        )
+        sp.add_argument(
+            "-f",
+            "--filename",
+            action="append",
+            default=[],
+            metavar="PATH",
+            help="a file"
+            + (" or directory (each file in it is read on its own)" if batch else "")
+            + "; repeatable, as kubectl's -f",
+        )
+        if batch:
+            sp.add_argument(
+                "-R",
+                "--recursive",
+                action="store_true",
+                help="walk the subdirectories of a directory too",
+            )
+            sp.add_argument(
+                "--summary",
+                action="store_true",
+                help="print one line per deployment (source, name, verdict, Pods, warnings) "
+                "instead of the manifests or responses",
+            )
+        sp.add_argument(
+            "-n",
+            "--namespace",
+            default="",
+            help="the namespace of every namespaced object that names none (default: default)",
+        )
+        sp.add_argument(
+            "-o",
+            "--output",
+            choices=["yaml", "json", "name"] if names else ["yaml", "json"],
+            default="yaml",
+            help="output format"
+            + ("; name prints kind[.group]/name per object, as kubectl -o name" if names else ""),
+        )
 
-    r = sub.add_parser("render", help="render every child object of one ModelDeployment")
-    files(r)
+    r = sub.add_parser("render", help="render every child object of each ModelDeployment")
+    files(r, batch=True, names=True)
+    r.add_argument(
+        "--validate",
+        choices=VALIDATE_MODES,
+        default="strict",
+        help="judge the deployment as admission does before rendering: strict (default) "
+        "refuses with exit 1 and prints no manifests, warn prints the causes as warnings and "
+        "renders, ignore renders without judging",
+    )
+    r.add_argument(
+        "--old",
+        metavar="FILE",
+        help="the stored object: the deployment is judged as an UPDATE of it",
+    )
     for verb, what in (("admit", "ModelDeployment admission"), ("inject", "Pod KV-cache webhook")):
-        a = sub.add_parser(verb, help=f"run the {what} on the first object of its kind")
-        files(a)
+        a = sub.add_parser(
+            verb,
+            help=f"run the {what} on "
+            + ("each ModelDeployment" if verb == "admit" else "the first Pod"),
+        )
+        files(a, batch=verb == "admit")
         a.add_argument("--old", metavar="FILE", help="the stored object (UPDATE/DELETE)")
         ops = ["CREATE", "UPDATE", "DELETE"] if verb == "admit" else ["CREATE", "UPDATE"]
-        a.add_argument("--operation", choices=ops)
-        a.add_argument("--print", dest="print_", choices=["response", "object"], default="response")
+        a.add_argument(
+            "--operation",
+            choices=ops,
+            help="the request's operation (default: UPDATE with --old, else CREATE)",
+        )
+        a.add_argument(
+            "--print",
+            dest="print_",
+            choices=["response", "object"],
+            default="response",
+            help="response: the AdmissionReview response (default); object: the object as "
+            "admitted, with the patch applied",
+        )
     c = sub.add_parser("crds", help="print the CustomResourceDefinitions the project ships")
-    c.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    c.add_argument(
+        "-o", "--output", choices=["yaml", "json", "name"], default="yaml", help="output format"
+    )
+    k = sub.add_parser("completion", help="print a shell completion script")
+    k.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete for")
     return p
 
 
-def _read(path: str, stdin: TextIO) -> tuple[str, str]:
-    if path == "-":
-        return "<stdin>", stdin.read()
+def _bundle(paths: Sequence[str], stdin: TextIO, *, namespace: str = "") -> Bundle:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return path, fh.read()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text: {exc.reason}") from exc
-
-
-def _bundle(paths: Sequence[str], stdin: TextIO) -> Bundle:
-    try:
-        return read_bundle([_read(p, stdin) for p in paths])
-    except DocumentError as exc:
+        return read_bundle([read_source(p, stdin) for p in paths], namespace=namespace)
+    except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
 
 def _emit(objects: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
-    if fmt == "json":
+    if fmt == "name":
+        out.write("".join(object_name(o) + "\n" for o in objects))
+    elif fmt == "json":
         out.write(yamlio.dump_json(yamlio.as_list(objects)))
     else:
         out.write(yamlio.dump_yaml(objects))
+
+
+def object_name(obj: dict[str, Any]) -> str:
+    """``kind[.group]/name`` as kubectl's ``-o name`` prints it; an object named by
+    ``generateName`` shows its prefix (the API server appends the rest)."""
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    kind = str(obj.get("kind") or "").lower()
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or meta.get("generateName") or ""
+    return f"{kind}{'.' + group if group else ''}/{name}"
 
 
 def _emit_one(obj: dict[str, Any], fmt: str, out: TextIO) -> None:
@@ -96,23 +203,119 @@ def _emit_one(obj: dict[str, Any], fmt: str, out: TextIO) -> None:
 
 
 def cmd_crds(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from gpustack_render.schema.crd import all_crds  # only this verb needs it
+
     _emit(all_crds(), args.output, out)
     return EXIT_OK
 
 
-def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    bundle = _bundle(args.files, sys.stdin)
-    if not bundle.deployments:
-        raise UsageError("render: no ModelDeployment in " + ", ".join(args.files))
-    if len(bundle.deployments) > 1:
-        raise UsageError(
-            f"render: takes exactly one ModelDeployment; found {len(bundle.deployments)}"
+@dataclass
+class Outcome:
+    """One deployment's result in a batch."""
+
+    source: str
+    name: str
+    verdict: str
+    code: int
+    pods: int = 0
+    warnings: int = 0
+    objects: list[dict[str, Any]] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"{self.source}\t{self.name}\t{self.verdict}\t{self.pods} Pods\t"
+            f"{self.warnings} warnings"
         )
-    md, errs = decode_deployment(bundle.deployments[0])
+
+
+def _groups(args: argparse.Namespace, verb: str) -> list[Group]:
+    operands = [*args.files, *args.filename]
+    if not operands:
+        raise UsageError(f"{verb}: no input; name files or directories, or - for stdin")
+    return collect(operands, recursive=getattr(args, "recursive", False), stdin=sys.stdin)
+
+
+def _each_deployment(
+    groups: list[Group], verb: str, err: TextIO, *, namespace: str = ""
+) -> tuple[list[tuple[Group, Bundle, dict[str, Any]]], int]:
+    """Every deployment with the bundle it is judged with; the worst code of the reading."""
+    found: list[tuple[Group, Bundle, dict[str, Any]]] = []
+    worst = EXIT_OK
+    for group in groups:
+        try:
+            if group.error:
+                raise UsageError(group.error)
+            bundle = _read_group_bundle(group, namespace)
+            if not bundle.deployments and group.named:
+                raise UsageError(f"{verb}: no ModelDeployment in {group.label}")
+        except UsageError as exc:
+            err.write(f"gpustack-render: {exc}\n")
+            worst = EXIT_USAGE
+            continue
+        found.extend((group, bundle, doc) for doc in bundle.deployments)
+    if not found and worst == EXIT_OK:
+        raise UsageError(f"{verb}: no ModelDeployment in " + ", ".join(g.label for g in groups))
+    return found, worst
+
+
+def _read_group_bundle(group: Group, namespace: str) -> Bundle:
+    try:
+        return read_bundle(group.sources, namespace=namespace)
+    except DocumentError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _display_name(doc: dict[str, Any]) -> str:
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name = meta.get("name") or (str(meta.get("generateName") or "") + "*")
+    return f"{meta.get('namespace') or 'default'}/{name}"
+
+
+def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    found, worst = _each_deployment(
+        _groups(args, "render"), "render", err, namespace=args.namespace
+    )
+    old = _old_object(args.old, "ModelDeployment", sys.stdin) if args.validate != "ignore" else None
+    if old is not None and len(found) > 1:
+        raise UsageError(f"render: --old takes one ModelDeployment; found {len(found)}")
+    outcomes = [
+        _render_one(doc, bundle, group.label, args=args, old=old, err=err)
+        for group, bundle, doc in found
+    ]
+    worst = max([worst, *(o.code for o in outcomes)])
+    if args.summary:
+        out.write("".join(o.line() + "\n" for o in outcomes))
+    else:
+        _emit([obj for o in outcomes for obj in o.objects], args.output, out)
+    return worst
+
+
+def _render_one(
+    doc: dict[str, Any],
+    bundle: Bundle,
+    source: str,
+    *,
+    args: argparse.Namespace,
+    old: dict[str, Any] | None,
+    err: TextIO,
+) -> Outcome:
+    outcome = Outcome(source, _display_name(doc), "refused", EXIT_REFUSED)
+    if args.validate != "ignore":
+        request = _request("UPDATE" if old is not None else "CREATE", doc, old)
+        verdict = review_deployment(
+            request,
+            lookups=bundle.lookups(default_namespace=request.namespace),
+            settings=bundle.settings,
+        )
+        outcome.warnings = len(verdict.warnings)
+        if not _report_verdict(verdict, strict=args.validate == "strict", err=err):
+            return outcome
+    md, errs = decode_deployment(doc)
     if md is None:
         for e in errs:
             err.write(f"render: {e.message()}\n")
-        return EXIT_REFUSED
+        return outcome
     ns = md.metadata.namespace or "default"
     try:
         with paused_gc():
@@ -121,9 +324,29 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             )
     except RenderError as exc:
         err.write(f"render: {exc}\n")
-        return EXIT_REFUSED
-    _emit(result.objects(), args.output, out)
-    return EXIT_OK
+        outcome.verdict = "error"
+        return outcome
+    outcome.objects = result.objects()
+    outcome.pods = sum(1 for o in outcome.objects if o.get("kind") == "Pod")
+    outcome.verdict, outcome.code = "rendered", EXIT_OK
+    return outcome
+
+
+def _report_verdict(verdict: Verdict, *, strict: bool, err: TextIO) -> bool:
+    """Print the verdict's warnings and causes on ``err``; whether rendering goes on.
+
+    Under ``strict`` a refusal prints one ``render:`` line per cause (the API server's message
+    when there are none) and stops; under ``warn`` the same lines are ``Warning:`` lines.
+    """
+    for warning in verdict.warnings:
+        err.write(f"Warning: {warning}\n")
+    if verdict.allowed:
+        return True
+    causes = [e.message() for e in verdict.errors] or [verdict.status_message()]
+    prefix = "render: refused" if strict else "Warning: admission would refuse"
+    for cause in causes:
+        err.write(f"{prefix}: {cause}\n")
+    return not strict
 
 
 def _operation(operation: str | None, old: dict[str, Any] | None) -> str:
@@ -150,14 +373,13 @@ def _answer(
     out: TextIO,
     err: TextIO,
 ) -> int:
+    for warning in verdict.warnings:
+        err.write(f"Warning: {warning}\n")
     if args.print_ == "object":
         if not verdict.allowed:
             _emit_one(verdict.to_response(), args.output, err)
             return EXIT_REFUSED
-        obj = request_obj or {}
-        if verdict.patch:
-            obj = jsonpatch.apply_patch(obj, verdict.patch)
-        _emit_one(obj, args.output, out)
+        _emit_one(_patched(request_obj or {}, verdict), args.output, out)
         return EXIT_OK
     _emit_one(verdict.to_response(), args.output, out)
     return EXIT_OK if verdict.allowed else EXIT_REFUSED
@@ -165,7 +387,9 @@ def _answer(
 
 def _request(op: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> AdmissionRequest:
     """The request the API server would send; an object without a namespace is in ``default``."""
-    meta = (obj or old or {}).get("metadata") or {}
+    meta = (obj or old or {}).get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}  # the schema refuses it, with the field named
     return AdmissionRequest(
         operation=cast(Operation, op),
         object=obj,
@@ -186,11 +410,24 @@ def admit_review(
 
     Returns the verdict and the schema-defaulted request object the patch applies to.
     """
-    bundle = _bundle(files, stdin)
+    return admit_bundle(
+        _bundle(files, stdin), ", ".join(files), old_file=old_file, operation=operation, stdin=stdin
+    )
+
+
+def admit_bundle(
+    bundle: Bundle,
+    label: str,
+    *,
+    old_file: str | None = None,
+    operation: str | None = None,
+    stdin: TextIO = sys.stdin,
+) -> tuple[Verdict, dict[str, Any] | None]:
+    """The admission of the first deployment of ``bundle`` (read from ``label``)."""
     old = _old_object(old_file, "ModelDeployment", stdin)
     op = _operation(operation, old)
     if not bundle.deployments and op != "DELETE":
-        raise UsageError("admit: no ModelDeployment in " + ", ".join(files))
+        raise UsageError(f"admit: no ModelDeployment in {label}")
     obj = bundle.deployments[0] if bundle.deployments else None
     request = _request(op, obj, old)
     verdict: Verdict = review_deployment(
@@ -211,9 +448,12 @@ def inject_review(
     old_file: str | None = None,
     operation: str | None = None,
     stdin: TextIO = sys.stdin,
+    namespace: str = "",
 ) -> tuple[Verdict, dict[str, Any]]:
     """Run the Pod KV-cache webhook on ``files`` as the ``inject`` verb does."""
-    bundle = _bundle(files, stdin)
+    from gpustack_render.injection import review_pod  # only this verb needs it
+
+    bundle = _bundle(files, stdin, namespace=namespace)
     if not bundle.pods:
         raise UsageError("inject: no Pod in " + ", ".join(files))
     old = _old_object(old_file, "Pod", stdin)
@@ -231,16 +471,109 @@ def inject_review(
 
 
 def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    verdict, obj = admit_review(args.files, old_file=args.old, operation=args.operation)
-    return _answer(verdict, obj, args, out, err)
+    groups = _groups(args, "admit")
+    named = [g for g in groups if g.named]
+    if len(groups) == 1 and named and not args.summary:
+        if named[0].error:
+            raise UsageError(named[0].error)
+        verdict, obj = _admit(named[0].sources, named[0].label, args)
+        if verdict is not None:
+            return _answer(verdict, obj, args, out, err)
+    found, worst = _each_deployment(groups, "admit", err, namespace=args.namespace)
+    if args.old and len(found) > 1:
+        raise UsageError(f"admit: --old takes one ModelDeployment; found {len(found)}")
+    outcomes: list[Outcome] = []
+    answers: list[dict[str, Any]] = []
+    for group, bundle, doc in found:
+        verdict, obj = _admit_doc(doc, bundle, args)
+        outcome = Outcome(
+            group.label,
+            _display_name(doc),
+            "allowed" if verdict.allowed else "refused",
+            EXIT_OK if verdict.allowed else EXIT_REFUSED,
+            pods=_pods_of(obj),
+            warnings=len(verdict.warnings),
+        )
+        outcomes.append(outcome)
+        if not args.summary:
+            answers.append(_answer_object(verdict, obj, args, err))
+    worst = max([worst, *(o.code for o in outcomes)])
+    if args.summary:
+        out.write("".join(o.line() + "\n" for o in outcomes))
+    else:
+        _emit([a for a in answers if a], args.output, out)
+    return worst
+
+
+def _admit(
+    sources: list[tuple[str, str]], label: str, args: argparse.Namespace
+) -> tuple[Verdict | None, dict[str, Any] | None]:
+    """The one-request path (every named file read together): the verdict, or None when the
+    files hold several deployments (the batch path answers them)."""
+    try:
+        bundle = read_bundle(sources, namespace=args.namespace)
+    except DocumentError as exc:
+        raise UsageError(str(exc)) from exc
+    if len(bundle.deployments) > 1:
+        return None, None
+    return admit_bundle(bundle, label, old_file=args.old, operation=args.operation)
+
+
+def _admit_doc(
+    doc: dict[str, Any], bundle: Bundle, args: argparse.Namespace
+) -> tuple[Verdict, dict[str, Any] | None]:
+    single = Bundle(deployments=[doc], inputs=bundle.inputs, settings=bundle.settings)
+    return admit_bundle(single, "", old_file=args.old, operation=args.operation)
+
+
+def _pods_of(obj: dict[str, Any] | None) -> int:
+    """Σ replicas × size of a (defaulted) deployment: the Pods it would run."""
+    roles = ((obj or {}).get("spec") or {}).get("roles") or []
+    return sum(int(r.get("replicas") or 1) * int(r.get("size") or 1) for r in roles if r)
+
+
+def _answer_object(
+    verdict: Verdict, obj: dict[str, Any] | None, args: argparse.Namespace, err: TextIO
+) -> dict[str, Any]:
+    """What ``_answer`` prints for one request, as an object for a stream of several."""
+    for warning in verdict.warnings:
+        err.write(f"Warning: {warning}\n")
+    if args.print_ != "object":
+        return verdict.to_response()
+    if not verdict.allowed:
+        _emit_one(verdict.to_response(), args.output, err)
+        return {}
+    return _patched(obj or {}, verdict)
+
+
+def _patched(obj: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
+    if not verdict.patch:
+        return obj
+    import jsonpatch  # only --print object needs it
+
+    patched: dict[str, Any] = jsonpatch.apply_patch(obj, verdict.patch)
+    return patched
 
 
 def cmd_inject(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    verdict, pod = inject_review(args.files, old_file=args.old, operation=args.operation)
+    verdict, pod = inject_review(
+        [*args.files, *args.filename],
+        old_file=args.old,
+        operation=args.operation,
+        namespace=args.namespace,
+    )
     return _answer(verdict, pod, args, out, err)
 
 
+def cmd_completion(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from gpustack_render.cli.completion import script
+
+    out.write(script(_parser(), shell=args.shell))
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
+    "completion": cmd_completion,
     "render": cmd_render,
     "admit": cmd_admit,
     "inject": cmd_inject,
@@ -258,6 +591,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        sys.stderr.write(
+            f"gpustack-render: internal error ({type(exc).__name__}: {_first_line(exc)}); "
+            "this is a bug, please report it with the input\n"
+        )
+        return EXIT_USAGE
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).splitlines()
+    return lines[0] if lines else ""
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from gpustack_render.api.inputs import InputObject
 from gpustack_render.cli.yamlio import DocumentError, load_documents
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
 from gpustack_render.schema.decoding import decode_model
-from gpustack_render.schema.kinds import MODELS
+from gpustack_render.schema.kinds import KINDS, MODELS
 from gpustack_render.schema.lookups import StaticLookups
 
 
@@ -27,8 +27,11 @@ class Bundle:
         return StaticLookups.of(self.inputs, default_namespace=default_namespace)
 
 
-def read_bundle(sources: list[tuple[str, str]]) -> Bundle:
+def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundle:
     """Classify the documents of ``sources`` ((name, text) pairs).
+
+    ``namespace`` (``-n``) is given to every namespaced object that names none, as kubectl
+    does; without it such an object is in ``default``.
 
     Raises :class:`DocumentError` naming the file and document for anything unreadable: a
     document without apiVersion/kind, a kind the project does not know, an input object that
@@ -55,6 +58,11 @@ def read_bundle(sources: list[tuple[str, str]]) -> Bundle:
                     raise DocumentError(f"{where}: ConfigMap {CONFIGMAP_NAME}: {msgs}")
                 bundle.settings = settings
                 continue
+            if namespace and (
+                (api_version == "v1" and kind == "Pod")
+                or (api_version == API_VERSION and kind in _NAMESPACED)
+            ):
+                doc = _in_namespace(doc, namespace)
             if api_version == "v1" and kind == "Pod":
                 bundle.pods.append(doc)
                 continue
@@ -73,3 +81,14 @@ def read_bundle(sources: list[tuple[str, str]]) -> Bundle:
                 raise DocumentError(f"{where}: {kind} cannot be read: {msgs}")
             bundle.inputs.append(model)
     return bundle
+
+
+#: The project's namespaced kinds.
+_NAMESPACED = frozenset(info.kind for info in KINDS if info.namespaced)
+
+
+def _in_namespace(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or meta.get("namespace"):
+        return doc
+    return {**doc, "metadata": {**meta, "namespace": namespace}}

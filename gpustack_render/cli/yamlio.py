@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
+import yaml
+from yaml import YAMLError
 
-from gpustack_render.core import nesting
+from gpustack_render.cli import yamlread
 
 
 class DocumentError(ValueError):
@@ -24,49 +25,150 @@ class DocumentError(ValueError):
 
 # Plain scalars that a YAML 1.1 reader (kubectl's among them) would not read back as strings.
 _AMBIGUOUS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~", ""}
+_STR = "tag:yaml.org,2002:str"
+
+#: The plain scalars the writer quotes besides kubectl's (yamlread's resolver): YAML 1.2 core
+#: scalars, timestamps and the ``=``/``<<``/``!&*`` indicators, so output reads back the same
+#: under either YAML version (and stays what the writer printed before it was libyaml's).
+_YAML12 = [
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    (
+        "float",
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |[-+]?\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        "-+0123456789.",
+    ),
+    (
+        "int",
+        r"^(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?[0-9_]+|[-+]?0x[0-9a-fA-F_]+)$",
+        "-+0123456789",
+    ),
+    (
+        "timestamp",
+        r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
+        |[0-9][0-9][0-9][0-9] -[0-9][0-9]? -[0-9][0-9]?
+        (?:[Tt]|[ \t]+)[0-9][0-9]?
+        :[0-9][0-9] :[0-9][0-9] (?:\.[0-9]*)?
+        (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""",
+        "0123456789",
+    ),
+    ("value", r"^(?:=)$", "="),
+    ("yaml", r"^(?:!|&|\*)$", "!&*"),
+]
 
 
-def _represent_str(representer: Any, data: str) -> Any:
-    style = "'" if data.lower() in _AMBIGUOUS else None
+class _Dumper(yaml.CSafeDumper if hasattr(yaml, "CSafeDumper") else yaml.SafeDumper):  # type: ignore[misc]
+    """libyaml's emitter with the project's representation of strings."""
+
+    yaml_implicit_resolvers: ClassVar[dict[str | None, list[tuple[str, re.Pattern[str]]]]] = {
+        k: list(v) for k, v in yamlread.implicit_resolvers().items()
+    }
+
+
+for _tag, _pattern, _first in _YAML12:
+    _Dumper.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern, re.X), _first)
+
+#: The pure-Python analysis of a scalar (only for the rare string holding a single quote).
+_ANALYSER = yaml.emitter.Emitter(io.StringIO(), allow_unicode=True)
+
+
+def _represent_str(dumper: Any, data: str) -> Any:
+    """Strings as the writer always printed them: a line break makes a literal block, a word
+    a YAML 1.1 reader would misread is single-quoted, and a string that needs quoting and holds
+    a single quote is double-quoted (``"the role's port"``, not ``'the role''s port'``)."""
     if "\n" in data:
-        style = "|"
-    return representer.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+        return dumper.represent_scalar(_STR, data, style="|")
+    if data.lower() in _AMBIGUOUS:
+        return dumper.represent_scalar(_STR, data, style="'")
+    if "'" in data and not _plain_allowed(dumper, data):
+        return dumper.represent_scalar(_STR, data, style='"')
+    return dumper.represent_scalar(_STR, data)
 
 
-def _yaml() -> YAML:
-    y = YAML(typ="safe", pure=True)
-    y.default_flow_style = False
-    y.width = 4096
-    y.indent(mapping=2, sequence=2, offset=0)
-    y.allow_unicode = True
-    # The representer is built on first access, from the settings above.
-    y.representer.sort_base_mapping_type_on_output = False
-    y.representer.add_representer(str, _represent_str)
-    return y
+def _plain_allowed(dumper: Any, data: str) -> bool:
+    analysis = _ANALYSER.analyze_scalar(data)
+    if not analysis.allow_block_plain:
+        return False
+    return bool(dumper.resolve(yaml.ScalarNode, data, (True, False)) == _STR)
+
+
+def _represent_float(dumper: Any, data: float) -> Any:
+    """``repr`` spelling (``1e-05``, as YAML 1.2 and kubectl read it), ``.nan`` and ``.inf``."""
+    if data != data:
+        value = ".nan"
+    elif data in (float("inf"), float("-inf")):
+        value = ".inf" if data > 0 else "-.inf"
+    else:
+        value = repr(data).lower()
+    return dumper.represent_scalar("tag:yaml.org,2002:float", value)
+
+
+def _represent_dict(dumper: Any, data: dict[str, Any]) -> Any:
+    """A mapping without its ``None`` values: the writer's half of :func:`clean`, done as it
+    writes instead of in a separate pass over a large rendering."""
+    items = [(k, v) for k, v in data.items() if v is not None]
+    return dumper.represent_mapping("tag:yaml.org,2002:map", items)
+
+
+def _no_aliases(dumper: Any, data: Any) -> bool:
+    # A rendering may share one dict between Pods; the output spells each out in full.
+    return True
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(float, _represent_float)
+_Dumper.add_representer(dict, _represent_dict)
+_Dumper.ignore_aliases = _no_aliases
+
+_DUMP_OPTIONS: dict[str, Any] = {
+    "Dumper": _Dumper,
+    "default_flow_style": False,
+    "sort_keys": False,
+    "width": 4096,
+    "allow_unicode": True,
+}
+
+
+#: The limits of one input file; each is refused with one line naming the file. The size is the
+#: API server's own request limit; the others bound the work a hostile file can cause.
+MAX_BYTES = 3 * 1024 * 1024
+MAX_DOCUMENTS = 10_000
+MAX_DEPTH = 200
+#: Nodes after alias expansion: an alias counts as every node of what it names, so an alias
+#: bomb (each level repeating the one before) is refused after a bounded amount of work.
+MAX_NODES = 1_000_000
 
 
 def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]]:
     """Every object in ``text``; a ``List`` (``kind: List`` or ``*List``) is expanded.
 
-    Empty documents are skipped. A document that is not a mapping is a :class:`DocumentError`
+    YAML is read as kubectl reads it (YAML 1.1 scalars, :mod:`gpustack_render.cli.yamlread`);
+    duplicate keys and tabs in indentation are refused. Empty documents are skipped. A document
+    that is not a mapping, or a file past one of the limits above, is a :class:`DocumentError`
     naming ``source`` and the document's position (1-based).
     """
+    if len(text) > MAX_BYTES and len(text.encode("utf-8")) > MAX_BYTES:
+        raise DocumentError(f"{source}: larger than the limit of {MAX_BYTES} bytes")
     stripped = text.lstrip()
     docs: list[Any]
     if stripped.startswith(("{", "[")):
-        try:
-            docs = [nesting.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise DocumentError(f"{source}: not valid JSON: {exc}") from exc
-        if isinstance(docs[0], list):
-            docs = docs[0]
+        docs = _load_json(text, source=source)
     else:
         try:
-            docs = list(_yaml().load_all(text))
+            docs = yamlread.load_all(
+                text, max_documents=MAX_DOCUMENTS, max_depth=MAX_DEPTH, max_nodes=MAX_NODES
+            )
+        except yamlread.LimitError as exc:
+            raise DocumentError(f"{source}: {exc}") from exc
         except YAMLError as exc:
             raise DocumentError(f"{source}: not valid YAML: {_one_line(str(exc))}") from exc
         except RecursionError:
             raise DocumentError(f"{source}: not valid YAML: nested too deep") from None
+    if len(docs) > MAX_DOCUMENTS:
+        raise DocumentError(f"{source}: more than {MAX_DOCUMENTS} documents")
     out: list[dict[str, Any]] = []
     for i, doc in enumerate(docs, start=1):
         if doc is None:
@@ -82,10 +184,22 @@ def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]
             for j, item in enumerate(items, start=1):
                 if not isinstance(item, dict):
                     raise DocumentError(f"{source}: document {i} item {j} is not an object")
-                out.append(_plain(item))
+                out.append(item)
         else:
-            out.append(_plain(doc))
+            out.append(doc)
     return out
+
+
+def _load_json(text: str, *, source: str) -> list[Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(f"{source}: not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels") from exc
+    if yamlread.depth(doc) > MAX_DEPTH:
+        raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+    return doc if isinstance(doc, list) else [doc]
 
 
 def _is_list(doc: Mapping[str, Any]) -> bool:
@@ -94,18 +208,7 @@ def _is_list(doc: Mapping[str, Any]) -> bool:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _plain(value: Any) -> Any:
-    """Convert loader types to plain dict/list/str/int/float/bool/None."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+    return " ".join(text.replace(' in "<unicode string>",', " at").split())
 
 
 def clean(obj: Any) -> Any:
@@ -118,35 +221,109 @@ def clean(obj: Any) -> Any:
 
 
 def _drop_none(obj: Any) -> Any:
+    # Exact type checks and no call per scalar: this walks every node of a large rendering.
+    kind = type(obj)
+    if kind is dict:
+        return {
+            k: (v if type(v) not in _CONTAINERS else _drop_none(v))
+            for k, v in obj.items()
+            if v is not None
+        }
+    if kind is list:
+        return [v if type(v) not in _CONTAINERS else _drop_none(v) for v in obj]
     if isinstance(obj, Mapping):
         return {k: _drop_none(v) for k, v in obj.items() if v is not None}
-    if isinstance(obj, list):
+    if isinstance(obj, list | tuple):
         return [_drop_none(v) for v in obj]
     return obj
 
 
+_CONTAINERS = (dict, list)
+
+
 def dump_yaml(objects: Iterable[Mapping[str, Any]]) -> str:
     """A YAML stream of ``objects``: ``---`` separated, block style, deterministic."""
-    chunks: list[str] = []
-    for obj in objects:
-        buf = io.StringIO()
-        _yaml().dump(clean(obj), buf)
-        chunks.append(buf.getvalue())
-    if not chunks:
-        return ""
-    return "---\n" + "---\n".join(chunks)
+    out: str = yaml.dump_all([clean(obj) for obj in objects], explicit_start=True, **_DUMP_OPTIONS)
+    return out
 
 
 def dump_yaml_one(obj: Mapping[str, Any]) -> str:
     """One object as a YAML document without a leading separator."""
-    buf = io.StringIO()
-    _yaml().dump(clean(obj), buf)
-    return buf.getvalue()
+    out: str = yaml.dump(_without_empty_status(obj), **_DUMP_OPTIONS)
+    return out
+
+
+def _without_empty_status(obj: Any) -> Any:
+    """The top-level half of :func:`clean` (the representer drops the ``None`` values)."""
+    if isinstance(obj, dict) and "kind" in obj and obj.get("status") == {}:
+        return {k: v for k, v in obj.items() if k != "status"}
+    if isinstance(obj, Mapping) and not isinstance(obj, dict):
+        return clean(obj)
+    return obj
 
 
 def dump_json(obj: Any) -> str:
-    """Indented JSON with a final newline, keys in build order."""
-    return json.dumps(clean(obj), indent=2, ensure_ascii=False) + "\n"
+    """Indented JSON with a final newline, keys in build order: byte for byte what
+    ``json.dumps(clean(obj), indent=2, ensure_ascii=False)`` prints, in one pass that drops the
+    ``None`` values as it writes (a large rendering is millions of nodes)."""
+    if isinstance(obj, dict) and "kind" in obj and obj.get("status") == {}:
+        obj = {k: v for k, v in obj.items() if k != "status"}
+    chunks: list[str] = []
+    _write_json(obj, chunks, "\n")
+    chunks.append("\n")
+    return "".join(chunks)
+
+
+_encode_str: Any = getattr(json.encoder, "c_encode_basestring", None) or (
+    json.encoder.py_encode_basestring
+)
+
+
+def _write_json(obj: Any, out: list[str], newline: str) -> None:
+    kind = type(obj)
+    if kind is str:
+        out.append(_encode_str(obj))
+    elif kind is dict or isinstance(obj, Mapping):
+        items = [(k, v) for k, v in obj.items() if v is not None]
+        if not items:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        sep = "{" + inner
+        for key, value in items:
+            out.append(sep)
+            out.append(_encode_str(key if type(key) is str else _json_key(key)))
+            out.append(": ")
+            _write_json(value, out, inner)
+            sep = "," + inner
+        out.append(newline + "}")
+    elif kind is list or kind is tuple:
+        if not obj:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        sep = "[" + inner
+        for value in obj:
+            out.append(sep)
+            _write_json(value, out, inner)
+            sep = "," + inner
+        out.append(newline + "]")
+    elif obj is None:
+        out.append("null")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif isinstance(obj, int):
+        out.append(int.__repr__(obj))
+    elif isinstance(obj, float):
+        out.append(json.dumps(obj))
+    else:
+        out.append(json.dumps(obj))  # raises TypeError for what JSON cannot carry
+
+
+def _json_key(key: Any) -> str:
+    return str(json.dumps(key)).strip('"')
 
 
 def as_list(objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,88 @@
+"""Finding the input files of a call, as kubectl's ``-f`` and ``-R`` do.
+
+The operands (plain paths and ``-f`` values, in the order given) become groups of files read
+together: every file named directly (and ``-`` for stdin) is one group, read together as before
+(a deployment in one file, the objects it names in another); each file found in a directory
+(``.yaml``, ``.yml``, ``.json``; subdirectories too with ``-R``) is a group of its own, so each
+deployment there is judged with the objects beside it in its file. Groups come in operand order,
+a directory's files in path order: the output is the same from one run to the next.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+#: The file names a directory walk reads (kubectl's list).
+EXTENSIONS = (".yaml", ".yml", ".json")
+
+
+@dataclass
+class Group:
+    """Files read together, or why one of them could not be read."""
+
+    paths: list[str] = field(default_factory=list)
+    sources: list[tuple[str, str]] = field(default_factory=list)
+    error: str = ""
+    #: True for the group of files named directly (a missing deployment there is an error).
+    named: bool = False
+
+    @property
+    def label(self) -> str:
+        return ", ".join(self.paths)
+
+
+def read_source(path: str, stdin: TextIO) -> tuple[str, str]:
+    """(name, text) of one file; raises :class:`OSError` or :class:`ValueError` with a one-line
+    message naming it."""
+    if path == "-":
+        try:
+            return "<stdin>", stdin.read()
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"<stdin>: not UTF-8 text: {exc.reason}") from exc
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return path, fh.read()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text: {exc.reason}") from exc
+
+
+def _walk(directory: str, *, recursive: bool) -> list[str]:
+    found: list[str] = []
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        if not recursive:
+            dirs.clear()
+        found.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(EXTENSIONS))
+    return sorted(found) if not recursive else found
+
+
+def collect(operands: Sequence[str], *, recursive: bool, stdin: TextIO) -> list[Group]:
+    """The groups of ``operands``; an unreadable file is a group carrying its error."""
+    groups: list[Group] = []
+    named = Group(named=True)
+    for operand in operands:
+        if operand != "-" and os.path.isdir(operand):
+            for path in _walk(operand, recursive=recursive):
+                groups.append(_read_group([path], stdin))
+            continue
+        if not named.paths:
+            groups.append(named)
+        named.paths.append(operand)
+    if named.paths:
+        filled = _read_group(named.paths, stdin)
+        named.sources, named.error = filled.sources, filled.error
+    return groups
+
+
+def _read_group(paths: list[str], stdin: TextIO) -> Group:
+    group = Group(paths=list(paths))
+    try:
+        group.sources = [read_source(p, stdin) for p in paths]
+    except ValueError as exc:
+        group.error = str(exc)
+    return group

@@ -1,0 +1,116 @@
+"""Batch calls: ``-f``/``-R`` like kubectl, plain paths and directories, one output stream in a
+stable order, each deployment judged with the objects beside it, the worst exit code."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpustack_render.cli import commands as cli
+from gpustack_render.cli import yamlio
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+REFUSED = ROOT / "golden" / "admit-owned-arg-vllm-prefix" / "input.yaml"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _one_by_one(paths: list[Path], capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    objects = []
+    for path in paths:
+        code, out, _ = run(["render", str(path)], capsys)
+        assert code == 0
+        objects.extend(yamlio.load_documents(out))
+    return objects
+
+
+def test_a_directory_renders_each_file_in_path_order_as_one_stream(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files = sorted(EXAMPLES.glob("*.yaml"))
+    code, out, _ = run(["render", str(EXAMPLES)], capsys)
+    assert code == 0
+    assert yamlio.load_documents(out) == _one_by_one(files, capsys)
+    assert run(["render", "-f", str(EXAMPLES)], capsys)[1] == out, "-f reads the same"
+    assert run(["render", str(EXAMPLES)], capsys)[1] == out, "and the same twice"
+
+
+def test_json_batch_is_one_list(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["render", "-o", "json", str(EXAMPLES)], capsys)
+    assert code == 0 and out.startswith("{") and out.count('"kind": "List"') == 1
+
+
+def test_subdirectories_need_r(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "sub").mkdir()
+    shutil.copy(EXAMPLES / "qwen-chat.yaml", tmp_path / "sub" / "a.yaml")
+    shutil.copy(EXAMPLES / "cpu-only.yaml", tmp_path / "b.yml")
+    (tmp_path / "notes.txt").write_text("not read")
+    code, out, _ = run(["render", "--summary", str(tmp_path)], capsys)
+    assert code == 0 and out.count("\n") == 1 and "b.yml" in out
+    code, out, _ = run(["render", "--summary", "-R", str(tmp_path)], capsys)
+    assert code == 0 and [line.split("\t")[1] for line in out.splitlines()] == [
+        "team-a/embeddings",
+        "team-a/qwen-chat",
+    ]
+
+
+def test_exit_code_is_the_worst_and_the_others_still_render(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(EXAMPLES / "qwen-chat.yaml", tmp_path / "a.yaml")
+    shutil.copy(REFUSED, tmp_path / "b.yaml")
+    code, out, err = run(["render", str(tmp_path)], capsys)
+    assert code == 1
+    assert {
+        d["metadata"]["labels"]["app.kubernetes.io/instance"]
+        for d in yamlio.load_documents(out)
+        if d["kind"] == "Pod"
+    } == {"qwen-chat"}
+    assert "render: refused: spec.roles[0].extraArgs[0]" in err
+    (tmp_path / "c.yaml").write_text("a: [\n")
+    code, out, err = run(["render", str(tmp_path)], capsys)
+    assert code == 2 and "c.yaml: not valid YAML" in err and "kind: Pod" in out
+
+
+def test_summary_has_one_line_per_deployment(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        ["render", "--summary", str(EXAMPLES / "takeover.yaml"), "-f", str(REFUSED)], capsys
+    )
+    assert code == 1
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert [row[1:] for row in lines] == [
+        ["team-c/custom-launcher", "rendered", "2 Pods", "1 warnings"],
+        ["team-a/qwen", "refused", "0 Pods", "0 warnings"],
+    ]
+    code, out, _ = run(["admit", "--summary", str(EXAMPLES)], capsys)
+    assert code == 0 and out.count("\tallowed\t") == len(list(EXAMPLES.glob("*.yaml")))
+
+
+def test_several_deployments_in_one_file_are_each_rendered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = yamlio.load_documents((EXAMPLES / "qwen-chat.yaml").read_text())
+    twin = {**docs[0], "metadata": {**docs[0]["metadata"], "name": "qwen-twin"}}
+    f = tmp_path / "two.yaml"
+    f.write_text(yamlio.dump_yaml([docs[0], twin, *docs[1:]]))
+    code, out, _ = run(["render", "--summary", str(f)], capsys)
+    assert code == 0 and out.count("\trendered\t2 Pods") == 2
+
+
+def test_admit_of_several_is_a_stream_of_responses(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["admit", str(EXAMPLES)], capsys)
+    responses = yamlio.load_documents(out)
+    assert code == 0 and len(responses) == len(list(EXAMPLES.glob("*.yaml")))
+    assert all(r["allowed"] for r in responses)
+
+
+def test_no_operand_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["render"], capsys)
+    assert code == 2 and err.count("\n") == 1

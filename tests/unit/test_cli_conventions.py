@@ -1,0 +1,160 @@
+"""Command-line conventions: --version, -o name, -n, help on every flag, a completion script
+generated from the parser, the three console scripts, and one-line answers to the bad flags of
+the controller and the webhook server."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tomllib
+from importlib import import_module
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from gpustack_controller import __main__ as controller_main
+from gpustack_render.cli import commands as cli
+from gpustack_render.cli import yamlio
+from gpustack_render.cli.completion import script
+from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
+from gpustack_webhook import __main__ as webhook_main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "qwen-chat.yaml"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_version_names_the_package_and_the_render_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(["--version"], capsys)
+    assert code == 0
+    assert out == (
+        f"gpustack-render {version('gpustack-render')} (render version {CURRENT_RENDER_VERSION})\n"
+    )
+
+
+def test_output_name_is_kind_group_slash_name(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["render", "-o", "name", str(EXAMPLE)], capsys)
+    assert code == 0
+    assert out.splitlines() == [
+        "localqueue.kueue.x-k8s.io/gpustack-fnv64-0123456789abcdef",
+        "service/qwen-chat",
+        "service/qwen-chat-server",
+        "pod/qwen-chat-server-",
+        "pod/qwen-chat-server-",
+    ]
+
+
+def test_namespace_flag_fills_namespaced_objects_without_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = yamlio.load_documents(EXAMPLE.read_text())
+    for doc in docs:
+        doc["metadata"].pop("namespace", None)
+    f = tmp_path / "in.yaml"
+    f.write_text(yamlio.dump_yaml(docs))
+    for argv, namespace in ((["render"], "default"), (["render", "-n", "team-a"], "team-a")):
+        code, out, err = run([*argv, str(f)], capsys)
+        assert code == 0 and err == "", "the Binding is found in the same namespace"
+        pods = [d for d in yamlio.load_documents(out) if d["kind"] == "Pod"]
+        assert {p["metadata"]["namespace"] for p in pods} == {namespace}
+        assert "--kv-transfer-config" in out
+    code, out, _ = run(["admit", "--namespace", "team-a", str(f)], capsys)
+    assert code == 0 and yamlio.load_documents(out)[0]["warnings"] == []
+
+
+def _every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found.extend(_every_parser(sub))
+    return found
+
+
+@pytest.mark.parametrize(
+    "parser",
+    [
+        pytest.param(cli._parser(), id="gpustack-render"),
+        pytest.param(controller_main._parser(), id="gpustack-controller"),
+        pytest.param(webhook_main.parser(), id="gpustack-webhook"),
+    ],
+)
+def test_every_flag_has_help(parser: argparse.ArgumentParser) -> None:
+    missing = [
+        f"{p.prog} {'/'.join(a.option_strings) or a.dest}"
+        for p in _every_parser(parser)
+        for a in p._actions
+        if not isinstance(a, argparse._SubParsersAction) and not a.help
+    ]
+    assert missing == []
+
+
+def test_completion_script_names_every_verb_flag_and_choice() -> None:
+    text = script(cli._parser(), shell="bash")
+    for p in _every_parser(cli._parser()):
+        for action in p._actions:
+            for flag in action.option_strings:
+                assert flag in text, flag
+            for choice in action.choices or ():
+                assert str(choice) in text, choice
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_completion_script_completes_in_bash(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["completion", "bash"], capsys)
+    assert code == 0
+    probe = (
+        out + "COMP_WORDS=(gpustack-render render --val); COMP_CWORD=2; _gpustack_render; "
+        'echo "${COMPREPLY[*]}"\n'
+        'COMP_WORDS=(gpustack-render render -o ""); COMP_CWORD=3; _gpustack_render; '
+        'echo "${COMPREPLY[*]}"\n'
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["--validate", "yaml json name"]
+
+
+def test_console_scripts_name_the_three_entry_points() -> None:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert set(scripts) == {"gpustack-render", "gpustack-controller", "gpustack-webhook"}
+    for target in scripts.values():
+        module, _, func = target.partition(":")
+        assert callable(getattr(import_module(module), func))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["gpustack_controller", "--log-level", "bogus"], id="controller-log-level"),
+        pytest.param(
+            ["gpustack_controller", "--kubeconfig", "/no/such"], id="controller-kubeconfig"
+        ),
+        pytest.param(
+            ["gpustack_webhook", "--cert-file=c", "--key-file=k", "--log-level", "bogus"],
+            id="webhook-log-level",
+        ),
+        pytest.param(
+            ["gpustack_webhook", "--cert-file=c", "--key-file=k", "--kubeconfig", "/no/such"],
+            id="webhook-kubeconfig",
+        ),
+        pytest.param(["gpustack_webhook"], id="webhook-no-certificate-flags"),
+    ],
+)
+def test_bad_flags_of_the_shells_are_one_line_and_exit_2(argv: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", *argv], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1

@@ -1,0 +1,84 @@
+"""What keeps the command line fast: a lazy package, libyaml's C reader and writer, and a JSON
+writer that is byte for byte the standard library's. The figures are in bench/cli.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import gpustack_render
+from gpustack_render.cli import yamlio, yamlread
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen-chat.yaml"
+
+
+def _modules_after(code: str) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys\nprint(*sorted(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {m for m in proc.stdout.split() if m.startswith("gpustack_render")}
+
+
+def test_importing_the_package_imports_no_layer() -> None:
+    assert _modules_after("import gpustack_render") == {"gpustack_render"}
+
+
+def test_a_public_name_is_imported_on_first_use() -> None:
+    loaded = _modules_after("from gpustack_render import FieldPath")
+    assert "gpustack_render.core.paths" in loaded
+    assert not any(m.startswith("gpustack_render.reconcile") for m in loaded)
+    assert gpustack_render.FieldPath.__module__ == "gpustack_render.core.paths"
+    with pytest.raises(AttributeError):
+        _ = gpustack_render.no_such_name
+
+
+def test_render_loads_neither_the_reconciler_nor_the_injector() -> None:
+    loaded = _modules_after(
+        "import contextlib, io\n"
+        "from gpustack_render.cli import commands\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert commands.main(['render', {str(EXAMPLE)!r}]) == 0"
+    )
+    assert "gpustack_render.rendering.renderer" in loaded
+    assert not any(
+        m.startswith(("gpustack_render.reconcile", "gpustack_render.injection")) for m in loaded
+    )
+
+
+def test_reader_and_writer_are_libyaml() -> None:
+    assert issubclass(yamlread._Loader, yaml.cyaml.CParser)
+    assert issubclass(yamlio._Dumper, yaml.cyaml.CEmitter)
+
+
+def _examples() -> list[Any]:
+    objects: list[Any] = [
+        {"kind": "X", "status": {}, "a": None, "b": [None, 1, {}, []], "c": {"d": None}},
+        {"f": [1.5, 1e-05, 1e20, -0.0, 10**30, True, False], "s": 'é"\\\n\t\u2028'},
+        [],
+        {},
+        "x",
+    ]
+    objects.extend(yamlio.load_documents(EXAMPLE.read_text()))
+    return objects
+
+
+@pytest.mark.parametrize("obj", _examples())
+def test_json_writer_is_the_standard_library_byte_for_byte(obj: Any) -> None:
+    expected = json.dumps(yamlio.clean(obj), indent=2, ensure_ascii=False) + "\n"
+    assert yamlio.dump_json(obj) == expected
+
+
+def test_yaml_writer_drops_none_as_it_writes_and_never_aliases() -> None:
+    shared = {"name": "x", "value": None}
+    out = yamlio.dump_yaml([{"kind": "Pod", "a": shared, "b": [shared], "status": {}}])
+    assert out == "---\nkind: Pod\na:\n  name: x\nb:\n- name: x\n"
+    assert out == yamlio.dump_yaml([yamlio.clean({"kind": "Pod", "a": shared, "b": [shared]})])
