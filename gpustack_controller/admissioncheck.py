@@ -15,7 +15,6 @@ from gpustack_controller.kube import (
     MODEL_DEPLOYMENTS,
     PODS,
     WORKLOADS,
-    WORKLOADS_STORAGE,
     ApiError,
     Kube,
 )
@@ -95,23 +94,20 @@ class AdmissionCheckReconciler:
         previous = workload.checks.get(CHECK_NAME)
         if verdict_changed(previous, verdict):
             await self.kube.apply(
-                WORKLOADS_STORAGE,
+                WORKLOADS,
                 check_entry_apply(
                     namespace=namespace,
                     workload=name,
                     verdict=verdict,
                     previous=previous,
                     now=self.clock(),
-                    api_version=WORKLOADS_STORAGE.api_version,
                 ),
                 field_manager=CONTROLLER_NAME,
                 namespace=namespace,
                 subresource="status",
             )
         if verdict.park:
-            await self.kube.merge_patch(
-                WORKLOADS_STORAGE, name, {"spec": {"active": False}}, namespace
-            )
+            await self.kube.merge_patch(WORKLOADS, name, {"spec": {"active": False}}, namespace)
             return None
         return PENDING_RECHECK_SECONDS if verdict.state == PENDING else None
 

@@ -30,7 +30,7 @@ from gpustack_render.reconcile.observed import (
 )
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import remembered_replacing
-from gpustack_render.rendering.localqueues import KUEUE_API_VERSION
+from gpustack_render.schema.kinds import KUEUE_API_VERSION
 
 #: The AdmissionCheck's name; ClusterQueues serving ModelDeployments list it (D11).
 CHECK_NAME: Final = "gpustack-model-deployment-joint"
@@ -185,7 +185,6 @@ def check_entry_apply(
     verdict: CheckVerdict,
     previous: CheckState | None,
     now: datetime,
-    api_version: str = KUEUE_API_VERSION,
 ) -> dict[str, Any]:
     """The server-side apply body of the Workload's one ``status.admissionChecks[]`` entry;
     ``lastTransitionTime`` moves only when the state changes."""
@@ -197,7 +196,7 @@ def check_entry_apply(
         else rfc3339(now)
     )
     return {
-        "apiVersion": api_version,
+        "apiVersion": KUEUE_API_VERSION,
         "kind": "Workload",
         "metadata": {"name": workload, "namespace": namespace},
         "status": {

@@ -168,7 +168,7 @@ class ObservedWorkload:
 
 
 def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
-    """Summarize a Kueue Workload object (``v1beta1`` or ``v1beta2``, plain JSON)."""
+    """Summarize a Kueue Workload object (``v1beta2``, plain JSON)."""
     meta = jsonview.view(obj.get("metadata"))
     spec = jsonview.view(obj.get("spec"))
     status = jsonview.view(obj.get("status"))

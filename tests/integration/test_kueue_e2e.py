@@ -35,6 +35,7 @@ from .controller_fixtures import (
     seat,
     serving,
     steady,
+    tear_down,
     workload_of,
     workloads_in,
 )
@@ -606,3 +607,42 @@ async def _replacing_is(kube: Kube, ns: str, name: str, value: int | None) -> bo
 
 async def _is_set(event: asyncio.Event) -> bool:
     return event.is_set()
+
+
+# ---- the Kueue version ------------------------------------------------------------------------
+
+
+async def test_the_controller_speaks_kueue_v1beta2_only_and_draws_no_deprecation_warning(
+    kube: Kube,
+    kubeconfig_path: Path,
+    cluster: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kueue v0.17.0 stores every kind at v1beta2 and marks v1beta1 deprecated: a two-role
+    deployment (LocalQueue, Workload watch, the joint check's writes, the AdmissionCheck) makes
+    no request at v1beta1 and the API server answers none with a warning."""
+    asked: list[str] = []
+    warned: list[str] = []
+    send = Kube._send
+
+    async def recording_send(self: Kube, method: str, path: str, **kw: Any) -> Any:
+        response = await send(self, method, path, **kw)
+        asked.append(path)
+        warned.extend(f"{method} {path}: {w}" for w in response.headers.getall("Warning", ()))
+        return response
+
+    monkeypatch.setattr(Kube, "_send", recording_send)
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    body = deployment("pair", ns, entrance.role("a"), entrance.role("b"))
+    with caplog.at_level("WARNING", logger="gpustack_controller.kube"):
+        async with running_controller(kubeconfig_path):
+            await kube.create(MODEL_DEPLOYMENTS, body, ns)
+            await eventually(lambda: serving(kube, ns, "pair", 2), timeout=60, what="2 Ready")
+            await tear_down(kube, ns, "pair")
+    kueue = [p for p in asked if "/kueue.x-k8s.io/" in p]
+    assert any("/localqueues" in p for p in kueue) and any("/workloads" in p for p in kueue)
+    assert [p for p in kueue if "/kueue.x-k8s.io/v1beta2/" not in p] == []
+    assert warned == []
+    assert [r.getMessage() for r in caplog.records if r.name == "gpustack_controller.kube"] == []
