@@ -68,11 +68,12 @@ class CheckVerdict:
 
 
 def needs_verdict(workload: ObservedWorkload) -> bool:
-    """Act only on a Workload that holds a quota reservation, is not evicted or finished, is
-    active, not yet admitted, and lists this check."""
+    """Act only on a Workload that holds a quota reservation, is not evicted, finished or
+    being deleted, is active, not yet admitted, and lists this check."""
     return (
         workload.quota_reserved
         and not workload.evicted
+        and not workload.deleting
         and not workload.finished
         and workload.active
         and not workload.admitted

@@ -148,6 +148,10 @@ class ObservedWorkload:
     #: uids of the Pods named by ``apiVersion: v1, kind: Pod`` owner references.
     owner_pods: frozenset[str] = frozenset()
     quota_reserved: bool = False
+    #: Admitted now: ``Admitted=True``, no ``Evicted=True`` and no ``deletionTimestamp``
+    #: (Kueue keeps ``Admitted=True`` on an evicted Workload until its Pods stopped, and keeps
+    #: a deleted one until its group is stopped). The cadence gate, the resolution of a
+    #: remembered replacement and status all read this one fact.
     admitted: bool = False
     #: Admitted now or before: an ``Admitted`` condition that was ever True, an eviction, a
     #: preemption or a requeue record all disqualify a "never admitted" (queued) group.
@@ -161,6 +165,8 @@ class ObservedWorkload:
     flavors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     queue: str = ""
     uid: str = ""
+    #: The Workload carries a ``deletionTimestamp`` (Kueue's finalizer holds it).
+    deleting: bool = False
 
     def owns_any(self, uids: frozenset[str] | set[str]) -> bool:
         """True when one of ``uids`` is among this Workload's owner Pods."""
@@ -186,6 +192,7 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         return conditions.get(type_, {}).get("status") == ConditionStatus.TRUE
 
     evicted = true(EVICTED)
+    deleting = meta.get("deletionTimestamp") is not None
     preempted = true(PREEMPTED) or (
         evicted and conditions.get(EVICTED, {}).get("reason") == PREEMPTED_REASON
     )
@@ -227,7 +234,7 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         name=str(meta.get("name") or ""),
         owner_pods=owners,
         quota_reserved=true(QUOTA_RESERVED),
-        admitted=true(ADMITTED),
+        admitted=true(ADMITTED) and not evicted and not deleting,
         ever_admitted=ever_admitted,
         preempted=preempted,
         evicted=evicted,
@@ -237,4 +244,5 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         flavors=flavors,
         queue=str(spec.get("queueName") or ""),
         uid=str(meta.get("uid") or ""),
+        deleting=deleting,
     )
