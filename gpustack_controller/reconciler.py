@@ -191,9 +191,12 @@ class DeploymentReconciler:
     async def _fetch(self, read: Read) -> dict[str, Any] | None:
         return await self._read(self.caches.of(read.kind), read.name, read.namespace or None)
 
-    async def _observe(self, md: ModelDeployment) -> ReplicaIndex:
+    async def _observe(
+        self, md: ModelDeployment, groups: frozenset[str] = frozenset()
+    ) -> ReplicaIndex:
         """Every Pod carrying the deployment's selector and the namespace's Workloads owning
-        one of them, as the API server holds them now, indexed once for the pass."""
+        one of them or named after one of ``groups`` (a group's Workload outlives its Pods), as
+        the API server holds them now, indexed once for the pass."""
         namespace = md.metadata.namespace
         raw_pods, _ = await self.kube.list(
             PODS, namespace, label_selector=deployment_selector(md.metadata.name)
@@ -202,7 +205,7 @@ class DeploymentReconciler:
         uids = {p.uid for p in pods}
         raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
         workloads = [observe_workload(w) for w in raw_workloads]
-        return ReplicaIndex.of(pods, [w for w in workloads if w.owns_any(uids)])
+        return ReplicaIndex.of(pods, [w for w in workloads if w.owns_any(uids) or w.name in groups])
 
     # ---- converge ---------------------------------------------------------------------------
 
@@ -218,9 +221,10 @@ class DeploymentReconciler:
         except RenderError as exc:
             await self.recorder.record(raw, events.render_failed(exc))
             raise
-        index = await self._observe(md)
+        desired = desired_from_rendering(rendering)
+        index = await self._observe(md, frozenset(g for r in desired.roles for g in r.groups))
         step = plan(
-            desired=desired_from_rendering(rendering),
+            desired=desired,
             index=index,
             replacing=remembered_replacing(md),
             cache_hold=cache_hold(md, rendering.cache),

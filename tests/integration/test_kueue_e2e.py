@@ -27,6 +27,7 @@ from .controller_fixtures import (
     gpu_usage,
     group_of,
     hold_queue,
+    live,
     new_entrance,
     new_namespace,
     pods_of,
@@ -424,6 +425,52 @@ async def test_kubectl_delete_pod_keeps_the_workload_until_the_whole_replica_is_
         assert {uid(p) for p in members(fresh, 0)} == {uid(p) for p in members(pods, 0)}
         w = await workload_of(kube, renewed[0])
         assert w is not None and uid(w) != uid(workload) and admitted(w)
+
+
+#: A finalizer of the test's own, keeping a deleted Workload readable as long as it wants.
+HOLD_FINALIZER = "gpustack.test/hold"
+
+
+async def _set_finalizer(kube: Kube, ns: str, name: str, *, held: bool) -> None:
+    workload = await workload_named(kube, ns, name)
+    assert workload is not None
+    kept = [f for f in workload["metadata"].get("finalizers") or () if f != HOLD_FINALIZER]
+    body = {"metadata": {"finalizers": [*kept, HOLD_FINALIZER] if held else kept}}
+    await kube.merge_patch(KUEUE_WORKLOADS, name, body, ns)
+
+
+async def test_a_deleted_workload_still_standing_holds_its_ordinal_until_it_is_gone(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """Seed, "Replica departures": a replacement is created only after the instance it
+    replaces has left, members and Workload. Kueue keeps a deleted Workload until its group has
+    stopped and attaches new Pods of the same group name to it, so the ordinal waits for the
+    Workload to be gone (here a finalizer of the test's own keeps it) and then gets a fresh
+    one."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    body = deployment("wait", ns, entrance.role(replicas=2))
+    async with running_controller(kubeconfig_path):
+        pods = await deploy_serving(kube, body, 2)
+        victim = by_ordinal(pods)[1]
+        workload = await workload_of(kube, victim)
+        assert workload is not None
+        name = workload["metadata"]["name"]
+        await _set_finalizer(kube, ns, name, held=True)
+        await kube.delete(PODS, victim["metadata"]["name"], ns)
+
+        async def lingering() -> bool:
+            w = await workload_named(kube, ns, name)
+            left = members(live(await pods_of(kube, ns, "wait")), 1)
+            return bool(w and w["metadata"].get("deletionTimestamp")) and not left
+
+        await eventually(lingering, timeout=LONG, what="the Workload deleted, its Pod gone")
+        await steady(lingering, seconds=6, what="no Pod at ordinal 1 while its Workload stands")
+        await _set_finalizer(kube, ns, name, held=False)
+        fresh = await eventually(lambda: serving(kube, ns, "wait", 2), timeout=LONG, what="2")
+        renewed = await workload_of(kube, by_ordinal(fresh)[1])
+        assert renewed is not None and uid(renewed) != uid(workload) and admitted(renewed)
+        await tear_down(kube, ns, "wait")
 
 
 async def test_kueue_preemption_takes_a_replica_which_returns_when_quota_frees(
