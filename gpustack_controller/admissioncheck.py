@@ -24,6 +24,7 @@ from gpustack_render.reconcile.jointcheck import (
     CONTROLLER_NAME,
     PENDING,
     JointDeployment,
+    Uncertain,
     active_condition_apply,
     active_since,
     admission_check_object,
@@ -33,11 +34,12 @@ from gpustack_render.reconcile.jointcheck import (
     joint_verdict,
     needs_verdict,
     owner_pods,
+    resolve_deployment,
+    resolve_owner,
     verdict_changed,
 )
 from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
 from gpustack_render.reconcile.observed import observe_workload
-from gpustack_render.schema.decoding import decode_deployment
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,9 @@ class AdmissionCheckReconciler:
         except ApiError as exc:
             log.info("joint check of %s waits: %s", key, exc)
             return READ_RETRY_SECONDS
+        if isinstance(deployment, Uncertain):
+            log.info("joint check of %s waits: %s", key, deployment.reason)
+            return READ_RETRY_SECONDS
         verdict = joint_verdict(workload=workload, deployment=deployment, now=self.clock())
         previous = workload.checks.get(CHECK_NAME)
         if verdict_changed(previous, verdict):
@@ -111,26 +116,28 @@ class AdmissionCheckReconciler:
             return None
         return PENDING_RECHECK_SECONDS if verdict.state == PENDING else None
 
-    async def _deployment(self, workload: dict[str, Any], namespace: str) -> JointDeployment | None:
-        """The controlling deployment of the Workload's owner Pods (``None``: not one)."""
-        md_ref: Mapping[str, Any] | None = None
+    async def _deployment(
+        self, workload: dict[str, Any], namespace: str
+    ) -> JointDeployment | Uncertain | None:
+        """The controlling deployment of the Workload's owner Pods (``None``: positively not
+        one; :class:`Uncertain`: cannot tell yet)."""
+        pods: list[Mapping[str, Any] | None] = []
         for ref in owner_pods(workload):
             pod = self.pods.get(f"{namespace}/{ref.get('name')}")
             if pod is None or (pod.get("metadata") or {}).get("uid") != ref.get("uid"):
                 pod = await self.kube.get(PODS, str(ref.get("name")), namespace)
-            if pod is None:
-                continue
-            md_ref = controlling_deployment(pod)
-            if md_ref is not None:
+            if pod is not None and (pod.get("metadata") or {}).get("uid") != ref.get("uid"):
+                pod = None  # another Pod of the same name: the owner is gone
+            pods.append(pod)
+            if pod is not None and controlling_deployment(pod) is not None:
                 break
-        if md_ref is None:
-            return None
+        md_ref = resolve_owner(workload, pods)
+        if md_ref is None or isinstance(md_ref, Uncertain):
+            return md_ref
         raw = await self.kube.get(MODEL_DEPLOYMENTS, str(md_ref.get("name")), namespace)
-        if raw is None or (raw.get("metadata") or {}).get("uid") != md_ref.get("uid"):
-            return None
-        md, _ = decode_deployment(raw)
-        if md is None:
-            return None
+        md = resolve_deployment(md_ref, raw)
+        if isinstance(md, Uncertain):
+            return md
         raw_pods, _ = await self.kube.list(
             PODS, namespace, label_selector=deployment_selector(md.metadata.name)
         )

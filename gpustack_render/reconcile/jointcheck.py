@@ -30,6 +30,7 @@ from gpustack_render.reconcile.observed import (
 )
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import remembered_replacing
+from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.kinds import KUEUE_API_VERSION
 
 #: The AdmissionCheck's name; ClusterQueues serving ModelDeployments list it (D11).
@@ -249,6 +250,52 @@ def owner_pods(workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def controlling_deployment(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The reference to the ModelDeployment that controls ``pod``, if one does."""
     return ownerrefs.controller_of(pod, kind=KIND)
+
+
+@dataclass(frozen=True, slots=True)
+class Uncertain:
+    """The check cannot tell whose replica a Workload is: it looks again later and never
+    answers ``Ready`` on that (docs/contract/controller.md §9)."""
+
+    reason: str
+
+
+def resolve_owner(
+    workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any] | None]
+) -> Mapping[str, Any] | Uncertain | None:
+    """The controlling ModelDeployment reference of a Workload, from its owner Pods as read
+    (``pods[i]`` answers ``owner_pods(workload)[i]``; ``None``: not found).
+
+    ``None`` only when the Workload is positively not a ModelDeployment's replica: no Pod owns
+    it at all, or a resolved owner Pod has no controlling ModelDeployment. No owner Pod
+    resolving is :class:`Uncertain`."""
+    refs = owner_pods(workload)
+    if not refs:
+        return None
+    resolved = [p for p in pods if p is not None]
+    for pod in resolved:
+        md_ref = controlling_deployment(pod)
+        if md_ref is not None:
+            return md_ref
+    if resolved:
+        return None
+    return Uncertain(f"none of its {len(refs)} owner Pod(s) could be read")
+
+
+def resolve_deployment(
+    md_ref: Mapping[str, Any], raw: Mapping[str, Any] | None
+) -> ModelDeployment | Uncertain:
+    """The ModelDeployment ``md_ref`` names, as read (``raw``; ``None``: not found). Gone,
+    replaced (another uid) or undecodable is :class:`Uncertain`, never "not a replica"."""
+    name = md_ref.get("name")
+    if raw is None:
+        return Uncertain(f"its ModelDeployment {name} is not found")
+    if jsonview.view(raw.get("metadata")).get("uid") != md_ref.get("uid"):
+        return Uncertain(f"its ModelDeployment {name} was replaced (another uid)")
+    md, _ = decode_deployment(raw)
+    if md is None:
+        return Uncertain(f"its ModelDeployment {name} does not decode")
+    return md
 
 
 def joint_deployment(
