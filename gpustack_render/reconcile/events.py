@@ -25,6 +25,7 @@ REPLICA_EVICTED: Final = "ReplicaEvicted"
 REPLICA_LEAVING: Final = "ReplicaLeaving"
 REPLICA_RESTARTED: Final = "ReplicaRestarted"
 RENDER_FAILED: Final = "RenderFailed"
+LOCAL_QUEUE_CONFLICT: Final = "LocalQueueConflict"
 #: The store's ``kv_lease_duration`` default (the injection seed's "Workload impact").
 KV_LEASE_SECONDS: Final = 30
 #: A repeat within this window updates the existing Event (D24).
@@ -77,6 +78,12 @@ def departure_events(
                 )
             )
     return out
+
+
+def local_queue_conflict(message: str) -> Event:
+    """``LocalQueueConflict``: a LocalQueue the deployment needs feeds another ClusterQueue
+    (docs/contract/controller.md §10)."""
+    return Event(LOCAL_QUEUE_CONFLICT, message)
 
 
 def render_failed(error: RenderError) -> Event:

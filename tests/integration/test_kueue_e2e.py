@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_controller.kube import MODEL_DEPLOYMENTS, PODS, SERVICES, Kube
+from gpustack_controller.kube import EVENTS, LOCAL_QUEUES, MODEL_DEPLOYMENTS, PODS, SERVICES, Kube
 from gpustack_render.core import labels
 
 from .cluster import Cluster
@@ -21,6 +21,7 @@ from .controller_fixtures import (
     IMAGE,
     KUEUE_WORKLOADS,
     admitted,
+    condition,
     deployment,
     eventually,
     get_md,
@@ -693,3 +694,82 @@ async def test_the_controller_speaks_kueue_v1beta2_only_and_draws_no_deprecation
     assert [p for p in kueue if "/kueue.x-k8s.io/v1beta2/" not in p] == []
     assert warned == []
     assert [r.getMessage() for r in caplog.records if r.name == "gpustack_controller.kube"] == []
+
+
+# ---- LocalQueues -----------------------------------------------------------------------------
+
+
+def _local_queue(ns: str, name: str, cluster_queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": LOCAL_QUEUES.api_version,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+async def test_a_local_queue_feeding_another_cluster_queue_is_reported_and_left_alone(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """An administrator's LocalQueue of the entrance's name that feeds another ClusterQueue
+    (``spec.clusterQueue`` is immutable) is never written: QuotaReserved and a
+    LocalQueueConflict event say so, and no Pod is created into it."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    other = await new_entrance(kube, cluster, gpus=8)
+    await kube.create(LOCAL_QUEUES, _local_queue(ns, entrance.name, other.name), ns)
+    async with running_controller(kubeconfig_path):
+        await kube.create(MODEL_DEPLOYMENTS, deployment("lq", ns, entrance.role()), ns)
+
+        async def reported() -> dict[str, Any] | None:
+            md = await get_md(kube, ns, "lq")
+            quota = condition(md, "QuotaReserved") if md else None
+            return quota if quota and quota.get("reason") == "LocalQueueConflict" else None
+
+        quota = await eventually(reported, timeout=60, what="QuotaReserved LocalQueueConflict")
+        assert other.name in quota["message"] and entrance.name in quota["message"]
+
+        async def event() -> list[dict[str, Any]]:
+            items, _ = await kube.list(EVENTS, ns)
+            return [e for e in items if e.get("reason") == "LocalQueueConflict"]
+
+        (found,) = await eventually(event, what="a LocalQueueConflict event")
+        assert found["involvedObject"]["name"] == "lq" and other.name in found["message"]
+        assert await pods_of(kube, ns, "lq") == []
+        stored = await kube.get(LOCAL_QUEUES, entrance.name, ns)
+        assert stored is not None and stored["spec"]["clusterQueue"] == other.name
+        assert labels.MANAGED_BY not in (stored["metadata"].get("labels") or {})
+        await tear_down(kube, ns, "lq")
+
+
+async def test_a_matching_local_queue_is_not_taken_over_and_a_deleted_one_is_recreated(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """A pre-created LocalQueue feeding the right ClusterQueue is used as it is (nothing of the
+    controller's is written into it); one deleted later is created again on a later pass."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    await kube.create(LOCAL_QUEUES, _local_queue(ns, entrance.name, entrance.name), ns)
+    async with running_controller(kubeconfig_path):
+        await deploy_serving(kube, deployment("lq", ns, entrance.role()), 1)
+        stored = await kube.get(LOCAL_QUEUES, entrance.name, ns)
+        assert stored is not None
+        assert labels.MANAGED_BY not in (stored["metadata"].get("labels") or {})
+        await kube.delete(LOCAL_QUEUES, entrance.name, ns)
+        await eventually(lambda: _absent(kube, ns, entrance.name), what="the LocalQueue deleted")
+        # Any later pass looks again: an edit of the deployment's metadata triggers one.
+        await kube.merge_patch(
+            MODEL_DEPLOYMENTS, "lq", {"metadata": {"annotations": {"poke": "1"}}}, ns
+        )
+
+        async def recreated() -> dict[str, Any] | None:
+            return await kube.get(LOCAL_QUEUES, entrance.name, ns)
+
+        queue = await eventually(recreated, timeout=60, what="the LocalQueue recreated")
+        assert queue["spec"]["clusterQueue"] == entrance.name
+        assert queue["metadata"]["labels"][labels.MANAGED_BY] == labels.MANAGED_BY_VALUE
+        await tear_down(kube, ns, "lq")
+
+
+async def _absent(kube: Kube, ns: str, name: str) -> bool:
+    return await kube.get(LOCAL_QUEUES, name, ns) is None
