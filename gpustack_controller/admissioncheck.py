@@ -19,6 +19,7 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_controller.watches import Informer
+from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile.jointcheck import (
     CHECK_NAME,
     CONTROLLER_NAME,
@@ -37,6 +38,7 @@ from gpustack_render.reconcile.jointcheck import (
     resolve_deployment,
     resolve_owner,
     verdict_changed,
+    waiting_since,
 )
 from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
 from gpustack_render.reconcile.observed import observe_workload
@@ -70,11 +72,17 @@ class AdmissionCheckReconciler:
     """One Workload per call (key ``<namespace>/<name>``)."""
 
     def __init__(
-        self, kube: Kube, pods: Informer, *, clock: Callable[[], datetime.datetime] = _now
+        self,
+        kube: Kube,
+        pods: Informer,
+        *,
+        clock: Callable[[], datetime.datetime] = _now,
+        settings: Callable[[], Settings] = Settings,
     ) -> None:
         self.kube = kube
         self.pods = pods
         self.clock = clock
+        self.settings = settings
 
     async def __call__(self, key: str) -> float | None:
         namespace, name = split_key(key)
@@ -95,7 +103,10 @@ class AdmissionCheckReconciler:
         if isinstance(deployment, Uncertain):
             log.info("joint check of %s waits: %s", key, deployment.reason)
             return READ_RETRY_SECONDS
-        verdict = joint_verdict(workload=workload, deployment=deployment, now=self.clock())
+        park_after = self.settings().park_after_seconds
+        verdict = joint_verdict(
+            workload=workload, deployment=deployment, now=self.clock(), park_after=park_after
+        )
         previous = workload.checks.get(CHECK_NAME)
         if verdict_changed(previous, verdict):
             await self.kube.apply(
@@ -112,9 +123,22 @@ class AdmissionCheckReconciler:
                 subresource="status",
             )
         if verdict.park:
-            await self.kube.merge_patch(WORKLOADS, name, {"spec": {"active": False}}, namespace)
+            for target in verdict.deactivate:
+                try:
+                    await self.kube.merge_patch(
+                        WORKLOADS, target, {"spec": {"active": False}}, namespace
+                    )
+                except ApiError as exc:
+                    if not exc.not_found:
+                        raise
             return None
-        return PENDING_RECHECK_SECONDS if verdict.state == PENDING else None
+        if verdict.state != PENDING:
+            return None
+        since = waiting_since(workload)
+        if since is None:
+            return PENDING_RECHECK_SECONDS
+        left = park_after - (self.clock() - since).total_seconds()
+        return min(PENDING_RECHECK_SECONDS, max(1.0, left + 1.0))
 
     async def _deployment(
         self, workload: dict[str, Any], namespace: str

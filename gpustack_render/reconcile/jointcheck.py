@@ -4,8 +4,9 @@ decode").
 Every replica of every role is its own Kueue pod group, so a multi-role deployment is held
 together by an AdmissionCheck this project runs: it answers ``Ready`` for a Workload only once
 every replica of the deployment has reserved quota (or is being rebuilt by this operator's own
-rollout), and ``Pending`` otherwise. A ``Pending`` that settles unchanged for 30 minutes parks
-the deployment: its Workloads are deactivated so they stop asking for quota.
+rollout), and ``Pending`` otherwise. A ``Pending`` that settles unchanged, with quota reserved,
+for the parking window (a Setting, 30 minutes by default) parks the deployment: every Workload of
+its set that holds or asks for quota is deactivated so they stop asking for quota.
 
 Everything here is pure: the verdict, the AdmissionCheck object and the Workload status entry
 to apply. The caller passes ``now`` (an aware datetime); nothing here reads a clock.
@@ -20,6 +21,7 @@ from typing import Any, Final
 
 from gpustack_render.api.modeldeployment import KIND, ModelDeployment
 from gpustack_render.core import jsonview, ownerrefs
+from gpustack_render.core.settings import DEFAULT_PARK_AFTER_SECONDS
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile.observed import (
     CheckState,
@@ -37,8 +39,8 @@ from gpustack_render.schema.kinds import KUEUE_API_VERSION
 CHECK_NAME: Final = "gpustack-model-deployment-joint"
 #: ``spec.controllerName`` of the check, and the field manager of its Workload status writes.
 CONTROLLER_NAME: Final = "worker.gpustack.ai/model-deployment-joint"
-#: A settled ``Pending`` older than this parks the deployment.
-PARK_AFTER_SECONDS: Final = 30 * 60
+#: A settled ``Pending`` older than this parks the deployment (the Setting's default).
+PARK_AFTER_SECONDS: Final = DEFAULT_PARK_AFTER_SECONDS
 READY: Final = "Ready"
 PENDING: Final = "Pending"
 
@@ -61,11 +63,13 @@ class JointDeployment:
 
 @dataclass(frozen=True, slots=True)
 class CheckVerdict:
-    """The check's answer for one Workload; ``park`` asks to set ``spec.active: false``."""
+    """The check's answer for one Workload; ``park`` asks to set ``spec.active: false`` on
+    every Workload named in ``deactivate`` (the judged one among them)."""
 
     state: str
     message: str
     park: bool = False
+    deactivate: tuple[str, ...] = ()
 
 
 def needs_verdict(workload: ObservedWorkload) -> bool:
@@ -92,13 +96,41 @@ def _parse_time(value: str | None) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+def waiting_since(workload: ObservedWorkload) -> datetime | None:
+    """When the Workload started waiting on the check with quota reserved: the later of the
+    check entry's ``Pending`` transition and the ``QuotaReserved=True`` transition (Kueue adds
+    the entry as ``Pending`` as soon as the Workload maps to a ClusterQueue, before quota, and
+    resets it on every eviction)."""
+    entry = workload.checks.get(CHECK_NAME)
+    if entry is None or entry.state != PENDING:
+        return None
+    times = [_parse_time(entry.last_transition_time), _parse_time(workload.quota_reserved_since)]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def _to_deactivate(workload: ObservedWorkload, deployment: JointDeployment) -> tuple[str, ...]:
+    """The Workloads of the deployment's set that hold or ask for quota (active, unfinished,
+    not being deleted), the judged one included, sorted by name."""
+    index = ReplicaIndex.of(deployment.pods, deployment.workloads)
+    names = {
+        w.name for w in index.owned_workloads() if w.active and not w.finished and not w.deleting
+    }
+    return tuple(sorted(names | {workload.name}))
+
+
 def joint_verdict(
-    *, workload: ObservedWorkload, deployment: JointDeployment | None, now: datetime
+    *,
+    workload: ObservedWorkload,
+    deployment: JointDeployment | None,
+    now: datetime,
+    park_after: int = PARK_AFTER_SECONDS,
 ) -> CheckVerdict:
     """The check's state and message for ``workload`` (docs/contract/controller.md §9).
 
     ``deployment`` is ``None`` when the Workload's owner Pods have no controlling
-    ModelDeployment. Never ``Retry`` or ``Rejected``.
+    ModelDeployment. ``park_after`` is the Setting ``model-deployment-park-after-seconds``.
+    Never ``Retry`` or ``Rejected``.
     """
     if deployment is None:
         return CheckVerdict(READY, "not a ModelDeployment replica: nothing to wait for")
@@ -159,20 +191,24 @@ def joint_verdict(
             f"role(s) {', '.join(waiting_roles)} still wait; the quota already reserved is kept "
             "while they wait"
         )
-    previous = workload.checks.get(CHECK_NAME)
-    since = _parse_time(previous.last_transition_time) if previous is not None else None
-    settled = previous is not None and previous.state == PENDING and since is not None
-    if settled and since is not None and (now - since).total_seconds() > PARK_AFTER_SECONDS:
+    since = waiting_since(workload)
+    if since is not None and (now - since).total_seconds() > park_after:
+        deactivate = _to_deactivate(workload, deployment)
         return CheckVerdict(
             PENDING,
-            f"{message}. The deployment is parked, not held: its Workloads were deactivated and "
-            f"no longer ask for quota after waiting more than {PARK_AFTER_SECONDS // 60} min; "
-            "re-applying the same deployment does not clear it. Free the capacity and "
-            "reactivate the Workloads (spec.active: true), or delete and recreate the "
-            "deployment",
+            f"{message}. The deployment is parked, not held: after waiting with quota reserved "
+            f"for more than {_window(park_after)} its Workloads {', '.join(deactivate)} were "
+            "deactivated and no longer ask for quota; re-applying the same deployment does not "
+            "clear it. Free the capacity and reactivate the Workloads (spec.active: true), or "
+            "delete and recreate the deployment",
             park=True,
+            deactivate=deactivate,
         )
     return CheckVerdict(PENDING, message)
+
+
+def _window(seconds: int) -> str:
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
 
 def rfc3339(moment: datetime) -> str:

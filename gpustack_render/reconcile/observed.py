@@ -148,6 +148,8 @@ class ObservedWorkload:
     #: uids of the Pods named by ``apiVersion: v1, kind: Pod`` owner references.
     owner_pods: frozenset[str] = frozenset()
     quota_reserved: bool = False
+    #: ``lastTransitionTime`` of ``QuotaReserved=True`` (``None`` when quota is not reserved).
+    quota_reserved_since: str | None = None
     #: Admitted now: ``Admitted=True``, no ``Evicted=True`` and no ``deletionTimestamp``
     #: (Kueue keeps ``Admitted=True`` on an evicted Workload until its Pods stopped, and keeps
     #: a deleted one until its group is stopped). The cadence gate, the resolution of a
@@ -171,6 +173,11 @@ class ObservedWorkload:
     def owns_any(self, uids: frozenset[str] | set[str]) -> bool:
         """True when one of ``uids`` is among this Workload's owner Pods."""
         return not self.owner_pods.isdisjoint(uids)
+
+
+def _transition(condition: Mapping[str, Any] | None) -> str | None:
+    when = (condition or {}).get("lastTransitionTime")
+    return str(when) if when else None
 
 
 def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
@@ -216,9 +223,7 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
             checks[name] = CheckState(
                 state=str(entry.get("state") or ""),
                 message=str(entry.get("message") or ""),
-                last_transition_time=(
-                    str(entry["lastTransitionTime"]) if entry.get("lastTransitionTime") else None
-                ),
+                last_transition_time=_transition(entry),
             )
     flavors: dict[str, tuple[str, ...]] = {}
     for assignment in jsonview.items(
@@ -234,6 +239,9 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         name=str(meta.get("name") or ""),
         owner_pods=owners,
         quota_reserved=true(QUOTA_RESERVED),
+        quota_reserved_since=_transition(conditions.get(QUOTA_RESERVED))
+        if true(QUOTA_RESERVED)
+        else None,
         admitted=true(ADMITTED) and not evicted and not deleting,
         ever_admitted=ever_admitted,
         preempted=preempted,

@@ -260,7 +260,8 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
         and w.checks[JOINT_CHECK].state == "Pending"
     ]
     if parked:
-        names = ", ".join(sorted(w.name for w in parked))
+        # Every deactivated Workload of the set: parking deactivates them all at once.
+        names = ", ".join(sorted(w.name for w in view.workloads if not w.active))
         return ConditionVerdict(
             ConditionStatus.FALSE,
             "Parked",

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from gpustack_controller.kube import EVENTS, LOCAL_QUEUES, MODEL_DEPLOYMENTS, PODS, SERVICES, Kube
+from gpustack_controller.kube import (
+    CONFIGMAPS,
+    EVENTS,
+    LOCAL_QUEUES,
+    MODEL_DEPLOYMENTS,
+    PODS,
+    SERVICES,
+    Kube,
+)
 from gpustack_render.core import labels
 
 from .cluster import Cluster
@@ -27,6 +35,7 @@ from .controller_fixtures import (
     get_md,
     gpu_usage,
     group_of,
+    has_condition,
     hold_queue,
     live,
     new_entrance,
@@ -773,3 +782,81 @@ async def test_a_matching_local_queue_is_not_taken_over_and_a_deleted_one_is_rec
 
 async def _absent(kube: Kube, ns: str, name: str) -> bool:
     return await kube.get(LOCAL_QUEUES, name, ns) is None
+
+
+# ---- parking -----------------------------------------------------------------------------------
+
+#: The parking window the test's controller runs with (the Setting, shortened).
+PARK_AFTER = 12
+
+
+def _check_entry(workload: dict[str, Any]) -> dict[str, Any] | None:
+    entries = (workload.get("status") or {}).get("admissionChecks") or ()
+    return next((e for e in entries if e.get("name") == "gpustack-model-deployment-joint"), None)
+
+
+def _inactive(workloads: list[dict[str, Any]]) -> list[str]:
+    return sorted(w["metadata"]["name"] for w in workloads if w["spec"].get("active") is False)
+
+
+async def test_parking_counts_from_the_quota_reservation_and_deactivates_the_whole_set(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """Kueue adds the joint check's entry as Pending as soon as a Workload maps to its
+    ClusterQueue, before quota: a pair that waited longer than the window for quota is not
+    parked the moment one replica gets quota, only a window after that; then every Workload
+    of the pair (the one holding quota and the one asking for it) is deactivated, and status
+    names them."""
+    system = await new_namespace(kube, "sys")
+    settings = {"model-deployment-park-after-seconds": str(PARK_AFTER)}
+    await kube.create(
+        CONFIGMAPS,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gpustack-settings"}}
+        | {"data": settings},
+        system,
+    )
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=1)
+    hold_queue(cluster, entrance.name)
+    body = deployment("park", ns, entrance.role("a"), entrance.role("b"))
+    async with running_controller(kubeconfig_path, namespace=system):
+        await kube.create(MODEL_DEPLOYMENTS, body, ns)
+
+        async def mapped() -> list[dict[str, Any]] | None:
+            wls = await workloads_in(kube, ns)
+            entries = [_check_entry(w) for w in wls]
+            return (
+                wls
+                if len(wls) == 2 and all(e and e["state"] == "Pending" for e in entries)
+                else None
+            )
+
+        await eventually(mapped, timeout=60, what="2 Workloads with a Pending check entry")
+        await asyncio.sleep(PARK_AFTER + 3)  # the entries are older than the window now
+        hold_queue(cluster, entrance.name, hold=False)
+
+        async def one_reserved() -> bool:
+            wls = await workloads_in(kube, ns)
+            return sum(1 for w in wls if has_condition(w, "QuotaReserved")) == 1
+
+        await eventually(one_reserved, timeout=60, what="one replica reserving the 1 GPU")
+
+        async def none_parked() -> bool:
+            return _inactive(await workloads_in(kube, ns)) == []
+
+        await steady(none_parked, seconds=PARK_AFTER - 4, what="not parked on getting quota")
+
+        async def parked() -> list[str] | None:
+            names = _inactive(await workloads_in(kube, ns))
+            return names if len(names) == 2 else None
+
+        names = await eventually(parked, timeout=60, what="both Workloads deactivated")
+
+        async def reported() -> dict[str, Any] | None:
+            md = await get_md(kube, ns, "park")
+            quota = condition(md, "QuotaReserved") if md else None
+            return quota if quota and quota.get("reason") == "Parked" else None
+
+        quota = await eventually(reported, timeout=30, what="QuotaReserved Parked")
+        assert all(name in quota["message"] for name in names)
+        await tear_down(kube, ns, "park")
