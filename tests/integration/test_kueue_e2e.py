@@ -23,6 +23,7 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_render.core import labels
+from gpustack_render.rendering import renderer
 
 from .cluster import Cluster
 from .controller_fixtures import (
@@ -766,9 +767,13 @@ async def test_a_matching_local_queue_is_not_taken_over_and_a_deleted_one_is_rec
         assert labels.MANAGED_BY not in (stored["metadata"].get("labels") or {})
         await kube.delete(LOCAL_QUEUES, entrance.name, ns)
         await eventually(lambda: _absent(kube, ns, entrance.name), what="the LocalQueue deleted")
-        # Any later pass looks again: an edit of the deployment's metadata triggers one.
+        # Any later pass looks again: a min-render-version edit (the floor 1 changes nothing)
+        # triggers one.
         await kube.merge_patch(
-            MODEL_DEPLOYMENTS, "lq", {"metadata": {"annotations": {"poke": "1"}}}, ns
+            MODEL_DEPLOYMENTS,
+            "lq",
+            {"metadata": {"annotations": {labels.MIN_RENDER_VERSION: "1"}}},
+            ns,
         )
 
         async def recreated() -> dict[str, Any] | None:
@@ -860,3 +865,56 @@ async def test_parking_counts_from_the_quota_reservation_and_deactivates_the_who
         quota = await eventually(reported, timeout=30, what="QuotaReserved Parked")
         assert all(name in quota["message"] for name in names)
         await tear_down(kube, ns, "park")
+
+
+# ---- render version ----------------------------------------------------------------------------
+
+RANK_LABEL_KEY = "kueue.x-k8s.io/pod-group-pod-index-label"
+
+
+def _versions(pods: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        p["metadata"]["uid"]: p["metadata"]["annotations"][labels.RENDER_VERSION]
+        for p in live(pods)
+    }
+
+
+async def test_a_render_version_raise_keeps_running_replicas_and_rolls_them_on_request(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed, "Render version and upgrades": replicas built by the previous baseline (1) stay
+    in place under the new one (2, which names the TAS rank label on members of size > 1); new
+    replicas carry the new baseline; min-render-version 2 rolls the old ones."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    body = deployment("rv", ns, entrance.role(replicas=2, size=2))
+    monkeypatch.setattr(renderer, "CURRENT_RENDER_VERSION", 1)
+    async with running_controller(kubeconfig_path):
+        old = await deploy_serving(kube, body, 4)
+    assert set(_versions(old).values()) == {"1"}
+    monkeypatch.undo()
+    async with running_controller(kubeconfig_path):
+
+        async def kept() -> bool:
+            return _versions(await pods_of(kube, ns, "rv")) == _versions(old)
+
+        await steady(kept, seconds=4, what="the version-1 replicas stay in place")
+        await edit_role(kube, ns, "rv", replicas=3)
+        grown = await eventually(lambda: serving(kube, ns, "rv", 6), timeout=LONG, what="6")
+        new = members(grown, 2)
+        assert {_versions(new)[uid(p) or ""] for p in new} == {"2"}
+        assert all(p["metadata"]["annotations"][RANK_LABEL_KEY] == labels.MEMBER_INDEX for p in new)
+        assert {k: v for k, v in _versions(grown).items() if k in _versions(old)} == _versions(old)
+        await kube.merge_patch(
+            MODEL_DEPLOYMENTS,
+            "rv",
+            {"metadata": {"annotations": {labels.MIN_RENDER_VERSION: "2"}}},
+            ns,
+        )
+
+        async def rolled() -> list[dict[str, Any]] | None:
+            pods = await serving(kube, ns, "rv", 6)
+            return pods if pods and set(_versions(pods).values()) == {"2"} else None
+
+        await eventually(rolled, timeout=3 * LONG, what="every replica at render version 2")
+        await tear_down(kube, ns, "rv")
