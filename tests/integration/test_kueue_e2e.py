@@ -28,6 +28,7 @@ from gpustack_render.rendering import renderer
 from .cluster import Cluster
 from .controller_fixtures import (
     IMAGE,
+    KUEUE_POD_FINALIZER,
     KUEUE_WORKLOADS,
     admitted,
     condition,
@@ -918,3 +919,51 @@ async def test_a_render_version_raise_keeps_running_replicas_and_rolls_them_on_r
 
         await eventually(rolled, timeout=3 * LONG, what="every replica at render version 2")
         await tear_down(kube, ns, "rv")
+
+
+async def test_kueue_eviction_holds_the_pods_until_the_controller_deletes_the_stranded_workload(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """The eviction path the planner's property simulation models (tests/property/
+    test_rollout_machine.py, ``Cluster.preempt``): Kueue evicts the Workload and deletes the
+    group's Pods but keeps its finalizer on them and keeps the Workload; nothing is released
+    while no controller runs. The controller frees the slot by deleting the stranded Workload,
+    and the replica comes back once quota frees."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=2)
+    async with running_controller(kubeconfig_path):
+        pods = await deploy_serving(kube, deployment("prey", ns, entrance.role(replicas=2)), 2)
+    old = by_ordinal(pods)
+    await kube.create(PODS, preemptor_pod(ns, "urgent", queue=entrance.name), ns)
+
+    async def stranded() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        for pod in await pods_of(kube, ns, "prey"):
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp") and KUEUE_POD_FINALIZER in meta.get("finalizers", ()):
+                w = await workload_of(kube, pod)
+                if w is not None and has_condition(w, "Evicted") and not admitted(w):
+                    return pod, w
+        return None
+
+    victim, workload = await eventually(stranded, timeout=LONG, what="an evicted, held replica")
+
+    async def held() -> bool:
+        pod = await kube.get(PODS, victim["metadata"]["name"], ns)
+        w = await workload_named(kube, ns, workload["metadata"]["name"])
+        return pod is not None and w is not None and uid(w) == uid(workload)
+
+    await steady(held, seconds=5, what="Kueue releases nothing while the Workload stands")
+    async with running_controller(kubeconfig_path):
+
+        async def freed() -> bool:
+            w = await workload_named(kube, ns, workload["metadata"]["name"])
+            gone = await kube.get(PODS, victim["metadata"]["name"], ns) is None
+            return gone and (w is None or uid(w) != uid(workload))
+
+        await eventually(freed, timeout=LONG, what="the stranded Workload deleted, the Pod gone")
+        await kube.delete(PODS, "urgent", ns)
+        await kube.delete(KUEUE_WORKLOADS, "urgent", ns)
+        back = await eventually(lambda: serving(kube, ns, "prey", 2), timeout=LONG, what="back")
+        kept = [o for o in (0, 1) if uid(by_ordinal(back)[o]) == uid(old[o])]
+        assert len(kept) == 1, "the sibling was touched, or the victim kept"
+        await tear_down(kube, ns, "prey")
