@@ -15,16 +15,17 @@ from gpustack_controller.kube import (
     MODEL_DEPLOYMENTS,
     PODS,
     WORKLOADS,
-    WORKLOADS_STORAGE,
     ApiError,
     Kube,
 )
 from gpustack_controller.watches import Informer
+from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile.jointcheck import (
     CHECK_NAME,
     CONTROLLER_NAME,
     PENDING,
     JointDeployment,
+    Uncertain,
     active_condition_apply,
     active_since,
     admission_check_object,
@@ -34,11 +35,13 @@ from gpustack_render.reconcile.jointcheck import (
     joint_verdict,
     needs_verdict,
     owner_pods,
+    resolve_deployment,
+    resolve_owner,
     verdict_changed,
+    waiting_since,
 )
 from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
 from gpustack_render.reconcile.observed import observe_workload
-from gpustack_render.schema.decoding import decode_deployment
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +72,17 @@ class AdmissionCheckReconciler:
     """One Workload per call (key ``<namespace>/<name>``)."""
 
     def __init__(
-        self, kube: Kube, pods: Informer, *, clock: Callable[[], datetime.datetime] = _now
+        self,
+        kube: Kube,
+        pods: Informer,
+        *,
+        clock: Callable[[], datetime.datetime] = _now,
+        settings: Callable[[], Settings] = Settings,
     ) -> None:
         self.kube = kube
         self.pods = pods
         self.clock = clock
+        self.settings = settings
 
     async def __call__(self, key: str) -> float | None:
         namespace, name = split_key(key)
@@ -91,50 +100,68 @@ class AdmissionCheckReconciler:
         except ApiError as exc:
             log.info("joint check of %s waits: %s", key, exc)
             return READ_RETRY_SECONDS
-        verdict = joint_verdict(workload=workload, deployment=deployment, now=self.clock())
+        if isinstance(deployment, Uncertain):
+            log.info("joint check of %s waits: %s", key, deployment.reason)
+            return READ_RETRY_SECONDS
+        park_after = self.settings().park_after_seconds
+        verdict = joint_verdict(
+            workload=workload, deployment=deployment, now=self.clock(), park_after=park_after
+        )
         previous = workload.checks.get(CHECK_NAME)
         if verdict_changed(previous, verdict):
             await self.kube.apply(
-                WORKLOADS_STORAGE,
+                WORKLOADS,
                 check_entry_apply(
                     namespace=namespace,
                     workload=name,
                     verdict=verdict,
                     previous=previous,
                     now=self.clock(),
-                    api_version=WORKLOADS_STORAGE.api_version,
                 ),
                 field_manager=CONTROLLER_NAME,
                 namespace=namespace,
                 subresource="status",
             )
         if verdict.park:
-            await self.kube.merge_patch(
-                WORKLOADS_STORAGE, name, {"spec": {"active": False}}, namespace
-            )
+            for target in verdict.deactivate:
+                try:
+                    await self.kube.merge_patch(
+                        WORKLOADS, target, {"spec": {"active": False}}, namespace
+                    )
+                except ApiError as exc:
+                    if not exc.not_found:
+                        raise
             return None
-        return PENDING_RECHECK_SECONDS if verdict.state == PENDING else None
+        if verdict.state != PENDING:
+            return None
+        since = waiting_since(workload)
+        if since is None:
+            return PENDING_RECHECK_SECONDS
+        left = park_after - (self.clock() - since).total_seconds()
+        return min(PENDING_RECHECK_SECONDS, max(1.0, left + 1.0))
 
-    async def _deployment(self, workload: dict[str, Any], namespace: str) -> JointDeployment | None:
-        """The controlling deployment of the Workload's owner Pods (``None``: not one)."""
-        md_ref: Mapping[str, Any] | None = None
+    async def _deployment(
+        self, workload: dict[str, Any], namespace: str
+    ) -> JointDeployment | Uncertain | None:
+        """The controlling deployment of the Workload's owner Pods (``None``: positively not
+        one; :class:`Uncertain`: cannot tell yet)."""
+        pods: list[Mapping[str, Any] | None] = []
         for ref in owner_pods(workload):
             pod = self.pods.get(f"{namespace}/{ref.get('name')}")
             if pod is None or (pod.get("metadata") or {}).get("uid") != ref.get("uid"):
                 pod = await self.kube.get(PODS, str(ref.get("name")), namespace)
-            if pod is None:
-                continue
-            md_ref = controlling_deployment(pod)
-            if md_ref is not None:
+            if pod is not None and (pod.get("metadata") or {}).get("uid") != ref.get("uid"):
+                pod = None  # another Pod of the same name: the owner is gone
+            pods.append(pod)
+            if pod is not None and controlling_deployment(pod) is not None:
                 break
-        if md_ref is None:
-            return None
+        md_ref = resolve_owner(workload, pods)
+        if md_ref is None or isinstance(md_ref, Uncertain):
+            return md_ref
         raw = await self.kube.get(MODEL_DEPLOYMENTS, str(md_ref.get("name")), namespace)
-        if raw is None or (raw.get("metadata") or {}).get("uid") != md_ref.get("uid"):
-            return None
-        md, _ = decode_deployment(raw)
-        if md is None:
-            return None
+        md = resolve_deployment(md_ref, raw)
+        if isinstance(md, Uncertain):
+            return md
         raw_pods, _ = await self.kube.list(
             PODS, namespace, label_selector=deployment_selector(md.metadata.name)
         )

@@ -123,7 +123,7 @@ class Controller:
         self.reconciler = DeploymentReconciler(
             kube, self.caches, self.recorder, settings=lambda: self.settings
         )
-        self.checker = AdmissionCheckReconciler(kube, i["pods"])
+        self.checker = AdmissionCheckReconciler(kube, i["pods"], settings=lambda: self.settings)
         self.elector = LeaderElector(
             kube,
             namespace=self.options.system_namespace,

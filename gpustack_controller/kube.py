@@ -12,6 +12,7 @@ re-listing to the informer (``watches.py``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -26,13 +27,15 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 
 from gpustack_render.api.common import GROUP, VERSION
 from gpustack_render.core import nesting
-from gpustack_render.schema.kinds import BY_KIND
+from gpustack_render.schema.kinds import BY_KIND, KUEUE_KINDS
 
 #: Where a Pod finds its service account's namespace.
 SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 APPLY_PATCH: Final = "application/apply-patch+yaml"
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON: Final = "application/json"
+
+log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
@@ -83,7 +86,6 @@ class Resource:
         return base
 
 
-KUEUE = "kueue.x-k8s.io"
 PODS: Final = Resource("", "v1", "pods", "Pod")
 SERVICES: Final = Resource("", "v1", "services", "Service")
 EVENTS: Final = Resource("", "v1", "events", "Event")
@@ -102,16 +104,20 @@ BINDINGS: Final = project_kind("KVCachePoolBinding")
 POOLS: Final = project_kind("KVCachePool")
 BACKENDS: Final = project_kind("KVCacheBackend")
 INSTANCE_TYPES: Final = project_kind("InstanceType")
-#: Kueue kinds are read and written at v1beta1 (D24).
-WORKLOADS: Final = Resource(KUEUE, "v1beta1", "workloads", "Workload")
-#: Workload writes (the check entry, ``spec.active``) go to Kueue's storage version: a v1beta1
-#: write of a stored v1beta2 object trips v1beta1-only validation rules on fields v1beta2
-#: renamed unless a conversion webhook fills them in.
-WORKLOADS_STORAGE: Final = Resource(KUEUE, "v1beta2", "workloads", "Workload")
-LOCAL_QUEUES: Final = Resource(KUEUE, "v1beta1", "localqueues", "LocalQueue")
-ADMISSION_CHECKS: Final = Resource(
-    KUEUE, "v1beta1", "admissionchecks", "AdmissionCheck", namespaced=False
-)
+
+
+def kueue_kind(kind: str) -> Resource:
+    """The REST coordinates of a Kueue kind, at the one Kueue version the project speaks."""
+    info = KUEUE_KINDS[kind]
+    group, version = info.api_version.split("/")
+    return Resource(group, version, info.plural, info.kind, namespaced=info.namespaced)
+
+
+#: Kueue kinds are read, watched and written at Kueue's storage version only.
+WORKLOADS: Final = kueue_kind("Workload")
+LOCAL_QUEUES: Final = kueue_kind("LocalQueue")
+CLUSTER_QUEUES: Final = kueue_kind("ClusterQueue")
+ADMISSION_CHECKS: Final = kueue_kind("AdmissionCheck")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +127,16 @@ class WatchEvent:
 
     type: str
     object: dict[str, Any]
+
+
+def log_warnings(method: str, path: str, response: Any) -> None:
+    """Log each ``Warning`` header of an answer (a deprecated version, an unknown field)."""
+    headers = getattr(response, "headers", None)
+    getall = getattr(headers, "getall", None)
+    if getall is None:
+        return
+    for warning in getall("Warning", ()):
+        log.warning("the API server warns about %s %s: %s", method, path, warning)
 
 
 def in_cluster_namespace() -> str | None:
@@ -177,7 +193,7 @@ class Kube:
     ) -> Any:
         """The raw aiohttp response of one request (the caller reads and releases it)."""
         try:
-            return await self.api.call_api(
+            response = await self.api.call_api(
                 path,
                 method,
                 query_params=list((query or {}).items()),
@@ -189,6 +205,8 @@ class Kube:
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise ApiError(0, type(exc).__name__, str(exc)) from exc
+        log_warnings(method, path, response)
+        return response
 
     async def request(
         self,

@@ -58,6 +58,7 @@ from gpustack_render.reconcile import claims, events
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
 from gpustack_render.reconcile.observed import observe_pod, observe_workload
+from gpustack_render.reconcile.queues import QueueConflict, queue_conflict
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import Plan, plan, remembered_replacing, requeue_after
 from gpustack_render.reconcile.servicesync import service_aligned, sync_services
@@ -79,6 +80,8 @@ log = logging.getLogger(__name__)
 
 #: Requeue while anything is held or in flight (docs/contract/controller.md §4 step 11).
 HOLD_SECONDS: Final = 2.0
+#: A LocalQueue found feeding another ClusterQueue is looked at again this often.
+QUEUE_RECHECK_SECONDS: Final = 60.0
 #: Concurrent writes of one pass.
 WRITE_CONCURRENCY: Final = 32
 
@@ -144,7 +147,6 @@ class DeploymentReconciler:
         self.recorder = recorder
         self.settings = settings
         self.now = now
-        self._queues_ensured: set[tuple[str, str]] = set()
         # (kind, key, resourceVersion) of each unreadable input already logged.
         self._unreadable_logged: set[tuple[str, str, str]] = set()
 
@@ -206,9 +208,12 @@ class DeploymentReconciler:
     async def _fetch(self, read: Read) -> dict[str, Any] | None:
         return await self._read(self.caches.of(read.kind), read.name, read.namespace or None)
 
-    async def _observe(self, md: ModelDeployment) -> ReplicaIndex:
+    async def _observe(
+        self, md: ModelDeployment, groups: frozenset[str] = frozenset()
+    ) -> ReplicaIndex:
         """Every Pod carrying the deployment's selector and the namespace's Workloads owning
-        one of them, as the API server holds them now, indexed once for the pass."""
+        one of them or named after one of ``groups`` (a group's Workload outlives its Pods), as
+        the API server holds them now, indexed once for the pass."""
         namespace = md.metadata.namespace
         raw_pods, _ = await self.kube.list(
             PODS, namespace, label_selector=deployment_selector(md.metadata.name)
@@ -217,7 +222,7 @@ class DeploymentReconciler:
         uids = {p.uid for p in pods}
         raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
         workloads = [observe_workload(w) for w in raw_workloads]
-        return ReplicaIndex.of(pods, [w for w in workloads if w.owns_any(uids)])
+        return ReplicaIndex.of(pods, [w for w in workloads if w.owns_any(uids) or w.name in groups])
 
     # ---- converge ---------------------------------------------------------------------------
 
@@ -236,9 +241,10 @@ class DeploymentReconciler:
         except RenderError as exc:
             await self.recorder.record(raw, events.render_failed(exc))
             raise
-        index = await self._observe(md)
+        desired = desired_from_rendering(rendering)
+        index = await self._observe(md, frozenset(g for r in desired.roles for g in r.groups))
         step = plan(
-            desired=desired_from_rendering(rendering),
+            desired=desired,
             index=index,
             replacing=remembered_replacing(md),
             cache_hold=cache_hold(md, rendering.cache),
@@ -249,8 +255,8 @@ class DeploymentReconciler:
             stored = with_replacing(md, step.replacing)
             await self._write_status(md, stored)
         await self._delete(namespace, step)
-        create_error = await self._create(rendering, step)
-        await self._ensure_local_queues(rendering)
+        conflicts = await self._ensure_local_queues(rendering)
+        create_error = await self._create(rendering, step, blocked={c.name for c in conflicts})
         after = await self._observe(md)
         service_error = await self._sync_services(md, rendering, after)
         new_status = deployment_status(
@@ -260,15 +266,20 @@ class DeploymentReconciler:
             plan=step,
             system_namespace=settings.system_namespace,
             now=self.now(),
+            queue_conflicts=[c.message for c in conflicts],
         )
         if status_changed(stored, new_status):
             await self._write_status(md, new_status)
         for event in events.departure_events(after.pods, seen_before=index.pods):
             await self.recorder.record(raw, event)
+        for conflict in conflicts:
+            await self.recorder.record(raw, events.local_queue_conflict(conflict.message))
         error = create_error or service_error
         if error is not None:
             raise error
-        return HOLD_SECONDS if requeue_after(step, after) else None
+        if requeue_after(step, after):
+            return HOLD_SECONDS
+        return QUEUE_RECHECK_SECONDS if conflicts else None
 
     async def _write_status(self, md: ModelDeployment, status: ModelDeploymentStatus) -> None:
         body = {
@@ -297,12 +308,15 @@ class DeploymentReconciler:
         )
         _raise_first(results)
 
-    async def _create(self, rendering: Rendering, step: Plan) -> BaseException | None:
-        """Every member Pod of each scheduled seat; continue past failures, keep the first."""
+    async def _create(
+        self, rendering: Rendering, step: Plan, *, blocked: set[str]
+    ) -> BaseException | None:
+        """Every member Pod of each scheduled seat, but none of a role whose LocalQueue is in
+        ``blocked``; continue past failures, keep the first."""
         manifests: list[dict[str, Any]] = []
         for seat in step.create:
             role = rendering.role(seat.role)
-            if role is None:
+            if role is None or role.queue in blocked:
                 continue
             manifests.extend(s.pod for s in role.instance(seat.ordinal))
         results = await bounded(
@@ -312,17 +326,25 @@ class DeploymentReconciler:
         metrics.POD_WRITES.labels("create").inc(created)
         return next((r for r in results if isinstance(r, BaseException)), None)
 
-    async def _ensure_local_queues(self, rendering: Rendering) -> None:
-        """Create each LocalQueue when missing (server-side apply, once per process); never
-        delete one (D16)."""
+    async def _ensure_local_queues(self, rendering: Rendering) -> list[QueueConflict]:
+        """Create each LocalQueue the deployment needs when missing (409: it exists now),
+        looked up afresh on every pass, before any Pod is created; never patch or delete one
+        (D16). The ones feeding another ClusterQueue are returned, not changed."""
+        conflicts: list[QueueConflict] = []
         for queue in rendering.local_queues:
-            key = (rendering.namespace, str(queue["metadata"]["name"]))
-            if key in self._queues_ensured:
+            name = str(queue["metadata"]["name"])
+            stored = await self.kube.get(LOCAL_QUEUES, name, rendering.namespace)
+            if stored is None:
+                try:
+                    await self.kube.create(LOCAL_QUEUES, queue, rendering.namespace)
+                except ApiError as exc:
+                    if not exc.conflict:
+                        raise
                 continue
-            await self.kube.apply(
-                LOCAL_QUEUES, queue, field_manager=FIELD_MANAGER, namespace=rendering.namespace
-            )
-            self._queues_ensured.add(key)
+            conflict = queue_conflict(queue, stored)
+            if conflict is not None:
+                conflicts.append(conflict)
+        return conflicts
 
     async def _sync_services(
         self, md: ModelDeployment, rendering: Rendering, after: ReplicaIndex

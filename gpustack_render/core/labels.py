@@ -47,6 +47,10 @@ ROLE_HASH = "kueue.x-k8s.io/role-hash"
 POD_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
 #: Kueue reads it: fit the replica's PodSet in one domain at this topology level.
 PODSET_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+#: Kueue reads it on a group of more than one Pod: the label holding each Pod's rank, which
+#: Kueue's webhook copies into ``kueue.x-k8s.io/pod-group-pod-index`` so topology-aware placement
+#: orders the ranks (the member index).
+POD_GROUP_POD_INDEX_LABEL = "kueue.x-k8s.io/pod-group-pod-index-label"
 #: Never written (per seed): it mis-composes a group the day an instance grows a member.
 POD_GROUP_FAST_ADMISSION = "kueue.x-k8s.io/pod-group-fast-admission"
 #: The vLLM-family store-client document (docs/contract/render.md §17.1). Written by the renderer
@@ -124,14 +128,17 @@ def pod_labels(
 
 def group_annotations(role: str, *, size: int, required_topology: str | None) -> dict[str, str]:
     """The Kueue group annotations of one replica Pod (docs/contract/render.md §5): the role note,
-    the declared total, the PodSet name, serving, and the required topology when non-empty.
-    ``pod-group-fast-admission`` is never among them (per seed)."""
+    the declared total, the PodSet name, serving, the rank label of a group of more than one
+    Pod, and the required topology when non-empty. ``pod-group-fast-admission`` is never among
+    them (per seed)."""
     out = {
         NOTE_ROLE: role,
         POD_GROUP_TOTAL_COUNT: str(size),
         ROLE_HASH: role,
         POD_GROUP_SERVING: "true",
     }
+    if size > 1:
+        out[POD_GROUP_POD_INDEX_LABEL] = MEMBER_INDEX
     if required_topology:
         out[PODSET_REQUIRED_TOPOLOGY] = required_topology
     return out

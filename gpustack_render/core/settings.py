@@ -15,6 +15,9 @@ from gpustack_render.core.paths import FieldPath
 CONFIGMAP_NAME = "gpustack-settings"
 DEFAULT_SYSTEM_NAMESPACE = "gpustack-system"
 DEFAULT_ROUTING_SIDECAR_IMAGE = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+#: How long a multi-role deployment may wait on the joint admission check, with quota reserved,
+#: before it is parked (docs/contract/controller.md §9).
+DEFAULT_PARK_AFTER_SECONDS = 30 * 60
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ class Settings:
     host_path_volume_allowed: bool = True
     #: ``native-sidecars``: routing proxy as a restartable init container.
     native_sidecars: bool = True
+    #: ``model-deployment-park-after-seconds``: the joint check's parking window (a positive
+    #: whole number of seconds).
+    park_after_seconds: int = DEFAULT_PARK_AFTER_SECONDS
     #: The controller's own namespace; set by the process, not the ConfigMap (D24).
     system_namespace: str = DEFAULT_SYSTEM_NAMESPACE
 
@@ -42,6 +48,7 @@ KEYS: dict[str, str] = {
     "instance-privileged-allowed": "privileged_allowed",
     "instance-host-path-volume-allowed": "host_path_volume_allowed",
     "native-sidecars": "native_sidecars",
+    "model-deployment-park-after-seconds": "park_after_seconds",
 }
 
 _BOOL_WORDS = {"true": True, "false": False}
@@ -73,6 +80,12 @@ def settings_from_data(
                 errs.append(errors.invalid(path.key(key), raw, 'must be "true" or "false"'))
                 continue
             updates[attr] = value
+        elif types[attr] in ("int", int):
+            text = raw.strip()
+            if not (text.isascii() and text.isdigit() and int(text) > 0):
+                errs.append(errors.invalid(path.key(key), raw, "must be a positive whole number"))
+                continue
+            updates[attr] = int(text)
         else:
             if not raw.strip():
                 errs.append(errors.required(path.key(key), "must not be empty"))

@@ -29,6 +29,7 @@ RENDER_FAILED: Final = "RenderFailed"
 #: An object the deployment reads is stored but cannot be decoded (one hostile object must
 #: stop only the deployments that read it).
 INPUT_UNREADABLE: Final = "InputUnreadable"
+LOCAL_QUEUE_CONFLICT: Final = "LocalQueueConflict"
 #: The store's ``kv_lease_duration`` default (the injection seed's "Workload impact").
 KV_LEASE_SECONDS: Final = 30
 #: A repeat within this window updates the existing Event (D24).
@@ -81,6 +82,12 @@ def departure_events(
                 )
             )
     return out
+
+
+def local_queue_conflict(message: str) -> Event:
+    """``LocalQueueConflict``: a LocalQueue the deployment needs feeds another ClusterQueue
+    (docs/contract/controller.md §10)."""
+    return Event(LOCAL_QUEUE_CONFLICT, message)
 
 
 def render_failed(error: RenderError) -> Event:

@@ -4,8 +4,9 @@ decode").
 Every replica of every role is its own Kueue pod group, so a multi-role deployment is held
 together by an AdmissionCheck this project runs: it answers ``Ready`` for a Workload only once
 every replica of the deployment has reserved quota (or is being rebuilt by this operator's own
-rollout), and ``Pending`` otherwise. A ``Pending`` that settles unchanged for 30 minutes parks
-the deployment: its Workloads are deactivated so they stop asking for quota.
+rollout), and ``Pending`` otherwise. A ``Pending`` that settles unchanged, with quota reserved,
+for the parking window (a Setting, 30 minutes by default) parks the deployment: every Workload of
+its set that holds or asks for quota is deactivated so they stop asking for quota.
 
 Everything here is pure: the verdict, the AdmissionCheck object and the Workload status entry
 to apply. The caller passes ``now`` (an aware datetime); nothing here reads a clock.
@@ -20,6 +21,7 @@ from typing import Any, Final
 
 from gpustack_render.api.modeldeployment import KIND, ModelDeployment
 from gpustack_render.core import jsonview, ownerrefs
+from gpustack_render.core.settings import DEFAULT_PARK_AFTER_SECONDS
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile.observed import (
     CheckState,
@@ -30,14 +32,15 @@ from gpustack_render.reconcile.observed import (
 )
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import remembered_replacing
-from gpustack_render.rendering.localqueues import KUEUE_API_VERSION
+from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.kinds import KUEUE_API_VERSION
 
 #: The AdmissionCheck's name; ClusterQueues serving ModelDeployments list it (D11).
 CHECK_NAME: Final = "gpustack-model-deployment-joint"
 #: ``spec.controllerName`` of the check, and the field manager of its Workload status writes.
 CONTROLLER_NAME: Final = "worker.gpustack.ai/model-deployment-joint"
-#: A settled ``Pending`` older than this parks the deployment.
-PARK_AFTER_SECONDS: Final = 30 * 60
+#: A settled ``Pending`` older than this parks the deployment (the Setting's default).
+PARK_AFTER_SECONDS: Final = DEFAULT_PARK_AFTER_SECONDS
 READY: Final = "Ready"
 PENDING: Final = "Pending"
 
@@ -60,19 +63,22 @@ class JointDeployment:
 
 @dataclass(frozen=True, slots=True)
 class CheckVerdict:
-    """The check's answer for one Workload; ``park`` asks to set ``spec.active: false``."""
+    """The check's answer for one Workload; ``park`` asks to set ``spec.active: false`` on
+    every Workload named in ``deactivate`` (the judged one among them)."""
 
     state: str
     message: str
     park: bool = False
+    deactivate: tuple[str, ...] = ()
 
 
 def needs_verdict(workload: ObservedWorkload) -> bool:
-    """Act only on a Workload that holds a quota reservation, is not evicted or finished, is
-    active, not yet admitted, and lists this check."""
+    """Act only on a Workload that holds a quota reservation, is not evicted, finished or
+    being deleted, is active, not yet admitted, and lists this check."""
     return (
         workload.quota_reserved
         and not workload.evicted
+        and not workload.deleting
         and not workload.finished
         and workload.active
         and not workload.admitted
@@ -90,13 +96,41 @@ def _parse_time(value: str | None) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+def waiting_since(workload: ObservedWorkload) -> datetime | None:
+    """When the Workload started waiting on the check with quota reserved: the later of the
+    check entry's ``Pending`` transition and the ``QuotaReserved=True`` transition (Kueue adds
+    the entry as ``Pending`` as soon as the Workload maps to a ClusterQueue, before quota, and
+    resets it on every eviction)."""
+    entry = workload.checks.get(CHECK_NAME)
+    if entry is None or entry.state != PENDING:
+        return None
+    times = [_parse_time(entry.last_transition_time), _parse_time(workload.quota_reserved_since)]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def _to_deactivate(workload: ObservedWorkload, deployment: JointDeployment) -> tuple[str, ...]:
+    """The Workloads of the deployment's set that hold or ask for quota (active, unfinished,
+    not being deleted), the judged one included, sorted by name."""
+    index = ReplicaIndex.of(deployment.pods, deployment.workloads)
+    names = {
+        w.name for w in index.owned_workloads() if w.active and not w.finished and not w.deleting
+    }
+    return tuple(sorted(names | {workload.name}))
+
+
 def joint_verdict(
-    *, workload: ObservedWorkload, deployment: JointDeployment | None, now: datetime
+    *,
+    workload: ObservedWorkload,
+    deployment: JointDeployment | None,
+    now: datetime,
+    park_after: int = PARK_AFTER_SECONDS,
 ) -> CheckVerdict:
     """The check's state and message for ``workload`` (docs/contract/controller.md §9).
 
     ``deployment`` is ``None`` when the Workload's owner Pods have no controlling
-    ModelDeployment. Never ``Retry`` or ``Rejected``.
+    ModelDeployment. ``park_after`` is the Setting ``model-deployment-park-after-seconds``.
+    Never ``Retry`` or ``Rejected``.
     """
     if deployment is None:
         return CheckVerdict(READY, "not a ModelDeployment replica: nothing to wait for")
@@ -157,20 +191,24 @@ def joint_verdict(
             f"role(s) {', '.join(waiting_roles)} still wait; the quota already reserved is kept "
             "while they wait"
         )
-    previous = workload.checks.get(CHECK_NAME)
-    since = _parse_time(previous.last_transition_time) if previous is not None else None
-    settled = previous is not None and previous.state == PENDING and since is not None
-    if settled and since is not None and (now - since).total_seconds() > PARK_AFTER_SECONDS:
+    since = waiting_since(workload)
+    if since is not None and (now - since).total_seconds() > park_after:
+        deactivate = _to_deactivate(workload, deployment)
         return CheckVerdict(
             PENDING,
-            f"{message}. The deployment is parked, not held: its Workloads were deactivated and "
-            f"no longer ask for quota after waiting more than {PARK_AFTER_SECONDS // 60} min; "
-            "re-applying the same deployment does not clear it. Free the capacity and "
-            "reactivate the Workloads (spec.active: true), or delete and recreate the "
-            "deployment",
+            f"{message}. The deployment is parked, not held: after waiting with quota reserved "
+            f"for more than {_window(park_after)} its Workloads {', '.join(deactivate)} were "
+            "deactivated and no longer ask for quota; re-applying the same deployment does not "
+            "clear it. Free the capacity and reactivate the Workloads (spec.active: true), or "
+            "delete and recreate the deployment",
             park=True,
+            deactivate=deactivate,
         )
     return CheckVerdict(PENDING, message)
+
+
+def _window(seconds: int) -> str:
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
 
 def rfc3339(moment: datetime) -> str:
@@ -185,7 +223,6 @@ def check_entry_apply(
     verdict: CheckVerdict,
     previous: CheckState | None,
     now: datetime,
-    api_version: str = KUEUE_API_VERSION,
 ) -> dict[str, Any]:
     """The server-side apply body of the Workload's one ``status.admissionChecks[]`` entry;
     ``lastTransitionTime`` moves only when the state changes."""
@@ -197,7 +234,7 @@ def check_entry_apply(
         else rfc3339(now)
     )
     return {
-        "apiVersion": api_version,
+        "apiVersion": KUEUE_API_VERSION,
         "kind": "Workload",
         "metadata": {"name": workload, "namespace": namespace},
         "status": {
@@ -249,6 +286,52 @@ def owner_pods(workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def controlling_deployment(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The reference to the ModelDeployment that controls ``pod``, if one does."""
     return ownerrefs.controller_of(pod, kind=KIND)
+
+
+@dataclass(frozen=True, slots=True)
+class Uncertain:
+    """The check cannot tell whose replica a Workload is: it looks again later and never
+    answers ``Ready`` on that (docs/contract/controller.md §9)."""
+
+    reason: str
+
+
+def resolve_owner(
+    workload: Mapping[str, Any], pods: Sequence[Mapping[str, Any] | None]
+) -> Mapping[str, Any] | Uncertain | None:
+    """The controlling ModelDeployment reference of a Workload, from its owner Pods as read
+    (``pods[i]`` answers ``owner_pods(workload)[i]``; ``None``: not found).
+
+    ``None`` only when the Workload is positively not a ModelDeployment's replica: no Pod owns
+    it at all, or a resolved owner Pod has no controlling ModelDeployment. No owner Pod
+    resolving is :class:`Uncertain`."""
+    refs = owner_pods(workload)
+    if not refs:
+        return None
+    resolved = [p for p in pods if p is not None]
+    for pod in resolved:
+        md_ref = controlling_deployment(pod)
+        if md_ref is not None:
+            return md_ref
+    if resolved:
+        return None
+    return Uncertain(f"none of its {len(refs)} owner Pod(s) could be read")
+
+
+def resolve_deployment(
+    md_ref: Mapping[str, Any], raw: Mapping[str, Any] | None
+) -> ModelDeployment | Uncertain:
+    """The ModelDeployment ``md_ref`` names, as read (``raw``; ``None``: not found). Gone,
+    replaced (another uid) or undecodable is :class:`Uncertain`, never "not a replica"."""
+    name = md_ref.get("name")
+    if raw is None:
+        return Uncertain(f"its ModelDeployment {name} is not found")
+    if jsonview.view(raw.get("metadata")).get("uid") != md_ref.get("uid"):
+        return Uncertain(f"its ModelDeployment {name} was replaced (another uid)")
+    md, _ = decode_deployment(raw)
+    if md is None:
+        return Uncertain(f"its ModelDeployment {name} does not decode")
+    return md
 
 
 def joint_deployment(

@@ -148,6 +148,12 @@ class ObservedWorkload:
     #: uids of the Pods named by ``apiVersion: v1, kind: Pod`` owner references.
     owner_pods: frozenset[str] = frozenset()
     quota_reserved: bool = False
+    #: ``lastTransitionTime`` of ``QuotaReserved=True`` (``None`` when quota is not reserved).
+    quota_reserved_since: str | None = None
+    #: Admitted now: ``Admitted=True``, no ``Evicted=True`` and no ``deletionTimestamp``
+    #: (Kueue keeps ``Admitted=True`` on an evicted Workload until its Pods stopped, and keeps
+    #: a deleted one until its group is stopped). The cadence gate, the resolution of a
+    #: remembered replacement and status all read this one fact.
     admitted: bool = False
     #: Admitted now or before: an ``Admitted`` condition that was ever True, an eviction, a
     #: preemption or a requeue record all disqualify a "never admitted" (queued) group.
@@ -161,14 +167,21 @@ class ObservedWorkload:
     flavors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     queue: str = ""
     uid: str = ""
+    #: The Workload carries a ``deletionTimestamp`` (Kueue's finalizer holds it).
+    deleting: bool = False
 
     def owns_any(self, uids: frozenset[str] | set[str]) -> bool:
         """True when one of ``uids`` is among this Workload's owner Pods."""
         return not self.owner_pods.isdisjoint(uids)
 
 
+def _transition(condition: Mapping[str, Any] | None) -> str | None:
+    when = (condition or {}).get("lastTransitionTime")
+    return str(when) if when else None
+
+
 def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
-    """Summarize a Kueue Workload object (``v1beta1`` or ``v1beta2``, plain JSON)."""
+    """Summarize a Kueue Workload object (``v1beta2``, plain JSON)."""
     meta = jsonview.view(obj.get("metadata"))
     spec = jsonview.view(obj.get("spec"))
     status = jsonview.view(obj.get("status"))
@@ -186,6 +199,7 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         return conditions.get(type_, {}).get("status") == ConditionStatus.TRUE
 
     evicted = true(EVICTED)
+    deleting = meta.get("deletionTimestamp") is not None
     preempted = true(PREEMPTED) or (
         evicted and conditions.get(EVICTED, {}).get("reason") == PREEMPTED_REASON
     )
@@ -209,9 +223,7 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
             checks[name] = CheckState(
                 state=str(entry.get("state") or ""),
                 message=str(entry.get("message") or ""),
-                last_transition_time=(
-                    str(entry["lastTransitionTime"]) if entry.get("lastTransitionTime") else None
-                ),
+                last_transition_time=_transition(entry),
             )
     flavors: dict[str, tuple[str, ...]] = {}
     for assignment in jsonview.items(
@@ -227,7 +239,10 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         name=str(meta.get("name") or ""),
         owner_pods=owners,
         quota_reserved=true(QUOTA_RESERVED),
-        admitted=true(ADMITTED),
+        quota_reserved_since=_transition(conditions.get(QUOTA_RESERVED))
+        if true(QUOTA_RESERVED)
+        else None,
+        admitted=true(ADMITTED) and not evicted and not deleting,
         ever_admitted=ever_admitted,
         preempted=preempted,
         evicted=evicted,
@@ -237,4 +252,5 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         flavors=flavors,
         queue=str(spec.get("queueName") or ""),
         uid=str(meta.get("uid") or ""),
+        deleting=deleting,
     )

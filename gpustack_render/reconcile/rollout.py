@@ -264,13 +264,23 @@ def plan(
     standing_uids = {p.uid for p in standing}
     terminating = index.terminating
     stranded = [wl.name for wl in index.workloads_of(terminating) if not wl.owns_any(standing_uids)]
+    # A Workload named after a declared group that owns no standing Pod and is not being
+    # deleted is left over (its Pods are gone): delete it, or it holds the ordinal for ever.
+    declared = {g for r in desired.roles for g in r.groups}
+    stranded += [
+        wl.name
+        for wl in index.workloads
+        if wl.name in declared and not wl.deleting and not wl.owns_any(standing_uids)
+    ]
     if stranded:
         actions.delete_workloads(stranded)
     if terminating:
         requeue = True
 
-    # Any Pod on the API server holding a group name blocks recreating that ordinal (§5).
-    held_groups = {p.group for p in index.pods if p.group}
+    # Any Pod on the API server holding a group name, and any Workload of that name (Kueue
+    # names a group's Workload after it, keeps a deleted one until the group has stopped and
+    # attaches new Pods of the name to it), blocks recreating that ordinal (§5).
+    held_groups = {p.group for p in index.pods if p.group} | {w.name for w in index.workloads}
 
     steps: list[RoleStep] = []
     new_replacing: dict[str, int | None] = {}
@@ -476,7 +486,7 @@ def _create_missing(
     held_groups: set[str],
 ) -> list[int]:
     """Schedule whole seats for the lowest free ordinals, as many as are missing; an ordinal
-    whose group name a Pod still holds waits. Returns the waiting ordinals."""
+    whose group name a Pod or a Workload still holds waits. Returns the waiting ordinals."""
     waiting: list[int] = []
     missing = role.replicas - len(occupied) - len(orphans)
     for ordinal in range(role.replicas):

@@ -253,8 +253,13 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
     view: _View,
     *,
     system_namespace: str,
+    queue_conflicts: Sequence[str] = (),
 ) -> ConditionVerdict:
     """``QuotaReserved``: the first matching row of docs/contract/controller.md §14."""
+    if queue_conflicts:
+        return ConditionVerdict(
+            ConditionStatus.FALSE, "LocalQueueConflict", "; ".join(queue_conflicts)
+        )
     replicas = view.all_replicas()
     declared = sum(r.replicas for r in rendering.roles)
     preempted = [w for w in view.workloads if w.preempted]
@@ -271,7 +276,8 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
         and w.checks[JOINT_CHECK].state == "Pending"
     ]
     if parked:
-        names = ", ".join(sorted(w.name for w in parked))
+        # Every deactivated Workload of the set: parking deactivates them all at once.
+        names = ", ".join(sorted(w.name for w in view.workloads if not w.active))
         return ConditionVerdict(
             ConditionStatus.FALSE,
             "Parked",
@@ -788,12 +794,14 @@ def deployment_status(
     plan: Plan | None,
     system_namespace: str,
     now: str,
+    queue_conflicts: Sequence[str] = (),
 ) -> ModelDeploymentStatus:
     """The status of a converging deployment, from the Pods re-listed after the pass.
 
     ``plan`` supplies ``roles[].replacing`` and the cache hold of this pass (without it the
     previous ``replacing`` is kept). ``now`` is the RFC 3339 time written into conditions
-    whose status changed.
+    whose status changed. ``queue_conflicts`` are the messages of the LocalQueues found
+    feeding another ClusterQueue (``reconcile/queues.py``).
     """
     desired = desired_from_rendering(rendering)
     if index is None:
@@ -826,7 +834,9 @@ def deployment_status(
             )
         )
     cache = rendering.cache
-    quota = quota_reserved(md, rendering, view, system_namespace=system_namespace)
+    quota = quota_reserved(
+        md, rendering, view, system_namespace=system_namespace, queue_conflicts=queue_conflicts
+    )
     unmanaged_roles = [r.name for r in roles if r.unmanaged]
     verdicts = {
         DOMAIN_REGISTERED: domain_registered(md, cache),

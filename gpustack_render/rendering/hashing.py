@@ -24,7 +24,8 @@ from gpustack_render.core.labels import MIN_RENDER_VERSION, POD_SPEC_HASH, RENDE
 from gpustack_render.core.quantity import QuantityError, canonical
 
 #: The rendering baseline of this renderer; raised whenever synthesized output changes.
-CURRENT_RENDER_VERSION = 1
+#: 2: members of an instance of size > 1 carry ``kueue.x-k8s.io/pod-group-pod-index-label``.
+CURRENT_RENDER_VERSION = 2
 #: The oldest baseline whose replicas are still kept in place (D15).
 MIN_SUPPORTED_RENDER_VERSION = 1
 

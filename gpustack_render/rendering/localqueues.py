@@ -1,4 +1,4 @@
-"""The Kueue LocalQueues a deployment needs (D16, D24; docs/contract/controller.md §10).
+"""The Kueue LocalQueues a deployment needs (D16; docs/contract/controller.md §10).
 
 One per distinct InstanceType entrance its roles use, named after the entrance in the
 deployment's namespace, pointing at the ClusterQueue of the same name. Several deployments share
@@ -12,9 +12,8 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from gpustack_render.core.labels import MANAGED_BY, MANAGED_BY_VALUE
+from gpustack_render.schema.kinds import KUEUE_API_VERSION
 
-#: The served Kueue version the project writes LocalQueues at (D24).
-KUEUE_API_VERSION: Final = "kueue.x-k8s.io/v1beta1"
 LOCAL_QUEUE_KIND: Final = "LocalQueue"
 
 

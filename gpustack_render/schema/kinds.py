@@ -1,8 +1,9 @@
 """The registry of the project's kinds (group ``worker.gpustack.ai``, version ``v1``): each
-kind's model, plural, scope and CRD presentation.
+kind's model, plural, scope and CRD presentation; and the Kueue kinds the project reads and
+writes, at the one Kueue version it speaks.
 
 Decoding, the CRDs, the API reference, the command line and both shells' API clients read
-kinds here, so a kind's plural or scope is written once.
+kinds here, so a kind's plural, scope or version is written once.
 """
 
 from __future__ import annotations
@@ -143,3 +144,37 @@ INPUT_MODELS: Final[dict[str, type[InputObject]]] = {
 }
 #: Each kind's registry entry, by kind name.
 BY_KIND: Final[dict[str, KindInfo]] = {info.kind: info for info in KINDS}
+
+
+#: Kueue's API group.
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+#: The one Kueue version the project reads, watches and writes: Kueue v0.17.0 stores every kind
+#: at v1beta2; v1beta1 is deprecated (every request at it draws a deprecation warning) and
+#: dropped by later releases (docs/contract/kubernetes-notes.md §4).
+KUEUE_VERSION: Final = "v1beta2"
+KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+
+
+@dataclass(frozen=True)
+class KueueKind:
+    """One Kueue kind the project touches."""
+
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return KUEUE_API_VERSION
+
+
+#: The Kueue kinds the project reads or writes, by kind name.
+KUEUE_KINDS: Final[dict[str, KueueKind]] = {
+    k.kind: k
+    for k in (
+        KueueKind("Workload", "workloads", namespaced=True),
+        KueueKind("LocalQueue", "localqueues", namespaced=True),
+        KueueKind("ClusterQueue", "clusterqueues", namespaced=False),
+        KueueKind("AdmissionCheck", "admissionchecks", namespaced=False),
+    )
+}

@@ -13,20 +13,33 @@ from typing import Any
 
 import pytest
 
-from gpustack_controller.kube import MODEL_DEPLOYMENTS, PODS, SERVICES, Kube
+from gpustack_controller.kube import (
+    CONFIGMAPS,
+    EVENTS,
+    LOCAL_QUEUES,
+    MODEL_DEPLOYMENTS,
+    PODS,
+    SERVICES,
+    Kube,
+)
 from gpustack_render.core import labels
+from gpustack_render.rendering import renderer
 
 from .cluster import Cluster
 from .controller_fixtures import (
     IMAGE,
+    KUEUE_POD_FINALIZER,
     KUEUE_WORKLOADS,
     admitted,
+    condition,
     deployment,
     eventually,
     get_md,
     gpu_usage,
     group_of,
+    has_condition,
     hold_queue,
+    live,
     new_entrance,
     new_namespace,
     pods_of,
@@ -35,6 +48,7 @@ from .controller_fixtures import (
     seat,
     serving,
     steady,
+    tear_down,
     workload_of,
     workloads_in,
 )
@@ -425,6 +439,52 @@ async def test_kubectl_delete_pod_keeps_the_workload_until_the_whole_replica_is_
         assert w is not None and uid(w) != uid(workload) and admitted(w)
 
 
+#: A finalizer of the test's own, keeping a deleted Workload readable as long as it wants.
+HOLD_FINALIZER = "gpustack.test/hold"
+
+
+async def _set_finalizer(kube: Kube, ns: str, name: str, *, held: bool) -> None:
+    workload = await workload_named(kube, ns, name)
+    assert workload is not None
+    kept = [f for f in workload["metadata"].get("finalizers") or () if f != HOLD_FINALIZER]
+    body = {"metadata": {"finalizers": [*kept, HOLD_FINALIZER] if held else kept}}
+    await kube.merge_patch(KUEUE_WORKLOADS, name, body, ns)
+
+
+async def test_a_deleted_workload_still_standing_holds_its_ordinal_until_it_is_gone(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """Seed, "Replica departures": a replacement is created only after the instance it
+    replaces has left, members and Workload. Kueue keeps a deleted Workload until its group has
+    stopped and attaches new Pods of the same group name to it, so the ordinal waits for the
+    Workload to be gone (here a finalizer of the test's own keeps it) and then gets a fresh
+    one."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    body = deployment("wait", ns, entrance.role(replicas=2))
+    async with running_controller(kubeconfig_path):
+        pods = await deploy_serving(kube, body, 2)
+        victim = by_ordinal(pods)[1]
+        workload = await workload_of(kube, victim)
+        assert workload is not None
+        name = workload["metadata"]["name"]
+        await _set_finalizer(kube, ns, name, held=True)
+        await kube.delete(PODS, victim["metadata"]["name"], ns)
+
+        async def lingering() -> bool:
+            w = await workload_named(kube, ns, name)
+            left = members(live(await pods_of(kube, ns, "wait")), 1)
+            return bool(w and w["metadata"].get("deletionTimestamp")) and not left
+
+        await eventually(lingering, timeout=LONG, what="the Workload deleted, its Pod gone")
+        await steady(lingering, seconds=6, what="no Pod at ordinal 1 while its Workload stands")
+        await _set_finalizer(kube, ns, name, held=False)
+        fresh = await eventually(lambda: serving(kube, ns, "wait", 2), timeout=LONG, what="2")
+        renewed = await workload_of(kube, by_ordinal(fresh)[1])
+        assert renewed is not None and uid(renewed) != uid(workload) and admitted(renewed)
+        await tear_down(kube, ns, "wait")
+
+
 async def test_kueue_preemption_takes_a_replica_which_returns_when_quota_frees(
     kube: Kube, kubeconfig_path: Path, cluster: Cluster
 ) -> None:
@@ -606,3 +666,304 @@ async def _replacing_is(kube: Kube, ns: str, name: str, value: int | None) -> bo
 
 async def _is_set(event: asyncio.Event) -> bool:
     return event.is_set()
+
+
+# ---- the Kueue version ------------------------------------------------------------------------
+
+
+async def test_the_controller_speaks_kueue_v1beta2_only_and_draws_no_deprecation_warning(
+    kube: Kube,
+    kubeconfig_path: Path,
+    cluster: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kueue v0.17.0 stores every kind at v1beta2 and marks v1beta1 deprecated: a two-role
+    deployment (LocalQueue, Workload watch, the joint check's writes, the AdmissionCheck) makes
+    no request at v1beta1 and the API server answers none with a warning."""
+    asked: list[str] = []
+    warned: list[str] = []
+    send = Kube._send
+
+    async def recording_send(self: Kube, method: str, path: str, **kw: Any) -> Any:
+        response = await send(self, method, path, **kw)
+        asked.append(path)
+        warned.extend(f"{method} {path}: {w}" for w in response.headers.getall("Warning", ()))
+        return response
+
+    monkeypatch.setattr(Kube, "_send", recording_send)
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    body = deployment("pair", ns, entrance.role("a"), entrance.role("b"))
+    with caplog.at_level("WARNING", logger="gpustack_controller.kube"):
+        async with running_controller(kubeconfig_path):
+            await kube.create(MODEL_DEPLOYMENTS, body, ns)
+            await eventually(lambda: serving(kube, ns, "pair", 2), timeout=60, what="2 Ready")
+            await tear_down(kube, ns, "pair")
+    kueue = [p for p in asked if "/kueue.x-k8s.io/" in p]
+    assert any("/localqueues" in p for p in kueue) and any("/workloads" in p for p in kueue)
+    assert [p for p in kueue if "/kueue.x-k8s.io/v1beta2/" not in p] == []
+    assert warned == []
+    assert [r.getMessage() for r in caplog.records if r.name == "gpustack_controller.kube"] == []
+
+
+# ---- LocalQueues -----------------------------------------------------------------------------
+
+
+def _local_queue(ns: str, name: str, cluster_queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": LOCAL_QUEUES.api_version,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+async def test_a_local_queue_feeding_another_cluster_queue_is_reported_and_left_alone(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """An administrator's LocalQueue of the entrance's name that feeds another ClusterQueue
+    (``spec.clusterQueue`` is immutable) is never written: QuotaReserved and a
+    LocalQueueConflict event say so, and no Pod is created into it."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    other = await new_entrance(kube, cluster, gpus=8)
+    await kube.create(LOCAL_QUEUES, _local_queue(ns, entrance.name, other.name), ns)
+    async with running_controller(kubeconfig_path):
+        await kube.create(MODEL_DEPLOYMENTS, deployment("lq", ns, entrance.role()), ns)
+
+        async def reported() -> dict[str, Any] | None:
+            md = await get_md(kube, ns, "lq")
+            quota = condition(md, "QuotaReserved") if md else None
+            return quota if quota and quota.get("reason") == "LocalQueueConflict" else None
+
+        quota = await eventually(reported, timeout=60, what="QuotaReserved LocalQueueConflict")
+        assert other.name in quota["message"] and entrance.name in quota["message"]
+
+        async def event() -> list[dict[str, Any]]:
+            items, _ = await kube.list(EVENTS, ns)
+            return [e for e in items if e.get("reason") == "LocalQueueConflict"]
+
+        (found,) = await eventually(event, what="a LocalQueueConflict event")
+        assert found["involvedObject"]["name"] == "lq" and other.name in found["message"]
+        assert await pods_of(kube, ns, "lq") == []
+        stored = await kube.get(LOCAL_QUEUES, entrance.name, ns)
+        assert stored is not None and stored["spec"]["clusterQueue"] == other.name
+        assert labels.MANAGED_BY not in (stored["metadata"].get("labels") or {})
+        await tear_down(kube, ns, "lq")
+
+
+async def test_a_matching_local_queue_is_not_taken_over_and_a_deleted_one_is_recreated(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """A pre-created LocalQueue feeding the right ClusterQueue is used as it is (nothing of the
+    controller's is written into it); one deleted later is created again on a later pass."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    await kube.create(LOCAL_QUEUES, _local_queue(ns, entrance.name, entrance.name), ns)
+    async with running_controller(kubeconfig_path):
+        await deploy_serving(kube, deployment("lq", ns, entrance.role()), 1)
+        stored = await kube.get(LOCAL_QUEUES, entrance.name, ns)
+        assert stored is not None
+        assert labels.MANAGED_BY not in (stored["metadata"].get("labels") or {})
+        await kube.delete(LOCAL_QUEUES, entrance.name, ns)
+        await eventually(lambda: _absent(kube, ns, entrance.name), what="the LocalQueue deleted")
+        # Any later pass looks again: a min-render-version edit (the floor 1 changes nothing)
+        # triggers one.
+        await kube.merge_patch(
+            MODEL_DEPLOYMENTS,
+            "lq",
+            {"metadata": {"annotations": {labels.MIN_RENDER_VERSION: "1"}}},
+            ns,
+        )
+
+        async def recreated() -> dict[str, Any] | None:
+            return await kube.get(LOCAL_QUEUES, entrance.name, ns)
+
+        queue = await eventually(recreated, timeout=60, what="the LocalQueue recreated")
+        assert queue["spec"]["clusterQueue"] == entrance.name
+        assert queue["metadata"]["labels"][labels.MANAGED_BY] == labels.MANAGED_BY_VALUE
+        await tear_down(kube, ns, "lq")
+
+
+async def _absent(kube: Kube, ns: str, name: str) -> bool:
+    return await kube.get(LOCAL_QUEUES, name, ns) is None
+
+
+# ---- parking -----------------------------------------------------------------------------------
+
+#: The parking window the test's controller runs with (the Setting, shortened).
+PARK_AFTER = 12
+
+
+def _check_entry(workload: dict[str, Any]) -> dict[str, Any] | None:
+    entries = (workload.get("status") or {}).get("admissionChecks") or ()
+    return next((e for e in entries if e.get("name") == "gpustack-model-deployment-joint"), None)
+
+
+def _inactive(workloads: list[dict[str, Any]]) -> list[str]:
+    return sorted(w["metadata"]["name"] for w in workloads if w["spec"].get("active") is False)
+
+
+async def test_parking_counts_from_the_quota_reservation_and_deactivates_the_whole_set(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """Kueue adds the joint check's entry as Pending as soon as a Workload maps to its
+    ClusterQueue, before quota: a pair that waited longer than the window for quota is not
+    parked the moment one replica gets quota, only a window after that; then every Workload
+    of the pair (the one holding quota and the one asking for it) is deactivated, and status
+    names them."""
+    system = await new_namespace(kube, "sys")
+    settings = {"model-deployment-park-after-seconds": str(PARK_AFTER)}
+    await kube.create(
+        CONFIGMAPS,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gpustack-settings"}}
+        | {"data": settings},
+        system,
+    )
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=1)
+    hold_queue(cluster, entrance.name)
+    body = deployment("park", ns, entrance.role("a"), entrance.role("b"))
+    async with running_controller(kubeconfig_path, namespace=system):
+        await kube.create(MODEL_DEPLOYMENTS, body, ns)
+
+        async def mapped() -> list[dict[str, Any]] | None:
+            wls = await workloads_in(kube, ns)
+            entries = [_check_entry(w) for w in wls]
+            return (
+                wls
+                if len(wls) == 2 and all(e and e["state"] == "Pending" for e in entries)
+                else None
+            )
+
+        await eventually(mapped, timeout=60, what="2 Workloads with a Pending check entry")
+        await asyncio.sleep(PARK_AFTER + 3)  # the entries are older than the window now
+        hold_queue(cluster, entrance.name, hold=False)
+
+        async def one_reserved() -> bool:
+            wls = await workloads_in(kube, ns)
+            return sum(1 for w in wls if has_condition(w, "QuotaReserved")) == 1
+
+        await eventually(one_reserved, timeout=60, what="one replica reserving the 1 GPU")
+
+        async def none_parked() -> bool:
+            return _inactive(await workloads_in(kube, ns)) == []
+
+        await steady(none_parked, seconds=PARK_AFTER - 4, what="not parked on getting quota")
+
+        async def parked() -> list[str] | None:
+            names = _inactive(await workloads_in(kube, ns))
+            return names if len(names) == 2 else None
+
+        names = await eventually(parked, timeout=60, what="both Workloads deactivated")
+
+        async def reported() -> dict[str, Any] | None:
+            md = await get_md(kube, ns, "park")
+            quota = condition(md, "QuotaReserved") if md else None
+            return quota if quota and quota.get("reason") == "Parked" else None
+
+        quota = await eventually(reported, timeout=30, what="QuotaReserved Parked")
+        assert all(name in quota["message"] for name in names)
+        await tear_down(kube, ns, "park")
+
+
+# ---- render version ----------------------------------------------------------------------------
+
+RANK_LABEL_KEY = "kueue.x-k8s.io/pod-group-pod-index-label"
+
+
+def _versions(pods: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        p["metadata"]["uid"]: p["metadata"]["annotations"][labels.RENDER_VERSION]
+        for p in live(pods)
+    }
+
+
+async def test_a_render_version_raise_keeps_running_replicas_and_rolls_them_on_request(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed, "Render version and upgrades": replicas built by the previous baseline (1) stay
+    in place under the new one (2, which names the TAS rank label on members of size > 1); new
+    replicas carry the new baseline; min-render-version 2 rolls the old ones."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    body = deployment("rv", ns, entrance.role(replicas=2, size=2))
+    monkeypatch.setattr(renderer, "CURRENT_RENDER_VERSION", 1)
+    async with running_controller(kubeconfig_path):
+        old = await deploy_serving(kube, body, 4)
+    assert set(_versions(old).values()) == {"1"}
+    monkeypatch.undo()
+    async with running_controller(kubeconfig_path):
+
+        async def kept() -> bool:
+            return _versions(await pods_of(kube, ns, "rv")) == _versions(old)
+
+        await steady(kept, seconds=4, what="the version-1 replicas stay in place")
+        await edit_role(kube, ns, "rv", replicas=3)
+        grown = await eventually(lambda: serving(kube, ns, "rv", 6), timeout=LONG, what="6")
+        new = members(grown, 2)
+        assert {_versions(new)[uid(p) or ""] for p in new} == {"2"}
+        assert all(p["metadata"]["annotations"][RANK_LABEL_KEY] == labels.MEMBER_INDEX for p in new)
+        assert {k: v for k, v in _versions(grown).items() if k in _versions(old)} == _versions(old)
+        await kube.merge_patch(
+            MODEL_DEPLOYMENTS,
+            "rv",
+            {"metadata": {"annotations": {labels.MIN_RENDER_VERSION: "2"}}},
+            ns,
+        )
+
+        async def rolled() -> list[dict[str, Any]] | None:
+            pods = await serving(kube, ns, "rv", 6)
+            return pods if pods and set(_versions(pods).values()) == {"2"} else None
+
+        await eventually(rolled, timeout=3 * LONG, what="every replica at render version 2")
+        await tear_down(kube, ns, "rv")
+
+
+async def test_kueue_eviction_holds_the_pods_until_the_controller_deletes_the_stranded_workload(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """The eviction path the planner's property simulation models (tests/property/
+    test_rollout_machine.py, ``Cluster.preempt``): Kueue evicts the Workload and deletes the
+    group's Pods but keeps its finalizer on them and keeps the Workload; nothing is released
+    while no controller runs. The controller frees the slot by deleting the stranded Workload,
+    and the replica comes back once quota frees."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=2)
+    async with running_controller(kubeconfig_path):
+        pods = await deploy_serving(kube, deployment("prey", ns, entrance.role(replicas=2)), 2)
+    old = by_ordinal(pods)
+    await kube.create(PODS, preemptor_pod(ns, "urgent", queue=entrance.name), ns)
+
+    async def stranded() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        for pod in await pods_of(kube, ns, "prey"):
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp") and KUEUE_POD_FINALIZER in meta.get("finalizers", ()):
+                w = await workload_of(kube, pod)
+                if w is not None and has_condition(w, "Evicted") and not admitted(w):
+                    return pod, w
+        return None
+
+    victim, workload = await eventually(stranded, timeout=LONG, what="an evicted, held replica")
+
+    async def held() -> bool:
+        pod = await kube.get(PODS, victim["metadata"]["name"], ns)
+        w = await workload_named(kube, ns, workload["metadata"]["name"])
+        return pod is not None and w is not None and uid(w) == uid(workload)
+
+    await steady(held, seconds=5, what="Kueue releases nothing while the Workload stands")
+    async with running_controller(kubeconfig_path):
+
+        async def freed() -> bool:
+            w = await workload_named(kube, ns, workload["metadata"]["name"])
+            gone = await kube.get(PODS, victim["metadata"]["name"], ns) is None
+            return gone and (w is None or uid(w) != uid(workload))
+
+        await eventually(freed, timeout=LONG, what="the stranded Workload deleted, the Pod gone")
+        await kube.delete(PODS, "urgent", ns)
+        await kube.delete(KUEUE_WORKLOADS, "urgent", ns)
+        back = await eventually(lambda: serving(kube, ns, "prey", 2), timeout=LONG, what="back")
+        kept = [o for o in (0, 1) if uid(by_ordinal(back)[o]) == uid(old[o])]
+        assert len(kept) == 1, "the sibling was touched, or the victim kept"
+        await tear_down(kube, ns, "prey")

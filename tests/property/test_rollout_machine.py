@@ -86,16 +86,28 @@ class SimWorkload:
     admitted: bool = False
     ever_admitted: bool = False
     evicted: bool = False
+    #: Deleted, and held by Kueue's finalizer until its group has stopped.
+    deleting: bool = False
 
     def observed(self) -> ObservedWorkload:
         return ObservedWorkload(
             name=self.name,
             owner_pods=frozenset(self.owners),
             quota_reserved=self.admitted,
-            admitted=self.admitted,
+            admitted=self.admitted and not self.evicted and not self.deleting,
             ever_admitted=self.ever_admitted,
             evicted=self.evicted,
             preempted=self.evicted,
+            deleting=self.deleting,
+        )
+
+    def admissible(self, pods: dict[str, SimPod]) -> bool:
+        """Kueue can admit it: not admitted, not deleted, and every owner Pod standing."""
+        owners = [pods.get(uid) for uid in self.owners]
+        return (
+            not self.admitted
+            and not self.deleting
+            and all(p is not None and not p.terminating for p in owners)
         )
 
 
@@ -131,6 +143,10 @@ class Cluster:
 
     def create_seat(self, role: str, ordinal: int) -> None:
         r = self.roles[role]
+        # Kueue attaches new Pods of a group name to the Workload of that name, deleted or not:
+        # a replacement is created only once the Workload it replaces has left.
+        group = f"g-{role}-{ordinal}"
+        assert group not in self.workloads, f"{group} created while its Workload stands"
         for member in range(r.size):
             self.serial += 1
             if r.size == 1:
@@ -164,12 +180,22 @@ class Cluster:
             del self.pods[uid]
 
     def delete_workload(self, name: str) -> None:
-        self.workloads.pop(name, None)
+        """Kueue keeps a deleted Workload (its resource-in-use finalizer) until the group has
+        stopped: it deletes the group's Pods and releases them; the Workload goes once none of
+        its Pods is left (:meth:`garbage_collect`)."""
+        wl = self.workloads.get(name)
+        if wl is None:
+            return
+        wl.deleting = True
+        for uid in wl.owners:
+            pod = self.pods.get(uid)
+            if pod is not None:
+                pod.terminating = True
         self.kueue_release()
 
     def kueue_release(self) -> None:
-        """Kueue drops its finalizer from a terminating Pod once no Workload owns it."""
-        owned = {uid for w in self.workloads.values() for uid in w.owners}
+        """Kueue drops its finalizer from a terminating Pod once no live Workload owns it."""
+        owned = {uid for w in self.workloads.values() if not w.deleting for uid in w.owners}
         for pod in self.pods.values():
             if pod.terminating and pod.uid not in owned:
                 pod.finalizer = False
@@ -180,8 +206,17 @@ class Cluster:
             del self.pods[uid]
 
     def garbage_collect(self) -> None:
-        for name in [n for n, w in self.workloads.items() if not (w.owners & set(self.pods))]:
-            del self.workloads[name]
+        """The garbage collector deletes a Workload none of whose owner Pods is left; a
+        deleted one stays until Kueue drops its finalizer (:meth:`kueue_drop_deleted`)."""
+        for name, wl in list(self.workloads.items()):
+            if not (wl.owners & set(self.pods)) and not wl.deleting:
+                del self.workloads[name]
+
+    def kueue_drop_deleted(self) -> None:
+        """Kueue removes its finalizer from a deleted Workload whose group has stopped."""
+        for name, wl in list(self.workloads.items()):
+            if wl.deleting and not (wl.owners & set(self.pods)):
+                del self.workloads[name]
 
     # ---- Kueue --------------------------------------------------------------------------
 
@@ -208,14 +243,16 @@ class Cluster:
                 pod.ready = True
 
     def preempt(self, name: str) -> None:
+        """Kueue's eviction path: the Workload is evicted and requeued (quota released), the
+        group's Pods are deleted but keep Kueue's finalizer, and nothing is released until the
+        Workload is deleted (by the controller: a stranded Workload) or replacements join."""
         wl = self.workloads[name]
         wl.admitted = False
         wl.evicted = True
         for uid in wl.owners:
             pod = self.pods.get(uid)
             if pod is not None:
-                pod.terminating, pod.finalizer = True, False
-        self.garbage_collect()
+                pod.terminating = True
 
     def settle(self) -> None:
         self.kueue_release()
@@ -404,13 +441,16 @@ class RolloutMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def admit(self, data: st.DataObject) -> None:
-        waiting = sorted(n for n, w in self.cluster.workloads.items() if not w.admitted)
+        pods = self.cluster.pods
+        waiting = sorted(n for n, w in self.cluster.workloads.items() if w.admissible(pods))
         if waiting:
             self.cluster.admit(data.draw(st.sampled_from(waiting)))
 
     @rule(data=st.data())
     def preempt(self, data: st.DataObject) -> None:
-        admitted = sorted(n for n, w in self.cluster.workloads.items() if w.admitted)
+        admitted = sorted(
+            n for n, w in self.cluster.workloads.items() if w.admitted and not w.evicted
+        )
         if admitted:
             self.cluster.preempt(data.draw(st.sampled_from(admitted)))
             self.cluster.settle()
@@ -425,6 +465,10 @@ class RolloutMachine(RuleBasedStateMachine):
     @rule()
     def grace_periods_end(self) -> None:
         self.cluster.kubelet_finish()
+
+    @rule()
+    def kueue_finishes_deletions(self) -> None:
+        self.cluster.kueue_drop_deleted()
 
     @rule(data=st.data())
     def node_not_ready(self, data: st.DataObject) -> None:
@@ -465,8 +509,9 @@ class RolloutMachine(RuleBasedStateMachine):
                 pod.ready = True
         for _ in range(200):
             cluster.kubelet_finish()
+            cluster.kueue_drop_deleted()
             for name, wl in list(cluster.workloads.items()):
-                if not wl.admitted:
+                if wl.admissible(cluster.pods):
                     cluster.admit(name)
             step = cluster.plan()
             idle = not (step.delete_pods or step.create or step.delete_workloads)

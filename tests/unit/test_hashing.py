@@ -46,7 +46,7 @@ BINDINGS = HashBindings(instance_type={"entrance": "e", "manufacturer": "nvidia"
 
 
 def test_render_version_constants() -> None:
-    assert CURRENT_RENDER_VERSION == 1
+    assert CURRENT_RENDER_VERSION == 2  # 2: the TAS rank label on members of size > 1
     assert MIN_SUPPORTED_RENDER_VERSION == 1
 
 
@@ -118,7 +118,7 @@ def test_seat_hasher_falls_back_for_keys_after_seat() -> None:
     [
         pytest.param(None, 1, id="absent"),
         pytest.param("1", 1, id="one"),
-        pytest.param("7", 1, id="clamped-to-current"),
+        pytest.param("7", 2, id="clamped-to-current"),
         pytest.param("0", 1, id="zero-is-unparsable"),
         pytest.param("-2", 1, id="negative"),
         pytest.param("two", 1, id="not-a-number"),

@@ -15,6 +15,7 @@ from integration.cluster import (
     kueue_webhook_configurations,
 )
 
+from gpustack_render.api.modeldeployment import RoleSpec
 from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.rendering import resources
 
@@ -128,3 +129,33 @@ webhooks:
         "kube-system",
         "kueue-system",
     ]
+
+
+def _operations_yaml_blocks() -> list[str]:
+    text = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    return [block.split("```", 1)[0] for block in text.split("```yaml\n")[1:]]
+
+
+def _seconds(duration: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600}
+    return int(duration[:-1]) * units[duration[-1]]
+
+
+def test_the_guide_s_wait_for_pods_ready_timeout_exceeds_the_default_startup_budget() -> None:
+    """docs/operations.md, "Kueue setup": Kueue evicts a group not Ready within
+    waitForPodsReady.timeout, so the guide's timeout must exceed startupTimeoutSeconds'
+    default (1800 s) and the section must say what TAS does on a NotReady node."""
+    budget = RoleSpec.model_fields["startup_timeout_seconds"].default
+    assert budget == 1800
+    configs = [d for b in _operations_yaml_blocks() for d in load_documents(b)]
+    (wait,) = [d["waitForPodsReady"] for d in configs if "waitForPodsReady" in d]
+    assert _seconds(wait["timeout"]) > budget
+    guide = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    section = guide.split("## Kueue setup", 1)[1].split("\n## ", 1)[0]
+    for fact in (
+        "PodsReadyTimeout",
+        "startupTimeoutSeconds",
+        "NotReady",
+        "TASFailedNodeReplacement",
+    ):
+        assert fact in section, fact

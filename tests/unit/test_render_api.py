@@ -64,7 +64,7 @@ def test_role_facts_for_the_controller() -> None:
     assert prefill.parallelism.readable
     assert rendering.cache is not None and rendering.cache.connection is not None
     assert rendering.cache.connection.tenant == "team-a-shared"
-    assert rendering.floor == 1 and rendering.render_version == 1
+    assert rendering.floor == 1 and rendering.render_version == 2
 
 
 def test_seats_carry_identity_and_currency() -> None:

@@ -218,3 +218,18 @@ def test_routing_proxy_picks_next_free_engine_port() -> None:
         "--port" in main["command"]
         and main["command"][main["command"].index("--port") + 1] == "8201"
     )
+
+
+def test_members_of_a_multi_pod_instance_name_their_rank_label_for_kueue() -> None:
+    """Kueue's topology-aware placement orders a group's ranks by the label named here
+    (copied into kueue.x-k8s.io/pod-group-pod-index by Kueue's Pod webhook)."""
+    key = "kueue.x-k8s.io/pod-group-pod-index-label"
+    rendering = render_case(_server(size=2))
+    seats = rendering.roles[0].seats
+    assert len(seats) == 2
+    for seat in seats:
+        annotations = seat.pod["metadata"]["annotations"]
+        assert annotations[key] == "modeldeployment.gpustack.ai/member-index"
+        assert annotations["modeldeployment.gpustack.ai/render-version"] == "2"
+    single = render_case(_server()).roles[0].seats[0].pod
+    assert key not in single["metadata"]["annotations"]

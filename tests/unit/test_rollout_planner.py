@@ -127,6 +127,26 @@ def test_create_gate_waits_out_a_pod_still_holding_the_group_name() -> None:
     assert result.requeue
 
 
+def test_create_gate_waits_out_a_deleted_workload_still_holding_the_group_name() -> None:
+    """Kueue keeps a deleted Workload until its group stopped and attaches new Pods of the
+    same group name to it: the ordinal waits until it is gone."""
+    pods = [pod(0)]
+    lingering = ObservedWorkload(name="g-server-1", deleting=True)
+    result = Case((role(),), pods, [*admitted(*pods), lingering]).run()
+    assert not result.create and result.requeue
+    assert result.delete_workloads == ()
+    step = result.role("server")
+    assert step is not None and step.waiting_ordinals == (1,)
+
+
+def test_a_leftover_workload_of_a_group_without_pods_is_deleted_and_the_ordinal_waits() -> None:
+    pods = [pod(0)]
+    leftover = ObservedWorkload(name="g-server-1")
+    result = Case((role(),), pods, [*admitted(*pods), leftover]).run()
+    assert not result.create and result.requeue
+    assert result.delete_workloads == ("g-server-1",)
+
+
 def test_scale_down_sheds_highest_ordinals_first_with_their_workloads() -> None:
     pods = [pod(o) for o in range(4)]
     workloads = admitted(*pods)

@@ -33,3 +33,16 @@ def test_bad_values_keep_defaults_and_are_reported() -> None:
     got = {(e.field, e.type) for e in errs}
     assert ("data[native-sidecars]", ErrorType.INVALID) in got
     assert ("data[no-such-key]", ErrorType.NOT_SUPPORTED) in got
+
+
+def test_the_parking_window_is_a_positive_whole_number_of_seconds() -> None:
+    assert Settings().park_after_seconds == 1800
+    s, errs = settings_from_data({"model-deployment-park-after-seconds": " 20 "})
+    assert not errs and s.park_after_seconds == 20
+    assert settings_from_data(settings_to_data(s))[0] == s
+    for bad in ("0", "-5", "1.5", "30m", ""):
+        s, errs = settings_from_data({"model-deployment-park-after-seconds": bad})
+        assert s.park_after_seconds == 1800
+        assert [(e.field, e.type) for e in errs] == [
+            ("data[model-deployment-park-after-seconds]", ErrorType.INVALID)
+        ], bad

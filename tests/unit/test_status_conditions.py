@@ -372,8 +372,8 @@ def test_replicas_up_to_date_rows() -> None:
 def test_an_older_compatible_render_version_is_counted_not_outdated() -> None:
     md = deployment()
     rendering = rendered(md)
-    rendering = replace(rendering, render_version=2, floor=1)
-    pods = pods_of(rendering)
+    pods = pods_of(rendering)  # rendered at the current version (2)
+    rendering = replace(rendering, render_version=3, floor=1)
     status = compute(md, rendering, pods, workloads_of(pods))
     assert condition(status, st.REPLICAS_UP_TO_DATE) == ("True", "UpToDate")
     assert "older" in message(status, st.REPLICAS_UP_TO_DATE)
@@ -381,8 +381,8 @@ def test_an_older_compatible_render_version_is_counted_not_outdated() -> None:
 
 def test_a_replica_below_the_floor_is_outdated() -> None:
     md = deployment()
-    rendering = replace(rendered(md), render_version=2, floor=2)
-    pods = pods_of(rendering)
+    pods = pods_of(rendered(md))  # rendered at the current version (2)
+    rendering = replace(rendered(md), render_version=3, floor=3)
     status = compute(md, rendering, pods, workloads_of(pods))
     assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
 

@@ -181,3 +181,54 @@ def test_admission_check_object_and_active_condition() -> None:
     (cond,) = active_condition_apply(previous_since=None, now=NOW)["status"]["conditions"]
     assert (cond["type"], cond["status"], cond["reason"]) == ("Active", "True", "Ready")
     assert "running" in cond["message"]
+
+
+def _waiting_for(
+    entry_minutes: float, quota_minutes: float | None, p: ObservedPod
+) -> ObservedWorkload:
+    quota = rfc3339(NOW - timedelta(minutes=quota_minutes)) if quota_minutes is not None else None
+    entry = CheckState("Pending", "x", rfc3339(NOW - timedelta(minutes=entry_minutes)))
+    return wl(p, checks={CHECK_NAME: entry}, quota_reserved_since=quota)
+
+
+def test_the_parking_clock_starts_at_the_later_of_the_entry_and_the_quota_reservation() -> None:
+    """Kueue adds the check entry as Pending before quota is reserved: a group that waited
+    40 min for quota and got it 5 min ago is not parked."""
+    pods = [pod("prefill", 0), pod("decode", 0), pod("decode", 1)]
+    workloads = [wl(pods[0]), wl(pods[1]), wl(pods[2], reserved=False)]
+    fresh_quota = _waiting_for(40, 5, pods[0])
+    md = deployment(pods, workloads)
+    assert not joint_verdict(workload=fresh_quota, deployment=md, now=NOW).park
+    assert joint_verdict(workload=_waiting_for(40, 31, pods[0]), deployment=md, now=NOW).park
+    assert joint_verdict(workload=_waiting_for(31, 40, pods[0]), deployment=md, now=NOW).park
+    assert not joint_verdict(workload=_waiting_for(29, 40, pods[0]), deployment=md, now=NOW).park
+
+
+def test_parking_deactivates_every_workload_of_the_set_that_holds_or_asks_for_quota() -> None:
+    pods = [pod("prefill", 0), pod("decode", 0), pod("decode", 1), pod("decode", 2)]
+    stranger = ObservedWorkload(name="wl-stranger", owner_pods=frozenset({"u-other"}))
+    workloads = [
+        wl(pods[0]),
+        wl(pods[1], reserved=False),
+        wl(pods[2], active=False),
+        wl(pods[3], finished=True),
+        stranger,
+    ]
+    judged = _waiting_for(31, 31, pods[0])
+    md = deployment(pods, [judged, *workloads[1:]], roles=(("prefill", 1), ("decode", 3)))
+    verdict = joint_verdict(workload=judged, deployment=md, now=NOW)
+    assert verdict.park
+    assert verdict.deactivate == ("wl-decode-0", "wl-prefill-0")
+    assert "wl-decode-0, wl-prefill-0 were deactivated" in verdict.message
+
+
+def test_the_parking_window_is_the_setting() -> None:
+    pods = [pod("prefill", 0), pod("decode", 0), pod("decode", 1)]
+    workloads = [wl(pods[0]), wl(pods[1]), wl(pods[2], reserved=False)]
+    judged = _waiting_for(1.5, 1.5, pods[0])
+    md = deployment(pods, workloads)
+    assert not joint_verdict(workload=judged, deployment=md, now=NOW).park
+    verdict = joint_verdict(workload=judged, deployment=md, now=NOW, park_after=60)
+    assert verdict.park and "more than 1 min" in verdict.message
+    verdict = joint_verdict(workload=judged, deployment=md, now=NOW, park_after=45)
+    assert verdict.park and "more than 45 s" in verdict.message
