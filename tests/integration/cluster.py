@@ -59,6 +59,7 @@ from .controlplane import (
     load_yaml_documents,
     project_crd_files,
     start_process,
+    wait_until_ready,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -639,19 +640,8 @@ class Cluster:
         self._start_kueue(started, install=True)
 
     def _wait(self, proc: ManagedProcess, probe: Any, started: float) -> None:
-        deadline = started + self.startup_timeout
-        while True:
-            if proc.popen.poll() is not None:
-                raise ClusterError(
-                    f"{proc.name} exited with {proc.popen.returncode}:\n{proc.log_tail()}"
-                )
-            if probe():
-                return
-            if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"{proc.name} not ready after {self.startup_timeout:.0f}s:\n{proc.log_tail()}"
-                )
-            time.sleep(0.2)
+        timeout = self.startup_timeout
+        wait_until_ready(proc, probe, started + timeout, timeout, ClusterError)
 
     def _nodes_ready(self) -> bool:
         try:

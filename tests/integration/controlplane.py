@@ -31,7 +31,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -386,6 +386,25 @@ class ManagedProcess:
             self.popen.wait(timeout)
 
 
+def wait_until_ready(
+    proc: ManagedProcess,
+    probe: Callable[[], bool],
+    deadline: float,
+    timeout: float,
+    error: type[Exception] = ControlPlaneError,
+) -> None:
+    """Poll ``probe`` until it is true; raise ``error`` with the log's tail when ``proc`` exits or
+    ``deadline`` (a ``time.monotonic()`` value) passes first."""
+    while True:
+        if proc.popen.poll() is not None:
+            raise error(f"{proc.name} exited with {proc.popen.returncode}:\n{proc.log_tail()}")
+        if probe():
+            return
+        if time.monotonic() > deadline:
+            raise error(f"{proc.name} not ready after {timeout:.0f}s:\n{proc.log_tail()}")
+        time.sleep(0.1)
+
+
 def start_process(
     name: str,
     argv: Sequence[str],
@@ -597,19 +616,7 @@ class ControlPlane:
         self.kubeconfig.write_text(json.dumps(self.kubeconfig_dict(), indent=2))
 
     def _wait(self, proc: ManagedProcess, probe: Any, started: float) -> None:
-        deadline = started + self.startup_timeout
-        while True:
-            if proc.popen.poll() is not None:
-                raise ControlPlaneError(
-                    f"{proc.name} exited with {proc.popen.returncode}:\n{proc.log_tail()}"
-                )
-            if probe():
-                return
-            if time.monotonic() > deadline:
-                raise ControlPlaneError(
-                    f"{proc.name} not ready after {self.startup_timeout:.0f}s:\n{proc.log_tail()}"
-                )
-            time.sleep(0.1)
+        wait_until_ready(proc, probe, started + self.startup_timeout, self.startup_timeout)
 
     def _ready(self) -> bool:
         try:
