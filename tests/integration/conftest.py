@@ -19,6 +19,7 @@ Fixtures (see each docstring):
 * ``kubeconfig_path`` (session) -> ``Path`` of a kubeconfig that ``kubernetes_asyncio`` loads
 * ``envtest_ca`` (session) -> :class:`controlplane.CertificateAuthority`
 * ``k8s_client`` (async, per test) -> ``kubernetes_asyncio.client.ApiClient``
+* ``kube`` (async, per test) -> the project's ``gpustack_controller.kube.Kube``
 * ``webhook_ssl_context`` (per test) -> server ``ssl.SSLContext`` for 127.0.0.1 signed by the CA
 * ``install_webhooks`` (per test) -> ``(configuration, port) -> created object``; removed after
   the test
@@ -41,6 +42,8 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
+
+from gpustack_controller.kube import Kube
 
 from .cluster import Cluster, ClusterBinaries, locate_cluster_binaries
 from .controller_fixtures import ENTRANCE
@@ -129,6 +132,17 @@ async def k8s_client(kubeconfig_path: Path) -> AsyncIterator[k8s.ApiClient]:
         yield api
     finally:
         await api.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def kube(kubeconfig_path: Path) -> AsyncIterator[Kube]:
+    """The project's own client (``gpustack_controller.kube.Kube``) logged in as the admin;
+    closed after the test. A module may override it (e.g. to seed an InstanceType first)."""
+    client = await Kube.connect(kubeconfig=str(kubeconfig_path))
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 @pytest.fixture

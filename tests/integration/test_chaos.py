@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,15 +106,6 @@ class ControllerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-
-
-@pytest.fixture
-async def kube(kubeconfig_path: Path) -> AsyncIterator[Kube]:
-    client = await Kube.connect(kubeconfig=str(kubeconfig_path))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 @pytest.fixture

@@ -42,15 +42,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 
 
 @pytest.fixture
-async def kube(kubeconfig_path: Path) -> AsyncIterator[Kube]:
-    client = await Kube.connect(kubeconfig=str(kubeconfig_path))
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
 async def entrance(kube: Kube, cluster: Cluster) -> AsyncIterator[Entrance]:
     """A private entrance whose ClusterQueue is released from any hold after the test."""
     private = await new_entrance(kube, cluster, gpus=8)

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from gpustack_controller.kube import CONFIGMAPS, ApiError, Kube
 from gpustack_controller.watches import Informer
@@ -18,15 +16,6 @@ from gpustack_controller.workqueue import WorkQueue
 from .controller_fixtures import eventually, new_namespace
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def kube(kubeconfig_path: Path) -> AsyncIterator[Kube]:
-    client = await Kube.connect(kubeconfig=str(kubeconfig_path))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 def config_map(name: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,15 +76,6 @@ from .rollout_fixtures import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-@pytest.fixture
-async def kube(kubeconfig_path: Path) -> AsyncIterator[Kube]:
-    client = await Kube.connect(kubeconfig=str(kubeconfig_path))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def _phase(kube: Kube, ns: str, name: str, phase: str) -> dict[str, Any] | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +29,6 @@ from .controller_fixtures import (
 from .rollout_fixtures import LONG, NEW_IMAGE, edit_role, image
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-
-
-@pytest.fixture
-async def kube(kubeconfig_path: Path) -> AsyncIterator[Kube]:
-    client = await Kube.connect(kubeconfig=str(kubeconfig_path))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def kubectl_wait(
