@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 from controller_support import MemoryKube, reconciler
 
 from gpustack_controller import metrics
 from gpustack_controller.kube import ApiError
 from gpustack_controller.metrics import REGISTRY, StatusGauges, error_labels
+from gpustack_controller.server import make_app
 from gpustack_controller.workqueue import WorkQueue
 from gpustack_render.api.modeldeployment import ModelDeploymentStatus, RoleStatus
 from gpustack_render.cli.yamlio import load_documents
@@ -322,3 +324,29 @@ def test_a_cancelled_pass_is_not_counted() -> None:
             )
             is None
         )
+
+
+async def test_the_health_server_serves_the_new_series() -> None:
+    """/metrics of the controller's health server renders the registry the passes wrote to."""
+    gauges = StatusGauges()
+    kube = _cluster("served")
+    await reconciler(kube, gauges)(f"{NAMESPACE}/served")
+    client: TestClient[Any, Any] = TestClient(TestServer(make_app(lambda: (True, "ok"))))
+    await client.start_server()
+    try:
+        resp = await client.get("/metrics")
+        text = await resp.text()
+    finally:
+        await client.close()
+    assert resp.status == 200
+    assert (
+        'gpustack_controller_replicas{deployment="served",namespace="team-a",role="embed",'
+        'state="desired"} 2.0' in text
+    )
+    for name in (
+        "gpustack_controller_reconcile_errors_total",
+        "gpustack_controller_queue_adds_total",
+        "gpustack_controller_queue_retries_total",
+        "gpustack_controller_rollouts_in_progress",
+    ):
+        assert f"# TYPE {name} " in text, name
