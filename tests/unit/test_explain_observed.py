@@ -457,3 +457,69 @@ def test_the_observed_fixtures_explain_as_their_names_say(
         assert "joint-check" in found
     else:
         assert "unschedulable" in found
+
+
+def test_the_stuck_rollout_session_in_the_docs_is_what_explain_prints() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "explain.md").read_text()
+    section = doc[doc.index("## Observed state") :]
+    block = section[section.index("```text\n") + len("```text\n") :]
+    shown = block[: block.index("```")].splitlines()
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    bundle = read_bundle([("qwen-chat.yaml", (examples / "qwen-chat.yaml").read_text())])
+    md, _ = decode_deployment(bundle.deployments[0])
+    assert md is not None
+    rendering = render(md, lookups=bundle.lookups(), settings=bundle.settings)
+    observed = split_observed(load_documents((DATA / "qwen-chat-queued.yaml").read_text()))
+    report = explain_observed(md, rendering, observed, settings=bundle.settings)
+    assert observed_text(report) == shown
+
+
+# ---- scale, status and departures ---------------------------------------------------------
+
+
+def test_a_scale_down_removes_the_highest_ordinals_and_touches_no_survivor() -> None:
+    md = deployment(role_spec(replicas=1))
+    ran = rendered(deployment(role_spec(replicas=3)))
+    report = explain(md, replicas_of(ran, "server"))
+    first = report.next_pass
+    assert first is not None
+    assert [(d.ordinal, d.why) for d in first.deletes] == [(2, "scale-down"), (1, "scale-down")]
+    assert report.replaced == 0 and not report.rolls and report.upgrade == ()
+    assert report.converged
+
+
+def test_the_stored_status_supplies_the_remembered_replacement() -> None:
+    old = rendered(deployment(role_spec(replicas=2, args=OLD_ARGS)))
+    edit = deployment(role_spec(replicas=2, args=NEW_ARGS))
+    stored = deployment(role_spec(replicas=2, args=OLD_ARGS), replacing={"server": 1})
+    seat = rendered(edit).role("server").instance(1)[0]  # type: ignore[union-attr]
+    pod = pod_object(seat, gates=[KUEUE_GATE])
+    queued = workload_object(seat.group_name, [pod], admitted=False, quota=QUEUED)
+    objects = [*replicas_of(old, "server", [0]), pod, queued]
+    observed = split_observed([as_list(objects)])
+
+    def waits(report: ObservedReport) -> list[tuple[int | None, str]]:
+        assert report.next_pass is not None
+        return [(w.ordinal, w.on) for w in report.next_pass.waits]
+
+    remembered = explain_observed(
+        edit, rendered(edit), observed, settings=Settings(), stored=stored
+    )
+    assert waits(remembered) == [(1, "admission")]
+    # Without the stored status the same Pods read as an ordinary roll held by the gate.
+    assert waits(explain(edit, objects)) == [(None, "admission-gate")]
+
+
+def test_a_drained_replica_frees_its_slot_through_its_stranded_workload() -> None:
+    md = deployment(role_spec(replicas=2))
+    new = rendered(md)
+    objects = replicas_of(new, "server")
+    objects[2]["metadata"]["deletionTimestamp"] = "2026-11-30T09:00:00Z"  # replica 1's Pod
+    report = explain(md, objects)
+    first = report.next_pass
+    assert first is not None
+    assert first.delete_workloads == (new.role("server").groups()[1],)  # type: ignore[union-attr]
+    assert kinds(reasons_of(report, "server", 1)) == ["missing"]
+    assert "1 still terminating" in reasons_of(report, "server", 1).reasons[0].message
+    assert actions(report) == ["wait", "+server/1", "wait"]
+    assert report.converged and report.replaced == 0
