@@ -232,7 +232,9 @@ def explain_observed(
     explained). ``stored`` is the object on the cluster: its status (the remembered replacement,
     ``status.kvCache``) and uid are what the controller's pass reads, since an edit never
     changes status; without it ``md``'s own are used. ``refused`` are the admission causes
-    when the edit is refused (the first link of every non-serving replica's reasons). ``now``
+    of a refused edit: the controller then keeps reconciling the stored object, so pass that
+    object and its rendering as ``md`` and ``rendering``; the causes head every non-serving
+    replica's reasons. ``now``
     lets the joint check predict parking; without it parking is only read from the observed
     Workloads.
     """

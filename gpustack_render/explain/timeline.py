@@ -321,7 +321,7 @@ def _apply(
     """The observation after ``result`` is applied and its deletions have completed."""
     gone = {p.uid for p in result.delete_pods}
     gone_workloads = set(result.delete_workloads)
-    kept = [p for p in pods if p.uid not in gone and not (p.terminating and p.owned)]
+    kept = [p for p in pods if p.uid not in gone and not p.terminating]
     kept_workloads = [w for w in workloads if w.name not in gone_workloads and not w.deleting]
     for seat in result.create:
         role = rendering.role(seat.role)
