@@ -14,7 +14,8 @@ object; ``description``) and exactly one expected file:
   mutated Pod (``object``);
 - ``explain-*``: ``explained.txt`` and ``explained.json``, the verb's text and JSON output
   (``case.yaml`` may add ``old_inputs``: the objects the stored object was rendered with;
-  ``flags``: extra command-line arguments; ``exit``: the expected exit code, 0 when absent).
+  ``flags``: extra command-line arguments; ``exit``: the expected exit code, 0 when absent;
+  an ``observed.yaml`` beside ``input.yaml`` is passed as ``--observed``).
   Every JSON output is validated against ``docs/explain.schema.json``.
 
 ``pytest --update-golden`` rewrites the expected file: review the diff. A missing expected file or
@@ -39,7 +40,7 @@ VERBS = ("render", "admit", "inject", "explain", "crds")
 EXPECTED = ("rendered.yaml", "error.txt", "verdict.yaml")
 #: An explain case's expected files: both are written and checked.
 EXPLAINED = ("explained.txt", "explained.json")
-KNOWN = {"input.yaml", "case.yaml", "README.md", *EXPECTED, *EXPLAINED}
+KNOWN = {"input.yaml", "case.yaml", "observed.yaml", "README.md", *EXPECTED, *EXPLAINED}
 SCHEMA = GOLDEN.parent / "docs" / "explain.schema.json"
 
 
@@ -68,6 +69,8 @@ def run_explain(case: Path, tmp_path: Path) -> dict[str, str]:
         old = tmp_path / "old.yaml"
         old.write_text(yamlio.dump_yaml([spec["old"], *(spec.get("old_inputs") or ())]))
         argv += ["--old", str(old)]
+    if (case / "observed.yaml").exists():
+        argv += ["--observed", str(case / "observed.yaml")]
     outputs: dict[str, str] = {}
     for name, fmt in zip(EXPLAINED, ("text", "json"), strict=True):
         out, err = io.StringIO(), io.StringIO()

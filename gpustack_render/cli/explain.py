@@ -113,7 +113,8 @@ def _observed(path: str | None, stdin: TextIO) -> list[dict[str, Any]] | None:
         return None
     try:
         source, text = read_source(path, stdin)
-        return load_documents(text, source=source)
+        # Lists stay whole: the observed-state reader names and skips a damaged item.
+        return load_documents(text, source=source, expand_lists=False)
     except (ValueError, DocumentError) as exc:
         raise UsageError(f"--observed {exc}") from exc
 
@@ -193,7 +194,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             group.label,
             doc,
             bundle,
-            old=old_doc,
+            # With --observed and no --old the file is the stored object itself, explained
+            # against itself ("why is it stuck"), as live mode does without an edited file.
+            old=old_doc if old_doc is not None or observed is None else doc,
             old_inputs=old_bundle.inputs if old_bundle is not None else [],
             observed=observed,
         )

@@ -142,8 +142,13 @@ MAX_DEPTH = 200
 MAX_NODES = 1_000_000
 
 
-def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]]:
+def load_documents(
+    text: str, *, source: str = "<input>", expand_lists: bool = True
+) -> list[dict[str, Any]]:
     """Every object in ``text``; a ``List`` (``kind: List`` or ``*List``) is expanded.
+
+    With ``expand_lists=False`` a List stays one document, items unchecked: ``explain
+    --observed`` reads a ``kubectl get`` export whose damaged items it names and skips.
 
     YAML is read as kubectl reads it (YAML 1.1 scalars, :mod:`gpustack_render.cli.yamlread`);
     duplicate keys and tabs in indentation are refused. Empty documents are skipped. A document
@@ -177,7 +182,7 @@ def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]
             raise DocumentError(
                 f"{source}: document {i} is a {type(doc).__name__}, not a Kubernetes object"
             )
-        if _is_list(doc):
+        if expand_lists and _is_list(doc):
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise DocumentError(f"{source}: document {i}: List items must be a list")

@@ -99,7 +99,12 @@ def explain_deployment(
     answer = Explanation(namespace=namespace, name=name, admission=_admission(verdict, operation))
     md, _ = decode_deployment(dict(new))
     if md is None or not verdict.allowed:
-        return replace(answer, notes=(_refused_note(operation),))
+        answer = replace(answer, notes=(_refused_note(operation),))
+        if observed is not None:
+            answer = _observed_refused(
+                answer, verdict, old, observed, old_lookups or lookups, settings
+            )
+        return answer
     rendered = _render(md, lookups=lookups, settings=settings, side="new")
     if isinstance(rendered, RenderProblem):
         return replace(answer, problems=(rendered,))
@@ -139,10 +144,44 @@ def explain_deployment(
         notes=tuple(notes),
     )
     if observed is not None:
+        # The stored object carries what the controller remembers (status.roles[].replacing,
+        # the cache status, the uid that owns the Pods); without --old the object explained is
+        # the stored one ("why is it stuck").
+        stored = _decoded(old) if old is not None else md
         answer = replace(
-            answer, observed=explain_observed(md, rendered, observed, settings=settings)
+            answer,
+            observed=explain_observed(md, rendered, observed, settings=settings, stored=stored),
         )
     return answer
+
+
+def _decoded(obj: Mapping[str, Any]) -> ModelDeployment | None:
+    md, _ = decode_deployment(dict(obj))
+    return md
+
+
+def _observed_refused(
+    answer: Explanation,
+    verdict: Verdict,
+    old: Mapping[str, Any] | None,
+    observed: ObservedState,
+    lookups: Lookups,
+    settings: Settings,
+) -> Explanation:
+    """A refused edit changes nothing: the observed replicas go on as the stored object says,
+    each carrying the refusal first in its reason chain."""
+    stored = _decoded(old) if old is not None else None
+    if stored is None:
+        return answer
+    try:
+        rendering = render(stored, lookups=lookups, settings=settings)
+    except RenderError:
+        return answer
+    causes = tuple(e.message() for e in verdict.errors) or (verdict.status_message(),)
+    report = explain_observed(
+        stored, rendering, observed, settings=settings, stored=stored, refused=causes
+    )
+    return replace(answer, observed=report)
 
 
 def _previous(

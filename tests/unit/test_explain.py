@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,25 @@ def test_library_entry_point_is_public() -> None:
     assert [r.action for r in answer.roles] == ["create"]
     assert gpustack_render.explanation_json(answer)["kind"] == "Explanation"
     assert gpustack_render.explanation_text(answer).startswith("ModelDeployment team-a/qwen")
+
+
+def test_the_three_sessions_in_the_docs_are_real_output() -> None:
+    """Each session in docs/explain.md prints exactly a golden case's reviewed output (plus the
+    gate lines its flags add), so the guide cannot drift from what the verb prints."""
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "explain.md").read_text()
+    section = doc[doc.index("## Three sessions") :]
+    blocks = re.findall(r"```\n(.*?)```", section, re.S)
+    goldens = [p.read_text() for p in sorted((root / "golden").glob("explain-*/explained.txt"))]
+    sessions = 0
+    for block in blocks:
+        lines = block.splitlines(keepends=True)
+        command = max(i for i, line in enumerate(lines) if line.startswith("$ gpustack-render"))
+        end = next(i for i, line in enumerate(lines) if line.startswith("$ echo"))
+        shown = "".join(lines[command + 1 : end])
+        match = [g for g in goldens if shown.startswith(g)]
+        assert match, f"a session's output is no golden case's output:\n{shown}"
+        extra = shown[len(match[0]) :].splitlines()
+        assert all(line.startswith(("gates passed:", "gate failed:")) for line in extra), extra
+        sessions += 1
+    assert sessions == 3
