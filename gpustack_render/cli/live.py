@@ -105,7 +105,35 @@ class LiveDocuments:
     #: As ``--observed``: the items of the List.
     observed: list[dict[str, Any]]
     warnings: list[str]
+    #: The Settings in force, the system namespace included (``read_bundle`` of the ConfigMap
+    #: alone would give the default system namespace).
     settings: Settings
+
+    def input_sources(self) -> list[tuple[str, str]]:
+        """:attr:`inputs` as the ``(name, text)`` sources ``documents.read_bundle`` reads."""
+        from gpustack_render.cli.yamlio import dump_yaml
+
+        return [("<cluster>", dump_yaml(self.inputs))] if self.inputs else []
+
+
+def add_live_arguments(parser: Any) -> None:
+    """``--kubeconfig``, ``--context`` and ``--system-namespace`` on an argparse parser (``-n``
+    is the verb's own)."""
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="live mode (md/NAME): the kubeconfig (default: $KUBECONFIG, else ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--context", help="live mode: the kubeconfig context (default: the current one)"
+    )
+    parser.add_argument(
+        "--system-namespace",
+        default=DEFAULT_SYSTEM_NAMESPACE,
+        metavar="NS",
+        help="live mode: the controller's namespace, whose gpustack-settings ConfigMap holds "
+        f"the Settings (default: {DEFAULT_SYSTEM_NAMESPACE})",
+    )
 
 
 # ---- targets and kubeconfig -----------------------------------------------------------------

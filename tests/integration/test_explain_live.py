@@ -19,13 +19,17 @@ from typing import Any
 import pytest
 
 from gpustack_controller.kube import CONFIGMAPS, Kube
+from gpustack_render.cli.documents import read_bundle
 from gpustack_render.cli.live import (
     LiveError,
     explain_live_documents,
     read_live,
     user_agent,
 )
+from gpustack_render.core import labels
 from gpustack_render.core.settings import CONFIGMAP_NAME
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment
 
 from .cluster import Cluster
 from .controller_fixtures import (
@@ -105,6 +109,10 @@ def _reader_events(cluster: Cluster) -> list[dict[str, Any]]:
 
 def _path(uri: str) -> str:
     return uri.split("?", 1)[0]
+
+
+def _hash(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["annotations"][labels.POD_SPEC_HASH])
 
 
 def _kinds(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -194,6 +202,13 @@ async def test_live_mode_reads_what_offline_mode_takes_from_files_with_get_and_l
     assert sorted(_kinds(docs.inputs)["InstanceType"]) == sorted(
         [entrance.instance_type, INSTANCE_TYPE]
     )
+    # The documents read back offline as INPUTS… do, and render exactly what the controller
+    # runs: the stored object's Pods carry the pod-spec hash of the Pods that serve.
+    md, errs = decode_deployment(live.deployment)
+    assert md is not None, errs
+    bundle = read_bundle(docs.input_sources(), namespace=ns)
+    rendering = render(md, lookups=bundle.lookups(default_namespace=ns), settings=docs.settings)
+    assert {_hash(p) for p in rendering.pods()} == {_hash(p) for p in pods}
 
     # Every request the reader sent reached the audit log, and each is a get or a list.
     assert all(r.startswith("GET /") for r in live.requests)

@@ -4,6 +4,7 @@ and the way out. The real API server is in tests/integration/test_explain_live.p
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 import yaml
 
 from gpustack_render.cli import live
+from gpustack_render.cli.documents import read_bundle
 from gpustack_render.cli.live import LiveError, read_live
 from gpustack_render.core import naming
 from gpustack_render.core.settings import CONFIGMAP_NAME
@@ -211,6 +213,16 @@ def test_edited_deployment_adds_its_inputs(server: _Server, tmp_path: Path) -> N
     assert docs.new["metadata"]["namespace"] == NS
     kinds = [n for n in _names(docs.inputs) if n.startswith("InstanceType/")]
     assert kinds == ["InstanceType/gpu-a", "InstanceType/gpu-b"]
+    bundle = read_bundle(docs.input_sources())  # as INPUTS… are read offline
+    assert sorted(i.name for i in bundle.inputs) == ["gpu-a", "gpu-b"]
+    assert bundle.settings.native_sidecars is False
+
+
+def test_live_arguments() -> None:
+    parser = argparse.ArgumentParser()
+    live.add_live_arguments(parser)
+    args = parser.parse_args(["--kubeconfig", "k", "--context", "c"])
+    assert (args.kubeconfig, args.context, args.system_namespace) == ("k", "c", "gpustack-system")
 
 
 def test_without_an_edit_the_stored_object_is_explained(server: _Server, tmp_path: Path) -> None:
