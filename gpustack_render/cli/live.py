@@ -27,9 +27,11 @@ and the way out; the command line prints it and exits 2.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 from urllib.parse import quote, urlencode
@@ -38,7 +40,7 @@ from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.inputs import InputObject
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.cli.sources import read_source
-from gpustack_render.cli.yamlio import DocumentError, load_documents
+from gpustack_render.cli.yamlio import DocumentError, dump_yaml, load_documents
 from gpustack_render.core import labels, naming
 from gpustack_render.core.settings import (
     CONFIGMAP_NAME,
@@ -111,12 +113,10 @@ class LiveDocuments:
 
     def input_sources(self) -> list[tuple[str, str]]:
         """:attr:`inputs` as the ``(name, text)`` sources ``documents.read_bundle`` reads."""
-        from gpustack_render.cli.yamlio import dump_yaml
-
         return [("<cluster>", dump_yaml(self.inputs))] if self.inputs else []
 
 
-def add_live_arguments(parser: Any) -> None:
+def add_live_arguments(parser: argparse.ArgumentParser) -> None:
     """``--kubeconfig``, ``--context`` and ``--system-namespace`` on an argparse parser (``-n``
     is the verb's own)."""
     parser.add_argument(
@@ -174,27 +174,24 @@ def kubeconfig_files(flag: str | None, environ: Mapping[str, str] | None = None)
 # ---- what to read ---------------------------------------------------------------------------
 
 
-def _api_path(api_version: str, plural: str, namespace: str | None, name: str | None) -> str:
-    base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
-    if namespace:
-        base += f"/namespaces/{quote(namespace, safe='')}"
-    base += f"/{plural}"
-    if name:
-        base += f"/{quote(name, safe='')}"
-    return base
-
-
 @dataclass(frozen=True)
 class _Kind:
+    """REST coordinates of a kind (``api_version`` without a group for the core API)."""
+
     api_version: str
     kind: str
     plural: str
     namespaced: bool = True
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        return _api_path(
-            self.api_version, self.plural, namespace if self.namespaced else None, name
-        )
+        core = "/" not in self.api_version
+        base = f"/api/{self.api_version}" if core else f"/apis/{self.api_version}"
+        if namespace and self.namespaced:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+        return base
 
 
 def _project(kind: str) -> _Kind:
@@ -305,7 +302,8 @@ class _Answer:
 
     @property
     def message(self) -> str:
-        return str(self.body.get("message") or self.body.get("reason") or f"HTTP {self.status}")
+        text = str(self.body.get("message") or self.body.get("reason") or f"HTTP {self.status}")
+        return " ".join(text.split())[:500]
 
 
 class _Reader:
@@ -387,6 +385,21 @@ class _Reader:
         return [kubectl_form(i, kind) for i in items if isinstance(i, dict)]
 
 
+async def _all(*awaitables: Awaitable[Any]) -> list[Any]:
+    """``asyncio.gather``, but the first failure cancels the other reads and waits for them, so
+    no request is left running (or reports an error) after the one line is printed."""
+    import asyncio
+
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 async def _connect(
     kubeconfig: str, context: str | None, timeout: float
 ) -> tuple[_Reader, str | None]:
@@ -416,8 +429,11 @@ async def _connect(
 
 def _kubeconfig_problem(kubeconfig: str, context: str | None, exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
+    listed = "`kubectl config get-contexts` lists them"
+    if not context and "current-context" in text:
+        return f"{kubeconfig}: no current context (pass --context; {listed})"
     if context and "contexts" in text:
-        return f"{kubeconfig}: no context {context!r} (`kubectl config get-contexts` lists them)"
+        return f"{kubeconfig}: no context {context!r} ({listed})"
     return f"{kubeconfig}: cannot be used: {text}"
 
 
@@ -429,8 +445,6 @@ async def _read(
     edited: Mapping[str, Any] | None,
     system_namespace: str,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[str], Settings]:
-    import asyncio
-
     stored = await reader.get(_MD, name, namespace)
     if stored is None:
         raise LiveError(
@@ -453,7 +467,7 @@ async def _read(
         services,
         local_queues,
         workloads,
-    ) = await asyncio.gather(
+    ) = await _all(
         _inputs(reader, deployments),
         reader.answer(_CONFIGMAPS.path(system_namespace, CONFIGMAP_NAME)),
         reader.list(_PODS, namespace, selector=selector),
@@ -503,13 +517,12 @@ async def _inputs(
     """Each deployment's inputs, round by round as its :class:`InputGraph` finds them; one read
     per object for all of them. A stored object that does not decode is left out (a warning):
     the render sees it as the controller does, as a failed read."""
-    import asyncio
 
     read: dict[Read, dict[str, Any] | None] = {}
     graphs = [InputGraph(md) for md in deployments]
     while pending := [r for g in graphs for r in g.pending()]:
         todo = list(dict.fromkeys(r for r in pending if r not in read))
-        answers = await asyncio.gather(*(_fetch(reader, r) for r in todo))
+        answers = await _all(*(_fetch(reader, r) for r in todo))
         read.update(zip(todo, answers, strict=True))
         for graph in graphs:
             for r in graph.pending():
@@ -531,8 +544,6 @@ async def _cluster_queues(
     reader: _Reader, local_queues: Sequence[Mapping[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The ClusterQueue each LocalQueue points at; one that cannot be read is a warning."""
-    import asyncio
-
     names = sorted(
         {
             str(q["spec"]["clusterQueue"])
@@ -540,7 +551,7 @@ async def _cluster_queues(
             if isinstance(q.get("spec"), Mapping) and q["spec"].get("clusterQueue")
         }
     )
-    answers = await asyncio.gather(*(reader.answer(_CLUSTER_QUEUES.path(None, n)) for n in names))
+    answers = await _all(*(reader.answer(_CLUSTER_QUEUES.path(None, n)) for n in names))
     queues, warnings = [], []
     for queue, answer in zip(names, answers, strict=True):
         if answer.status == 200:
@@ -641,8 +652,6 @@ def explain_live_documents(
     (print it, exit 2) for a target that is not ``md/NAME`` and for anything
     :func:`read_live` or :func:`edited_deployment` refuses.
     """
-    import sys
-
     name = live_target(target)
     if name is None:
         raise LiveError(f"{target}: not md/NAME")

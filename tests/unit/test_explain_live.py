@@ -273,6 +273,16 @@ def test_refusals_are_one_line(
     assert "\n" not in str(caught.value)
 
 
+def test_several_refusals_are_still_one_line_and_nothing_else(
+    server: _Server, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    for path in (PODS, SERVICES, WORKLOADS, LOCAL_QUEUES, IT):
+        server.answers[path] = (403, _status(403, "no"))
+    with pytest.raises(LiveError, match=r"^cannot read .*: no \(grant"):
+        _read(kubeconfig(tmp_path, _url(server)))
+    assert capfd.readouterr() == ("", "")
+
+
 def test_an_unreachable_server_is_named(tmp_path: Path) -> None:
     import socket
 
@@ -312,6 +322,36 @@ def test_an_unknown_context_is_named(tmp_path: Path) -> None:
     path = kubeconfig(tmp_path, "http://127.0.0.1:1")
     with pytest.raises(LiveError, match=r"no context 'elsewhere' \(`kubectl config get-contexts`"):
         _read(path, context="elsewhere")
+
+
+def test_no_current_context_is_named(tmp_path: Path) -> None:
+    path = kubeconfig(tmp_path, "http://127.0.0.1:1")
+    config = json.loads(path.read_text())
+    del config["current-context"]
+    path.write_text(json.dumps(config))
+    with pytest.raises(LiveError, match=r"no current context \(pass --context"):
+        _read(path)
+
+
+def test_an_exec_credential_plugin_gives_the_token(server: _Server, tmp_path: Path) -> None:
+    path = kubeconfig(tmp_path, _url(server))
+    config = json.loads(path.read_text())
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {"token": "from-plugin"},
+    }
+    config["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": ["-c", f"print({json.dumps(json.dumps(credential))})"],
+            "interactiveMode": "Never",
+        }
+    }
+    path.write_text(json.dumps(config))
+    _read(path)
+    assert server.tokens == {"Bearer from-plugin"}
 
 
 def test_a_kubeconfig_that_is_not_one_is_named(tmp_path: Path) -> None:
