@@ -102,11 +102,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.tokens.add(self.headers.get("Authorization", ""))
         status, body = self.server.answers.get(path, (404, _status(404, "not found")))
         data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the reader cancelled the request (a sibling read failed first)
 
     # http.server's names.
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer  # noqa: N815
