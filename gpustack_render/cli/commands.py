@@ -251,6 +251,13 @@ def _explain_parser(sub: Any, files: Callable[..., None]) -> None:
         "(read-only: GET and LIST)",
     )
     e.add_argument("--context", metavar="NAME", help="live mode: the kubeconfig context to use")
+    e.add_argument(
+        "--system-namespace",
+        default="gpustack-system",
+        metavar="NS",
+        help="live mode: the controller's namespace, whose gpustack-settings ConfigMap holds "
+        "the Settings (default: gpustack-system)",
+    )
 
 
 def _bundle(paths: Sequence[str], stdin: TextIO, *, namespace: str = "") -> Bundle:

@@ -6,22 +6,20 @@ Exit codes as ``admit``: 0 allowed, 1 refused (or the new object cannot be rende
 usage or unreadable input; a tripped gate (``--max-replaced``, ``--fail-on``) is 1 too.
 
 Live mode (``explain md/NAME -n NS [EDITED.yaml]``) reads the stored object, its inputs and the
-observed List from a cluster through ``gpustack_render.cli.live``; this module only recognises
-the form and hands over (:func:`live_documents`).
+observed List from a cluster through ``gpustack_render.cli.live`` (GET and LIST only), then
+goes the offline way.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, TextIO
+from dataclasses import dataclass
+from typing import Any, TextIO
 
 from gpustack_render.api.inputs import InputObject
-from gpustack_render.cli import yamlio
 from gpustack_render.cli.commands import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -40,55 +38,13 @@ from gpustack_render.explain.report import explanation_json
 from gpustack_render.explain.text import explanation_text
 from gpustack_render.schema.lookups import StaticLookups
 
-#: The first operand that names a stored deployment on a cluster instead of a file:
-#: ``md/NAME``, ``modeldeployment/NAME``, ``modeldeployments/NAME``, optionally with the API
-#: group (``modeldeployments.worker.gpustack.ai/NAME``; ``.gpustack.ai`` is accepted too).
-LIVE_TARGET: Final = re.compile(
-    r"^(?:md|modeldeployments?)(?:\.(?:worker\.)?gpustack\.ai)?/(?P<name>[a-z0-9][-a-z0-9.]*)$"
-)
-
-
-@dataclass(frozen=True)
-class LiveDocuments:
-    """What live mode reads from a cluster, as plain documents: the stored deployment, the
-    objects it names (InstanceTypes, Binding, pool, backend, artifact, the Settings ConfigMap)
-    and the observed objects (Pods, Workloads, Services, queues)."""
-
-    stored: dict[str, Any]
-    inputs: list[dict[str, Any]] = field(default_factory=list)
-    observed: list[dict[str, Any]] = field(default_factory=list)
-
 
 def live_target(operand: str) -> str | None:
-    """The deployment name when ``operand`` is the live form (and no file of that name
-    exists)."""
-    import os
+    """The deployment name when ``operand`` is the live form ``md/NAME`` (and no file of that
+    name exists); see :func:`gpustack_render.cli.live.live_target`."""
+    from gpustack_render.cli.live import live_target as target
 
-    match = LIVE_TARGET.match(operand)
-    if match is None or os.path.exists(operand):
-        return None
-    return match.group("name")
-
-
-def live_documents(name: str, args: argparse.Namespace) -> LiveDocuments:
-    """Read ``name`` from the cluster (read-only).
-
-    INTEGRATION HOOK: ``gpustack_render.cli.live`` (a separate change) provides the reading;
-    wire its function here, passing ``kubeconfig=args.kubeconfig``, ``context=args.context``,
-    ``namespace=args.namespace or "default"`` and ``name``, and return a :class:`LiveDocuments`.
-    Until then live mode is refused with exit 2.
-    """
-    import importlib
-
-    try:
-        importlib.import_module("gpustack_render.cli.live")  # the shell that talks to a cluster
-    except ImportError:
-        raise UsageError(
-            f"explain: md/{name}: live mode needs gpustack_render.cli.live, which this "
-            "installation does not have; pass the stored object with --old and the Pods with "
-            "--observed instead"
-        ) from None
-    raise UsageError(f"explain: md/{name}: live mode is not wired into this build yet")
+    return target(operand)
 
 
 @dataclass
@@ -182,8 +138,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     old_doc, old_bundle = _old(args.old, sys.stdin)
     observed = _observed(args.observed, sys.stdin)
     if live_name is not None:
-        docs = live_documents(live_name, args)
-        return _live(docs, operands[1:], args, out, err)
+        if args.old or args.observed:
+            raise UsageError("explain: live mode reads the stored object and the observed state")
+        return _live(operands, args, out, err)
     found, worst = _each_deployment(
         _groups(args, "explain"), "explain", err, namespace=args.namespace
     )
@@ -220,37 +177,39 @@ def _result(
     return _Result(source, _display_name(doc), answer, _code(answer))
 
 
-def _live(
-    docs: LiveDocuments, edited: Sequence[str], args: argparse.Namespace, out: TextIO, err: TextIO
-) -> int:
-    """Live mode once the documents are read: the stored object explained against itself (why
-    is it stuck), or the edited file as an update of it (what will this edit do)."""
+def _live(operands: Sequence[str], args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Live mode: the stored object explained against itself (why is it stuck), or the edited
+    file as an update of it (what will this edit do), with what runs beside it. Reading is
+    ``gpustack_render.cli.live``'s (GET and LIST only); from here on it is the offline path."""
+    from gpustack_render.cli import live
     from gpustack_render.cli.documents import read_bundle
 
+    if len(operands) > 2:
+        raise UsageError("explain: live mode takes md/NAME and at most one edited file")
     try:
-        inputs = (
-            read_bundle([("<cluster>", yamlio.dump_yaml(docs.inputs))]) if docs.inputs else Bundle()
+        docs = live.explain_live_documents(
+            operands[0],
+            namespace=args.namespace or None,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            edited_path=operands[1] if len(operands) > 1 else None,
+            stdin=sys.stdin,
+            system_namespace=args.system_namespace,
         )
-        new_bundle = (
-            read_bundle([read_source(p, sys.stdin) for p in edited], namespace=args.namespace)
-            if edited
-            else Bundle(deployments=[docs.stored])
-        )
+    except live.LiveError as exc:
+        raise UsageError(f"explain: {exc}") from None
+    for warning in docs.warnings:
+        err.write(f"Warning: {warning}\n")
+    try:
+        inputs = read_bundle(docs.input_sources()) if docs.inputs else Bundle()
     except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    if not new_bundle.deployments:
-        raise UsageError("explain: no ModelDeployment in " + ", ".join(edited))
-    new_doc = new_bundle.deployments[0]
-    merged = Bundle(
-        deployments=[new_doc],
-        inputs=[*inputs.inputs, *new_bundle.inputs],
-        settings=inputs.settings,
-    )
+        raise UsageError(f"explain: {exc}") from exc
+    stored = docs.old if docs.old is not None else docs.new
     result = _result(
-        f"md/{_display_name(docs.stored)}",
-        new_doc,
-        merged,
-        old=docs.stored,
+        f"md/{_display_name(stored)}",
+        docs.new,
+        Bundle(deployments=[docs.new], inputs=inputs.inputs, settings=docs.settings),
+        old=stored,
         old_inputs=[],
         observed=docs.observed,
     )

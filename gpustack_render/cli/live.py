@@ -1,6 +1,6 @@
 """Live mode of ``explain``: read from a cluster what the offline mode takes from files.
 
-``gpustack-render explain md/NAME -n NS [edited.yaml]`` reads (docs/explain-live.md):
+``gpustack-render explain md/NAME -n NS [edited.yaml]`` reads (docs/explain.md, "Live mode"):
 
 * the stored ModelDeployment ``NS/NAME`` (``GET``);
 * its inputs, found as the controller finds them (:class:`~gpustack_render.reconcile.inputs.

@@ -11,6 +11,8 @@ such (the control), so the check can fail.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 from gpustack_controller.kube import CONFIGMAPS, Kube
+from gpustack_render.cli import commands as cli
 from gpustack_render.cli.documents import read_bundle
 from gpustack_render.cli.live import (
     LiveError,
@@ -107,6 +110,17 @@ def _reader_events(cluster: Cluster) -> list[dict[str, Any]]:
     ]
 
 
+def _explain_verb(argv: list[str], system: str) -> dict[str, Any]:
+    """``gpustack-render explain … -o json`` in live mode; exit 0 and its JSON."""
+    out, err = io.StringIO(), io.StringIO()
+    args = ["explain", *argv, "--system-namespace", system, "-o", "json"]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(args)
+    assert code == 0, err.getvalue()
+    answer: dict[str, Any] = json.loads(out.getvalue())
+    return answer
+
+
 def _path(uri: str) -> str:
     return uri.split("?", 1)[0]
 
@@ -170,7 +184,25 @@ async def test_live_mode_reads_what_offline_mode_takes_from_files_with_get_and_l
             edited_path=str(edited),
             system_namespace=system,
         )
+        # The verb itself, both forms, as a person types them.
+        stuck = await asyncio.to_thread(
+            _explain_verb, ["md/chat", "-n", ns, "--kubeconfig", str(reader)], system
+        )
+        edit = await asyncio.to_thread(
+            _explain_verb, ["md/chat", str(edited), "-n", ns, "--kubeconfig", str(reader)], system
+        )
         await tear_down(kube, ns, "chat")
+
+    # "Why is it stuck?": nothing is; the stored object against itself is unchanged, both
+    # replicas serve and the next pass has nothing to do.
+    assert stuck["operation"] == "UPDATE" and stuck["admission"]["allowed"]
+    assert [r["action"] for r in stuck["roles"]] == ["unchanged"]
+    assert stuck["observed"]["serving"] == [{"role": "server", "serving": 2, "desired": 2}]
+    assert not stuck["rolls"] and stuck["replaced"] == 0
+    # "What will this edit do?": another InstanceType rolls both replicas onto another entrance.
+    assert [r["action"] for r in edit["roles"]] == ["roll"]
+    assert "explain.entrance-moved" in [c["id"] for c in edit["roles"][0]["costs"]]
+    assert edit["rolls"] and edit["replaced"] == 2
 
     # The stored object, as kubectl prints it.
     assert live.deployment["metadata"]["uid"] == stored["metadata"]["uid"]
@@ -221,7 +253,8 @@ async def test_live_mode_reads_what_offline_mode_takes_from_files_with_get_and_l
     events = await eventually(audited, what="the reader's requests in the audit log")
     assert {e["verb"] for e in events} <= {"get", "list"}, sorted({e["verb"] for e in events})
     assert {e["verb"] for e in events} == {"get", "list"}
-    assert len(events) >= 2 * len(live.requests)  # read_live, then explain_live_documents
+    # read_live, explain_live_documents, then the verb twice
+    assert len(events) >= 4 * len(live.requests)
 
 
 async def test_a_write_by_the_audited_identity_is_audited_as_one(

@@ -7,7 +7,6 @@ import argparse
 import io
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +84,6 @@ def test_without_observed_nothing_calls_the_observed_part(
         pytest.param("modeldeployment/qwen-chat", "qwen-chat", id="kind"),
         pytest.param("modeldeployments/qwen-chat", "qwen-chat", id="plural"),
         pytest.param("modeldeployments.worker.gpustack.ai/q", "q", id="plural-group"),
-        pytest.param("modeldeployments.gpustack.ai/q", "q", id="plural-short-group"),
         pytest.param("pods/qwen", None, id="other-kind"),
         pytest.param("md/", None, id="no-name"),
         pytest.param("edited.yaml", None, id="a-file"),
@@ -104,14 +102,17 @@ def test_an_existing_file_is_never_the_live_form(
     assert verb.live_target("md/qwen") is None
 
 
-def test_live_mode_without_the_live_shell_exits_2_with_one_line(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "gpustack_render.cli.live", None)
-    code, out, err = _run(["explain", "md/qwen-chat", "-n", "team-a", "--context", "kind"])
+def test_live_mode_without_a_kubeconfig_exits_2_with_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    code, out, err = _run(["explain", "md/qwen-chat", "-n", "team-a", "--kubeconfig", str(missing)])
     assert code == 2
     assert out == ""
-    assert len(err.splitlines()) == 1 and "md/qwen-chat" in err
+    assert len(err.splitlines()) == 1 and str(missing) in err
+
+
+def test_live_mode_takes_no_old_or_observed_file() -> None:
+    code, _, err = _run(["explain", "md/qwen-chat", "--observed", str(CASE / "input.yaml")])
+    assert code == 2 and "live mode" in err
 
 
 def test_kubeconfig_needs_the_live_form() -> None:
