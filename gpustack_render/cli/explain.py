@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from gpustack_render.api.inputs import InputObject
+from gpustack_render.cli import yamlio
 from gpustack_render.cli.commands import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -70,7 +71,13 @@ def _observed(path: str | None, stdin: TextIO) -> list[dict[str, Any]] | None:
     try:
         source, text = read_source(path, stdin)
         # Lists stay whole: the observed-state reader names and skips a damaged item.
-        return load_documents(text, source=source, expand_lists=False)
+        return load_documents(
+            text,
+            source=source,
+            expand_lists=False,
+            max_bytes=yamlio.EXPORT_MAX_BYTES,
+            max_nodes=yamlio.EXPORT_MAX_NODES,
+        )
     except (ValueError, DocumentError) as exc:
         raise UsageError(f"--observed {exc}") from exc
 

@@ -225,3 +225,21 @@ def test_the_three_sessions_in_the_docs_are_real_output() -> None:
         assert all(line.startswith(("gates passed:", "gate failed:")) for line in extra), extra
         sessions += 1
     assert sessions == 3
+
+
+def test_an_observed_export_may_exceed_one_requests_size_limit(tmp_path: Path) -> None:
+    """A ``kubectl get`` export of a big deployment is many objects, not one request: the 3 MiB
+    limit of an input file does not apply to it (a wider one does)."""
+    from gpustack_render.cli import yamlio
+
+    pods = [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "team-a"}}
+        for i in range(40_000)
+    ]
+    export = tmp_path / "observed.json"
+    export.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    assert export.stat().st_size > yamlio.MAX_BYTES
+    documents = verb._observed(str(export), io.StringIO())
+    assert documents is not None and len(documents[0]["items"]) == 40_000
+    with pytest.raises(yamlio.DocumentError, match="larger than the limit"):
+        yamlio.load_documents(export.read_text(), source=str(export))
