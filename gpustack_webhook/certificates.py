@@ -19,8 +19,8 @@ The Secret (type ``kubernetes.io/tls``) holds:
 
 :func:`decide` says whether the data can be reused, needs a new serving certificate from the
 same CA, or needs a new CA (missing, unreadable, not a CA, key mismatch, near expiry).
-A certificate is renewed once less than a third of its lifetime, or ``renew_before``
-(90 days by default), whichever is shorter, remains. :func:`issue` builds the new data;
+A certificate is renewed once less than a third of its configured lifetime, or
+``renew_before`` (90 days by default), whichever is shorter, remains. :func:`issue` builds the new data;
 :func:`ca_bundle_patch` computes the strategic merge patch that writes the bundle into the
 webhooks of one configuration that call this server.
 """
@@ -183,8 +183,8 @@ def decide(data: Mapping[str, bytes] | None, *, policy: Policy, now: datetime.da
         return Decision(Action.ISSUE_CA, "ca.crt is not a CA certificate")
     if not _matches(parsed.ca_key, ca):
         return Decision(Action.ISSUE_CA, "ca.key does not match ca.crt")
-    ca_lifetime = ca.not_valid_after_utc - ca.not_valid_before_utc
-    if _remaining(ca, now) < policy.renewal_window(ca_lifetime):
+    # The configured lifetimes set the windows (a certificate's own span includes BACKDATE).
+    if _remaining(ca, now) < policy.renewal_window(policy.ca_lifetime):
         return Decision(Action.ISSUE_CA, f"the CA expires at {ca.not_valid_after_utc:%FT%TZ}")
     cert = parsed.cert
     if cert is None or parsed.key is None:
@@ -196,8 +196,7 @@ def decide(data: Mapping[str, bytes] | None, *, policy: Policy, now: datetime.da
     missing = sorted(set(policy.hosts) - _san_hosts(cert))
     if missing:
         return Decision(Action.ISSUE_SERVING, f"tls.crt does not name {', '.join(missing)}")
-    lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
-    if _remaining(cert, now) < policy.renewal_window(lifetime):
+    if _remaining(cert, now) < policy.renewal_window(policy.cert_lifetime):
         return Decision(
             Action.ISSUE_SERVING, f"tls.crt expires at {cert.not_valid_after_utc:%FT%TZ}"
         )

@@ -61,7 +61,9 @@ def _die_with_parent() -> None:
 
 
 class WebhookProcess:
-    """``python -m gpustack_webhook`` on 127.0.0.1 with a serving certificate from ``ca``."""
+    """``python -m gpustack_webhook`` on 127.0.0.1 with a serving certificate from ``ca``, or,
+    with ``tls_secret``, with the self-managed certificate it keeps in that Secret (then
+    ``/readyz`` is polled without verifying the certificate: the test does not know its CA)."""
 
     def __init__(
         self,
@@ -72,8 +74,10 @@ class WebhookProcess:
         workdir: Path | None = None,
         extra_args: Sequence[str] = (),
         port: int | None = None,
+        tls_secret: str | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
+        self.tls_secret = tls_secret
         self.ca = ca
         self.namespace = namespace
         self.extra_args = list(extra_args)
@@ -83,6 +87,9 @@ class WebhookProcess:
         self.log_path = self.workdir / "webhook.log"
         self._popen: subprocess.Popen[bytes] | None = None
         self._client_ssl = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        if tls_secret is not None:
+            self._client_ssl.check_hostname = False
+            self._client_ssl.verify_mode = ssl.CERT_NONE
 
     @property
     def pid(self) -> int:
@@ -95,14 +102,23 @@ class WebhookProcess:
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the process and wait (bounded) until ``/readyz`` answers over TLS."""
-        tls = self.workdir / "tls"
-        cert, key = self.ca.issue_serving(("127.0.0.1", "localhost")).write(tls, "tls")
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.tls_secret is not None:
+            certificate = [f"--tls-secret={self.tls_secret}", "--cert-host=127.0.0.1"]
+        else:
+            tls = self.workdir / "tls"
+            cert, key = self.ca.issue_serving(("127.0.0.1", "localhost")).write(tls, "tls")
+            certificate = [f"--cert-file={cert}", f"--key-file={key}"]
         argv = [
             sys.executable,
             "-m",
             "gpustack_webhook",
-            f"--cert-file={cert}",
-            f"--key-file={key}",
+            *certificate,
             "--host=127.0.0.1",
             f"--port={self.port}",
             f"--namespace={self.namespace}",
@@ -124,6 +140,10 @@ class WebhookProcess:
             )
         finally:
             log.close()
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait (bounded) until ``/readyz`` answers over TLS."""
+        assert self._popen is not None
         deadline = time.monotonic() + timeout
         while not self.ready():
             if self._popen.poll() is not None:
