@@ -20,8 +20,8 @@ The Secret (type ``kubernetes.io/tls``) holds:
 :func:`decide` says whether the data can be reused, needs a new serving certificate from the
 same CA, or needs a new CA (missing, unreadable, not a CA, key mismatch, near expiry).
 A certificate is renewed once less than a third of its configured lifetime, or
-``renew_before`` (90 days by default), whichever is shorter, remains. :func:`issue` builds the new data;
-:func:`ca_bundle_patch` computes the strategic merge patch that writes the bundle into the
+``renew_before`` (90 days by default), whichever is shorter, remains. :func:`issue` builds the
+new data; :func:`ca_bundle_patch` computes the strategic merge patch that writes the bundle into the
 webhooks of one configuration that call this server.
 """
 
