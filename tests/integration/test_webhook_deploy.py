@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import subprocess
@@ -40,6 +39,7 @@ from .webhook_fixtures import (
     deployment,
     labelled_pod,
     scoped_configurations,
+    token_kubeconfig,
     wait_until_called,
 )
 
@@ -216,34 +216,7 @@ def identity(control_plane: ControlPlane, system_namespace: str) -> Iterator[lis
 
 def service_account_kubeconfig(cp: ControlPlane, path: Path) -> Path:
     """A kubeconfig authenticating as the webhook's ServiceAccount (a TokenRequest token)."""
-    _, answer = cp.request(
-        "POST",
-        f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/serviceaccounts/gpustack-webhook/token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    token = answer["status"]["token"]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "envtest",
-                "cluster": {
-                    "server": cp.url,
-                    "certificate-authority-data": base64.b64encode(cp.ca.cert_pem).decode(),
-                },
-            }
-        ],
-        "users": [{"name": "webhook", "user": {"token": token}}],
-        "contexts": [{"name": "webhook", "context": {"cluster": "envtest", "user": "webhook"}}],
-        "current-context": "webhook",
-    }
-    path.write_text(json.dumps(config))
-    return path
+    return token_kubeconfig(cp, SYSTEM_NAMESPACE, "gpustack-webhook", path)
 
 
 def _create_md(cp: ControlPlane, body: dict[str, Any]) -> dict[str, Any]:

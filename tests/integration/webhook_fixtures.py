@@ -12,8 +12,10 @@ Standard library only (plus the control-plane helpers), so a plain script can us
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
+import json
 import os
 import signal
 import ssl
@@ -460,3 +462,37 @@ def wait_until_called(cp: ControlPlane, namespace: str, instance_type: str) -> N
             if time.monotonic() > deadline:
                 raise AssertionError("the webhook registrations never took effect")
             time.sleep(0.1)
+
+
+def token_kubeconfig(cp: ControlPlane, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig authenticating as the ServiceAccount ``namespace/account`` with a token from
+    the TokenRequest API (what the kubelet mounts into the account's Pods)."""
+    _, answer = cp.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    token = answer["status"]["token"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "envtest",
+                "cluster": {
+                    "server": cp.url,
+                    "certificate-authority-data": base64.b64encode(cp.ca.cert_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "envtest", "user": account}}],
+        "current-context": account,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config))
+    return path
