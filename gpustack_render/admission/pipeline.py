@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonpatch
-
 from gpustack_render.admission.arguments import validate_kv_cache_dtype, validate_served_name
 from gpustack_render.admission.cache import validate_interfaces, validate_pool_transport
 from gpustack_render.admission.context import GROUP_KIND, Context, memoised
@@ -137,6 +135,8 @@ def mutation_patch(original: dict[str, Any], mutated: dict[str, Any]) -> list[di
     ):
         original = {"spec": {"roles": spec.get("roles")}}
         mutated = {"spec": {"roles": new_spec.get("roles")}}
+    import jsonpatch  # only a mutation needs it: an unchanged object imports nothing
+
     patch: list[dict[str, Any]] = jsonpatch.make_patch(original, mutated).patch
     return patch
 

@@ -79,6 +79,7 @@ class SpecModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
+        defer_build=True,
     )
 
 
@@ -90,6 +91,7 @@ class OpenModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
+        defer_build=True,
     )
 
 
