@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO, cast
 
 from gpustack_render.admission import review_deployment
+from gpustack_render.admission.context import GROUP_KIND
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.documents import Bundle, read_bundle
 from gpustack_render.cli.gcpause import paused_gc
 from gpustack_render.cli.sources import Group, collect, read_source
 from gpustack_render.cli.yamlio import DocumentError
-from gpustack_render.core.errors import RenderError, Verdict
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, RenderError, Verdict
 from gpustack_render.core.review import AdmissionRequest, Operation
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment
@@ -303,7 +305,7 @@ def _render_one(
     outcome = Outcome(source, _display_name(doc), "refused", EXIT_REFUSED)
     if args.validate != "ignore":
         request = _request("UPDATE" if old is not None else "CREATE", doc, old)
-        verdict = review_deployment(
+        verdict = _unnamed(request) or review_deployment(
             request,
             lookups=bundle.lookups(default_namespace=request.namespace),
             settings=bundle.settings,
@@ -399,6 +401,28 @@ def _request(op: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) ->
     )
 
 
+def _unnamed(request: AdmissionRequest) -> Verdict | None:
+    """The refusal of a create named only by ``generateName``, or None.
+
+    The API server generates the name as it stores the object, and every Service and Pod name
+    derives from it: offline there is no name to render or to judge those names by. (A create
+    naming neither is refused by :func:`review_deployment`, as the API server refuses it.)
+    """
+    meta = (request.object or {}).get("metadata")
+    if request.operation != "CREATE" or request.name or not isinstance(meta, dict):
+        return None
+    if not meta.get("generateName"):
+        return None
+    cause = errors.required(
+        "metadata.name",
+        "the API server generates the name from generateName only as it stores the object, "
+        "and every Service and Pod name derives from it; name the deployment to render or "
+        "judge it here",
+        origin="metadata.name-generated",
+    )
+    return Verdict.from_errors(ErrorList([cause]), group_kind=GROUP_KIND, name="")
+
+
 def admit_review(
     files: Sequence[str],
     *,
@@ -430,7 +454,7 @@ def admit_bundle(
         raise UsageError(f"admit: no ModelDeployment in {label}")
     obj = bundle.deployments[0] if bundle.deployments else None
     request = _request(op, obj, old)
-    verdict: Verdict = review_deployment(
+    verdict: Verdict = _unnamed(request) or review_deployment(
         request,
         lookups=bundle.lookups(default_namespace=request.namespace),
         settings=bundle.settings,
