@@ -268,9 +268,12 @@ def _read_group_bundle(group: Group, namespace: str) -> Bundle:
 
 
 def _display_name(doc: dict[str, Any]) -> str:
+    """``namespace/name``; ``namespace/prefix*`` for a ``generateName``, ``namespace/(no name)``
+    for neither."""
     meta = doc.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
-    name = meta.get("name") or (str(meta.get("generateName") or "") + "*")
+    prefix = meta.get("generateName")
+    name = meta.get("name") or (f"{prefix}*" if prefix else "(no name)")
     return f"{meta.get('namespace') or 'default'}/{name}"
 
 
@@ -282,7 +285,7 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if old is not None and len(found) > 1:
         raise UsageError(f"render: --old takes one ModelDeployment; found {len(found)}")
     outcomes = [
-        _render_one(doc, bundle, group.label, args=args, old=old, err=err)
+        _render_one(doc, bundle, group.label, args=args, old=old, err=err, who=_who(doc, found))
         for group, bundle, doc in found
     ]
     worst = max([worst, *(o.code for o in outcomes)])
@@ -301,7 +304,9 @@ def _render_one(
     args: argparse.Namespace,
     old: dict[str, Any] | None,
     err: TextIO,
+    who: str = "",
 ) -> Outcome:
+    """One deployment's render; every stderr line it writes carries ``who`` after its tag."""
     outcome = Outcome(source, _display_name(doc), "refused", EXIT_REFUSED)
     if args.validate != "ignore":
         request = _request("UPDATE" if old is not None else "CREATE", doc, old)
@@ -311,12 +316,12 @@ def _render_one(
             settings=bundle.settings,
         )
         outcome.warnings = len(verdict.warnings)
-        if not _report_verdict(verdict, strict=args.validate == "strict", err=err):
+        if not _report_verdict(verdict, strict=args.validate == "strict", err=err, who=who):
             return outcome
     md, errs = decode_deployment(doc)
     if md is None:
         for e in errs:
-            err.write(f"render: {e.message()}\n")
+            err.write(f"render: {who}{e.message()}\n")
         return outcome
     ns = md.metadata.namespace or "default"
     try:
@@ -325,7 +330,7 @@ def _render_one(
                 md, lookups=bundle.lookups(default_namespace=ns), settings=bundle.settings
             )
     except RenderError as exc:
-        err.write(f"render: {exc}\n")
+        err.write(f"render: {who}{exc}\n")
         outcome.verdict = "error"
         return outcome
     outcome.objects = result.objects()
@@ -334,21 +339,32 @@ def _render_one(
     return outcome
 
 
-def _report_verdict(verdict: Verdict, *, strict: bool, err: TextIO) -> bool:
+def _report_verdict(verdict: Verdict, *, strict: bool, err: TextIO, who: str = "") -> bool:
     """Print the verdict's warnings and causes on ``err``; whether rendering goes on.
 
     Under ``strict`` a refusal prints one ``render:`` line per cause (the API server's message
     when there are none) and stops; under ``warn`` the same lines are ``Warning:`` lines.
     """
-    for warning in verdict.warnings:
-        err.write(f"Warning: {warning}\n")
+    _warn(verdict, err, who)
     if verdict.allowed:
         return True
     causes = [e.message() for e in verdict.errors] or [verdict.status_message()]
     prefix = "render: refused" if strict else "Warning: admission would refuse"
     for cause in causes:
-        err.write(f"{prefix}: {cause}\n")
+        err.write(f"{prefix}: {who}{cause}\n")
     return not strict
+
+
+def _warn(verdict: Verdict, err: TextIO, who: str = "") -> None:
+    """``Warning: <who><warning>`` per warning, as kubectl prints the API server's."""
+    for warning in verdict.warnings:
+        err.write(f"Warning: {who}{warning}\n")
+
+
+def _who(doc: dict[str, Any], batch: Sequence[object]) -> str:
+    """``ModelDeployment <namespace>/<name>: `` in a batch of several deployments, where a line
+    on stderr must say which one it is about; nothing for one deployment."""
+    return f"ModelDeployment {_display_name(doc)}: " if len(batch) > 1 else ""
 
 
 def _operation(operation: str | None, old: dict[str, Any] | None) -> str:
@@ -375,8 +391,7 @@ def _answer(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    for warning in verdict.warnings:
-        err.write(f"Warning: {warning}\n")
+    _warn(verdict, err)
     if args.print_ == "object":
         if not verdict.allowed:
             _emit_one(verdict.to_response(), args.output, err)
@@ -510,6 +525,7 @@ def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answers: list[dict[str, Any]] = []
     for group, bundle, doc in found:
         verdict, obj = _admit_doc(doc, bundle, args)
+        who = _who(doc, found)
         outcome = Outcome(
             group.label,
             _display_name(doc),
@@ -519,8 +535,10 @@ def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             warnings=len(verdict.warnings),
         )
         outcomes.append(outcome)
-        if not args.summary:
-            answers.append(_answer_object(verdict, obj, args, err))
+        if args.summary:
+            _warn(verdict, err, who)
+        else:
+            answers.append(_answer_object(verdict, obj, args, err, who))
     worst = max([worst, *(o.code for o in outcomes)])
     if args.summary:
         out.write("".join(o.line() + "\n" for o in outcomes))
@@ -557,11 +575,14 @@ def _pods_of(obj: dict[str, Any] | None) -> int:
 
 
 def _answer_object(
-    verdict: Verdict, obj: dict[str, Any] | None, args: argparse.Namespace, err: TextIO
+    verdict: Verdict,
+    obj: dict[str, Any] | None,
+    args: argparse.Namespace,
+    err: TextIO,
+    who: str = "",
 ) -> dict[str, Any]:
     """What ``_answer`` prints for one request, as an object for a stream of several."""
-    for warning in verdict.warnings:
-        err.write(f"Warning: {warning}\n")
+    _warn(verdict, err, who)
     if args.print_ != "object":
         return verdict.to_response()
     if not verdict.allowed:
