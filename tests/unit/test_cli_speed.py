@@ -77,6 +77,15 @@ def test_render_builds_only_the_models_it_validates_and_imports_no_patch_library
     assert proc.stdout.split() == ["True", "False", "False"]
 
 
+def test_the_models_keep_their_annotations_as_objects() -> None:
+    """No ``from __future__ import annotations`` in the model modules: pydantic would compile
+    each field's annotation from a string at import."""
+    from gpustack_render.api import common, inputs, modeldeployment
+
+    for module in (common, inputs, modeldeployment):
+        assert not hasattr(module, "annotations"), module.__name__
+
+
 def test_reader_and_writer_are_libyaml() -> None:
     assert issubclass(yamlread._Loader, yaml.cyaml.CParser)
     assert issubclass(yamlio._Dumper, yaml.cyaml.CEmitter)
