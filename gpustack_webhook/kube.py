@@ -106,8 +106,8 @@ def _config_problem(source: str | None, exc: BaseException) -> str:
     why = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     if source is None:
         return (
-            f"no cluster configuration: not running in a cluster ({why}), and no kubeconfig "
-            "($KUBECONFIG, else ~/.kube/config); pass --kubeconfig"
+            f"no cluster configuration: no usable in-cluster service account ({why}), and no "
+            "kubeconfig ($KUBECONFIG, else ~/.kube/config); pass --kubeconfig"
         )
     return f"{source}: not a usable kubeconfig ({why})"
 
