@@ -18,7 +18,7 @@ import sys
 from typing import NoReturn
 
 from gpustack_controller.controller import Controller, Options
-from gpustack_controller.kube import Kube, in_cluster_namespace
+from gpustack_controller.kube import ClusterConfigError, Kube, in_cluster_namespace
 from gpustack_controller.server import serve
 from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
 
@@ -61,7 +61,11 @@ def _parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace) -> int:
     namespace = args.namespace or in_cluster_namespace() or DEFAULT_SYSTEM_NAMESPACE
-    kube = await Kube.connect(kubeconfig=args.kubeconfig)
+    try:
+        kube = await Kube.connect(kubeconfig=args.kubeconfig)
+    except ClusterConfigError as exc:
+        sys.stderr.write(f"gpustack-controller: error: {exc}\n")
+        return EXIT_USAGE
     controller = Controller(
         kube,
         Options(

@@ -147,6 +147,30 @@ def in_cluster_namespace() -> str | None:
         return None
 
 
+def default_kubeconfig_exists() -> bool:
+    """Whether ``$KUBECONFIG`` (a ``:``-separated list) or ``~/.kube/config`` names a file."""
+    paths = os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+    return any(os.path.isfile(os.path.expanduser(p)) for p in paths.split(os.pathsep) if p)
+
+
+def config_problem(source: str | None, exc: BaseException) -> str:
+    """One line saying why no cluster configuration could be loaded from ``source`` (None:
+    neither in a cluster nor with a kubeconfig file)."""
+    lines = str(exc).strip().splitlines()
+    why = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    if source is None:
+        return (
+            f"no cluster configuration: no usable in-cluster service account ({why}), and no "
+            "kubeconfig ($KUBECONFIG, else ~/.kube/config); pass --kubeconfig"
+        )
+    return f"{source}: not a usable kubeconfig ({why})"
+
+
+class ClusterConfigError(Exception):
+    """No usable cluster configuration: ``--kubeconfig`` cannot be read, or there is neither the
+    in-cluster service account nor a default kubeconfig. Bad usage, not a failure at run time."""
+
+
 class Kube:
     """Plain-JSON REST access through one kubernetes_asyncio ApiClient (one connection pool)."""
 
@@ -159,19 +183,28 @@ class Kube:
         """A client from ``kubeconfig``, else the in-cluster service account, else the default
         kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``)."""
         configuration = k8s.Configuration()
-        if kubeconfig:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig, client_configuration=configuration
-            )
-        else:
-            try:
-                k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                    client_configuration=configuration
-                )
-            except ConfigException:
+        try:
+            if kubeconfig:
                 await k8s_config.load_kube_config(
-                    config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
+                    config_file=kubeconfig, client_configuration=configuration
                 )
+            else:
+                try:
+                    k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                        client_configuration=configuration
+                    )
+                except ConfigException as exc:
+                    if not default_kubeconfig_exists():
+                        raise ClusterConfigError(config_problem(None, exc)) from exc
+                    await k8s_config.load_kube_config(
+                        config_file=os.environ.get("KUBECONFIG"),
+                        client_configuration=configuration,
+                    )
+        except ClusterConfigError:
+            raise
+        except Exception as exc:  # any way a configuration fails to load is the same answer
+            source = f"--kubeconfig {kubeconfig}" if kubeconfig else "the default kubeconfig"
+            raise ClusterConfigError(config_problem(source, exc)) from exc
         # Watches each hold a connection for minutes; reconciles create Pods concurrently.
         configuration.connection_pool_maxsize = pool_size
         return cls(k8s.ApiClient(configuration))

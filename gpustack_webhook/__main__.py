@@ -25,7 +25,7 @@ from typing import NoReturn
 
 from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
 from gpustack_webhook import certificates, logs
-from gpustack_webhook.kube import KubeReader, own_namespace
+from gpustack_webhook.kube import ClusterConfigError, KubeReader, own_namespace
 from gpustack_webhook.limits import ConnectionLimits
 from gpustack_webhook.lookups import LiveSources, ReadError
 from gpustack_webhook.metrics import Metrics
@@ -276,9 +276,13 @@ async def serve(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             log.error("cannot load the serving certificate", extra=logs.fields(error=str(exc)))
             return 1
-    reader = await KubeReader.connect(
-        kubeconfig=args.kubeconfig or None, request_timeout=args.request_timeout
-    )
+    try:
+        reader = await KubeReader.connect(
+            kubeconfig=args.kubeconfig or None, request_timeout=args.request_timeout
+        )
+    except ClusterConfigError as exc:
+        sys.stderr.write(f"gpustack-webhook: error: {exc}\n")
+        return EXIT_USAGE
     try:
         try:
             await reader.ping()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -103,6 +104,30 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
+class ClusterConfigError(Exception):
+    """No usable cluster configuration: ``--kubeconfig`` cannot be read, or there is neither the
+    in-cluster service account nor a default kubeconfig. Bad usage, not a failure at run time."""
+
+
+def _default_kubeconfig_exists() -> bool:
+    """Whether ``$KUBECONFIG`` (a ``:``-separated list) or ``~/.kube/config`` names a file."""
+    paths = os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+    return any(os.path.isfile(os.path.expanduser(p)) for p in paths.split(os.pathsep) if p)
+
+
+def _config_problem(source: str | None, exc: BaseException) -> str:
+    """One line saying why no cluster configuration could be loaded from ``source`` (None:
+    neither in a cluster nor with a kubeconfig file)."""
+    lines = str(exc).strip().splitlines()
+    why = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    if source is None:
+        return (
+            f"no cluster configuration: no usable in-cluster service account ({why}), and no "
+            "kubeconfig ($KUBECONFIG, else ~/.kube/config); pass --kubeconfig"
+        )
+    return f"{source}: not a usable kubeconfig ({why})"
+
+
 class KubeReader:
     """Live reads with the API server's configuration from kubernetes_asyncio.
 
@@ -156,17 +181,25 @@ class KubeReader:
         kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``)."""
         # A fresh Configuration, not a copy of the process-wide default.
         configuration = type.__call__(k8s.Configuration)
-        if kubeconfig:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig, client_configuration=configuration
-            )
-        else:
-            try:
-                k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                    client_configuration=configuration
+        try:
+            if kubeconfig:
+                await k8s_config.load_kube_config(
+                    config_file=kubeconfig, client_configuration=configuration
                 )
-            except ConfigException:
-                await k8s_config.load_kube_config(client_configuration=configuration)
+            else:
+                try:
+                    k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                        client_configuration=configuration
+                    )
+                except ConfigException as exc:
+                    if not _default_kubeconfig_exists():
+                        raise ClusterConfigError(_config_problem(None, exc)) from exc
+                    await k8s_config.load_kube_config(client_configuration=configuration)
+        except ClusterConfigError:
+            raise
+        except Exception as exc:  # any way a configuration fails to load is the same answer
+            source = f"--kubeconfig {kubeconfig}" if kubeconfig else "the default kubeconfig"
+            raise ClusterConfigError(_config_problem(source, exc)) from exc
         return cls(configuration, request_timeout=request_timeout, max_connections=max_connections)
 
     async def close(self) -> None:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonpatch
-
 from gpustack_render.admission.arguments import validate_kv_cache_dtype, validate_served_name
 from gpustack_render.admission.cache import validate_interfaces, validate_pool_transport
 from gpustack_render.admission.context import GROUP_KIND, Context, memoised
@@ -137,6 +135,8 @@ def mutation_patch(original: dict[str, Any], mutated: dict[str, Any]) -> list[di
     ):
         original = {"spec": {"roles": spec.get("roles")}}
         mutated = {"spec": {"roles": new_spec.get("roles")}}
+    import jsonpatch  # only a mutation needs it: an unchanged object imports nothing
+
     patch: list[dict[str, Any]] = jsonpatch.make_patch(original, mutated).patch
     return patch
 
@@ -185,7 +185,8 @@ def _judged(request: AdmissionRequest) -> ModelDeployment | Verdict:
 def review_deployment(
     request: AdmissionRequest, *, lookups: Lookups, settings: Settings
 ) -> Verdict:
-    """Schema decoding, the mutating default, then the validating rules on the mutated object.
+    """Schema decoding, the mutating default, the API server's own check that a create names
+    its object (``name`` or ``generateName``), then the validating rules on the mutated object.
 
     Allowed requests carry the patch from the schema-defaulted object to the mutated one.
     """
@@ -198,6 +199,8 @@ def review_deployment(
     mutated, errs = default_accelerators(original, lookups=memo)
     if errs:
         return _refuse(errs, name)
+    if request.operation == "CREATE" and not name and not md.metadata.generate_name:
+        return _refuse(_NAME_REQUIRED, name)
     if mutated != original:
         md = ModelDeployment.model_validate(mutated)
     errs = validate_model_deployment(
@@ -217,6 +220,18 @@ def review_deployment(
             md, lookups=memo, settings=settings, namespace=request.namespace
         ),
     )
+
+
+#: What the API server answers a create that names no object, after the mutating webhooks and
+#: before the validating ones (it generates a name from ``generateName`` at the same point, so
+#: a validating webhook always sees a name).
+_NAME_REQUIRED = ErrorList(
+    [
+        errors.required(
+            "metadata.name", "name or generateName is required", origin="metadata.name-required"
+        )
+    ]
+)
 
 
 def mutate_deployment(

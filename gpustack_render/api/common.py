@@ -4,7 +4,8 @@ The spec models refuse unknown fields (the API server's strict decoding); the in
 project only reads keep every field they do not name.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` in the models: pydantic would compile every field's
+# annotation from its string at import (about 220 of them); as objects they are read as they are.
 
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -79,6 +80,7 @@ class SpecModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
+        defer_build=True,
     )
 
 
@@ -90,6 +92,7 @@ class OpenModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         frozen=True,
+        defer_build=True,
     )
 
 

@@ -4,7 +4,7 @@ Only the fields the library reads are modelled; every other field is kept as giv
 shipped CRDs preserve them too (D1).
 """
 
-from __future__ import annotations
+# Annotations are objects, not strings: see the note in common.py.
 
 from typing import Annotated, Any, Literal
 

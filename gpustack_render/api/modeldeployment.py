@@ -6,7 +6,7 @@ the renderer merely *renders* when a field is unset (``shmSize`` → 16Gi, a 30 
 ``tcp`` transfer protocol) are not defaults and stay unset in the stored object.
 """
 
-from __future__ import annotations
+# Annotations are objects, not strings: see the note in common.py.
 
 from typing import Annotated, Any, Literal
 

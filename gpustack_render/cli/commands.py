@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO, cast
 
 from gpustack_render.admission import review_deployment
+from gpustack_render.admission.context import GROUP_KIND
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.documents import Bundle, read_bundle
 from gpustack_render.cli.gcpause import paused_gc
 from gpustack_render.cli.sources import Group, collect, read_source
 from gpustack_render.cli.yamlio import DocumentError
-from gpustack_render.core.errors import RenderError, Verdict
+from gpustack_render.core import errors
+from gpustack_render.core.errors import ErrorList, RenderError, Verdict
 from gpustack_render.core.review import AdmissionRequest, Operation
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment
@@ -354,9 +356,12 @@ def _read_group_bundle(group: Group, namespace: str) -> Bundle:
 
 
 def _display_name(doc: dict[str, Any]) -> str:
+    """``namespace/name``; ``namespace/prefix*`` for a ``generateName``, ``namespace/(no name)``
+    for neither."""
     meta = doc.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
-    name = meta.get("name") or (str(meta.get("generateName") or "") + "*")
+    prefix = meta.get("generateName")
+    name = meta.get("name") or (f"{prefix}*" if prefix else "(no name)")
     return f"{meta.get('namespace') or 'default'}/{name}"
 
 
@@ -368,7 +373,7 @@ def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if old is not None and len(found) > 1:
         raise UsageError(f"render: --old takes one ModelDeployment; found {len(found)}")
     outcomes = [
-        _render_one(doc, bundle, group.label, args=args, old=old, err=err)
+        _render_one(doc, bundle, group.label, args=args, old=old, err=err, who=_who(doc, found))
         for group, bundle, doc in found
     ]
     worst = max([worst, *(o.code for o in outcomes)])
@@ -387,22 +392,24 @@ def _render_one(
     args: argparse.Namespace,
     old: dict[str, Any] | None,
     err: TextIO,
+    who: str = "",
 ) -> Outcome:
+    """One deployment's render; every stderr line it writes carries ``who`` after its tag."""
     outcome = Outcome(source, _display_name(doc), "refused", EXIT_REFUSED)
     if args.validate != "ignore":
         request = _request("UPDATE" if old is not None else "CREATE", doc, old)
-        verdict = review_deployment(
+        verdict = _unnamed(request) or review_deployment(
             request,
             lookups=bundle.lookups(default_namespace=request.namespace),
             settings=bundle.settings,
         )
         outcome.warnings = len(verdict.warnings)
-        if not _report_verdict(verdict, strict=args.validate == "strict", err=err):
+        if not _report_verdict(verdict, strict=args.validate == "strict", err=err, who=who):
             return outcome
     md, errs = decode_deployment(doc)
     if md is None:
         for e in errs:
-            err.write(f"render: {e.message()}\n")
+            err.write(f"render: {who}{e.message()}\n")
         return outcome
     ns = md.metadata.namespace or "default"
     try:
@@ -411,7 +418,7 @@ def _render_one(
                 md, lookups=bundle.lookups(default_namespace=ns), settings=bundle.settings
             )
     except RenderError as exc:
-        err.write(f"render: {exc}\n")
+        err.write(f"render: {who}{exc}\n")
         outcome.verdict = "error"
         return outcome
     outcome.objects = result.objects()
@@ -420,21 +427,32 @@ def _render_one(
     return outcome
 
 
-def _report_verdict(verdict: Verdict, *, strict: bool, err: TextIO) -> bool:
+def _report_verdict(verdict: Verdict, *, strict: bool, err: TextIO, who: str = "") -> bool:
     """Print the verdict's warnings and causes on ``err``; whether rendering goes on.
 
     Under ``strict`` a refusal prints one ``render:`` line per cause (the API server's message
     when there are none) and stops; under ``warn`` the same lines are ``Warning:`` lines.
     """
-    for warning in verdict.warnings:
-        err.write(f"Warning: {warning}\n")
+    _warn(verdict, err, who)
     if verdict.allowed:
         return True
     causes = [e.message() for e in verdict.errors] or [verdict.status_message()]
     prefix = "render: refused" if strict else "Warning: admission would refuse"
     for cause in causes:
-        err.write(f"{prefix}: {cause}\n")
+        err.write(f"{prefix}: {who}{cause}\n")
     return not strict
+
+
+def _warn(verdict: Verdict, err: TextIO, who: str = "") -> None:
+    """``Warning: <who><warning>`` per warning, as kubectl prints the API server's."""
+    for warning in verdict.warnings:
+        err.write(f"Warning: {who}{warning}\n")
+
+
+def _who(doc: dict[str, Any], batch: Sequence[object]) -> str:
+    """``ModelDeployment <namespace>/<name>: `` in a batch of several deployments, where a line
+    on stderr must say which one it is about; nothing for one deployment."""
+    return f"ModelDeployment {_display_name(doc)}: " if len(batch) > 1 else ""
 
 
 def _operation(operation: str | None, old: dict[str, Any] | None) -> str:
@@ -461,8 +479,7 @@ def _answer(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    for warning in verdict.warnings:
-        err.write(f"Warning: {warning}\n")
+    _warn(verdict, err)
     if args.print_ == "object":
         if not verdict.allowed:
             _emit_one(verdict.to_response(), args.output, err)
@@ -485,6 +502,28 @@ def _request(op: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) ->
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
     )
+
+
+def _unnamed(request: AdmissionRequest) -> Verdict | None:
+    """The refusal of a create named only by ``generateName``, or None.
+
+    The API server generates the name as it stores the object, and every Service and Pod name
+    derives from it: offline there is no name to render or to judge those names by. (A create
+    naming neither is refused by :func:`review_deployment`, as the API server refuses it.)
+    """
+    meta = (request.object or {}).get("metadata")
+    if request.operation != "CREATE" or request.name or not isinstance(meta, dict):
+        return None
+    if not meta.get("generateName"):
+        return None
+    cause = errors.required(
+        "metadata.name",
+        "the API server generates the name from generateName only as it stores the object, "
+        "and every Service and Pod name derives from it; name the deployment to render or "
+        "judge it here",
+        origin="metadata.name-generated",
+    )
+    return Verdict.from_errors(ErrorList([cause]), group_kind=GROUP_KIND, name="")
 
 
 def admit_review(
@@ -518,7 +557,7 @@ def admit_bundle(
         raise UsageError(f"admit: no ModelDeployment in {label}")
     obj = bundle.deployments[0] if bundle.deployments else None
     request = _request(op, obj, old)
-    verdict: Verdict = review_deployment(
+    verdict: Verdict = _unnamed(request) or review_deployment(
         request,
         lookups=bundle.lookups(default_namespace=request.namespace),
         settings=bundle.settings,
@@ -574,6 +613,7 @@ def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answers: list[dict[str, Any]] = []
     for group, bundle, doc in found:
         verdict, obj = _admit_doc(doc, bundle, args)
+        who = _who(doc, found)
         outcome = Outcome(
             group.label,
             _display_name(doc),
@@ -583,8 +623,10 @@ def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             warnings=len(verdict.warnings),
         )
         outcomes.append(outcome)
-        if not args.summary:
-            answers.append(_answer_object(verdict, obj, args, err))
+        if args.summary:
+            _warn(verdict, err, who)
+        else:
+            answers.append(_answer_object(verdict, obj, args, err, who))
     worst = max([worst, *(o.code for o in outcomes)])
     if args.summary:
         out.write("".join(o.line() + "\n" for o in outcomes))
@@ -621,11 +663,14 @@ def _pods_of(obj: dict[str, Any] | None) -> int:
 
 
 def _answer_object(
-    verdict: Verdict, obj: dict[str, Any] | None, args: argparse.Namespace, err: TextIO
+    verdict: Verdict,
+    obj: dict[str, Any] | None,
+    args: argparse.Namespace,
+    err: TextIO,
+    who: str = "",
 ) -> dict[str, Any]:
     """What ``_answer`` prints for one request, as an object for a stream of several."""
-    for warning in verdict.warnings:
-        err.write(f"Warning: {warning}\n")
+    _warn(verdict, err, who)
     if args.print_ != "object":
         return verdict.to_response()
     if not verdict.allowed:

@@ -182,6 +182,36 @@ async def test_invalid_deployment_is_refused_with_field_causes(
     assert _causes(exc) == [("spec.roles[0].instanceType", "FieldValueNotFound")]
 
 
+async def test_a_create_without_a_name_is_named_before_the_validating_webhook(
+    env: Env, api: k8s.CustomObjectsApi
+) -> None:
+    """What the command line's name rules stand on (docs/decisions.md): the API server refuses
+    a create naming neither ``name`` nor ``generateName`` itself, and names one from
+    ``generateName`` before the validating webhook, which judges the generated name."""
+    nameless = deployment("", env.namespace, env.instance_type)
+    del nameless["metadata"]["name"]
+    exc = await refused(create_md(api, nameless))
+    assert exc.status == 422
+    assert ("metadata.name", "FieldValueRequired") in _causes(exc)
+
+    generated = deployment("", env.namespace, env.instance_type)
+    del generated["metadata"]["name"]
+    generated["metadata"]["generateName"] = "gen-"
+    stored = await create_md(api, generated)
+    name = stored["metadata"]["name"]
+    assert name.startswith("gen-") and len(name) == len("gen-") + 5
+
+    # 52 + 5 generated characters + "-server" is 64: the webhook refuses the Service name,
+    # which it can only do with the generated name in hand.
+    long = deployment("", env.namespace, env.instance_type)
+    del long["metadata"]["name"]
+    long["metadata"]["generateName"] = "g" * 51 + "-"
+    exc = await refused(create_md(api, long))
+    assert exc.status == 422
+    assert ("spec.roles[0].name", "FieldValueInvalid") in _causes(exc)
+    assert "64 characters" in _status(exc)["message"]
+
+
 async def test_settings_come_from_the_config_map_in_the_servers_namespace(
     env: Env, api: k8s.CustomObjectsApi, k8s_client: k8s.ApiClient
 ) -> None:

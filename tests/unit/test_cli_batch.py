@@ -73,7 +73,7 @@ def test_exit_code_is_the_worst_and_the_others_still_render(
         for d in yamlio.load_documents(out)
         if d["kind"] == "Pod"
     } == {"qwen-chat"}
-    assert "render: refused: spec.roles[0].extraArgs[0]" in err
+    assert "render: refused: ModelDeployment team-a/qwen: spec.roles[0].extraArgs[0]" in err
     (tmp_path / "c.yaml").write_text("a: [\n")
     code, out, err = run(["render", str(tmp_path)], capsys)
     assert code == 2 and "c.yaml: not valid YAML" in err and "kind: Pod" in out
@@ -114,3 +114,29 @@ def test_admit_of_several_is_a_stream_of_responses(capsys: pytest.CaptureFixture
 def test_no_operand_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["render"], capsys)
     assert code == 2 and err.count("\n") == 1
+
+
+def test_in_a_batch_every_stderr_line_names_its_deployment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Several deployments: each warning and cause says which deployment it is about, after
+    its tag (``Warning:`` stays first, as kubectl prints it); one deployment: no prefix."""
+    shutil.copy(EXAMPLES / "takeover.yaml", tmp_path / "a.yaml")
+    shutil.copy(REFUSED, tmp_path / "b.yaml")
+    for argv in (["render"], ["render", "--validate=warn"], ["admit"], ["admit", "--summary"]):
+        _, _, err = run([*argv, str(tmp_path)], capsys)
+        lines = err.splitlines()
+        assert lines, argv
+        for line in lines:
+            tag, _, rest = line.partition(": ")
+            if tag == "render":
+                rest = rest.removeprefix("refused: ")
+            elif rest.startswith("admission would refuse: "):
+                rest = rest.removeprefix("admission would refuse: ")
+            assert rest.startswith(
+                ("ModelDeployment team-c/custom-launcher: ", "ModelDeployment team-a/qwen: ")
+            ), (argv, line)
+    _, _, err = run(["render", str(tmp_path / "a.yaml")], capsys)
+    assert err.startswith("Warning: spec.roles[0].extraArgs: inert")
+    _, _, err = run(["render", str(tmp_path / "b.yaml")], capsys)
+    assert err.startswith("render: refused: spec.roles[0].extraArgs[0]")

@@ -5,6 +5,7 @@ the controller and the webhook server."""
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from test_webhook_tls import write_pair
 
 from gpustack_controller import __main__ as controller_main
 from gpustack_render.cli import commands as cli
@@ -158,3 +160,28 @@ def test_bad_flags_of_the_shells_are_one_line_and_exit_2(argv: list[str]) -> Non
     )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("shell", ["gpustack_controller", "gpustack_webhook"])
+@pytest.mark.parametrize("kubeconfig", ["none", "not-a-kubeconfig", "no-current-context"])
+def test_no_usable_cluster_configuration_is_one_line_and_exit_2(
+    shell: str, kubeconfig: str, tmp_path: Path
+) -> None:
+    """Out of a cluster with no kubeconfig, or with a file that is not one: one line naming the
+    problem, exit 2, before any server starts."""
+    cert, key = write_pair(tmp_path / "tls", "localhost")
+    argv = (
+        [sys.executable, "-m", shell, "--health-port=0"]
+        if shell == "gpustack_controller"
+        else [sys.executable, "-m", shell, f"--cert-file={cert}", f"--key-file={key}"]
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "KUBERNETES_"))}
+    env["HOME"] = str(tmp_path)
+    if kubeconfig != "none":
+        path = tmp_path / "kubeconfig"
+        path.write_text("hello\n" if kubeconfig == "not-a-kubeconfig" else "kind: Config\n")
+        argv.append(f"--kubeconfig={path}")
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60, env=env)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert "kubeconfig" in done.stderr

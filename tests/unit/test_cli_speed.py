@@ -54,6 +54,38 @@ def test_render_loads_neither_the_reconciler_nor_the_injector() -> None:
     )
 
 
+def test_render_builds_only_the_models_it_validates_and_imports_no_patch_library() -> None:
+    """The models are built on first validation (``defer_build``): a render builds the
+    deployment's and its lookups' models, not the kinds it never reads; an unchanged object
+    makes no JSON Patch, so jsonpatch is not imported."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import contextlib, io, sys\n"
+            "from gpustack_render.cli import commands\n"
+            "from gpustack_render.api import ModelArtifact, ModelDeployment\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert commands.main(['render', {str(EXAMPLE)!r}]) == 0\n"
+            "print(ModelDeployment.__pydantic_complete__, ModelArtifact.__pydantic_complete__,"
+            " 'jsonpatch' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.split() == ["True", "False", "False"]
+
+
+def test_the_models_keep_their_annotations_as_objects() -> None:
+    """No ``from __future__ import annotations`` in the model modules: pydantic would compile
+    each field's annotation from a string at import."""
+    from gpustack_render.api import common, inputs, modeldeployment
+
+    for module in (common, inputs, modeldeployment):
+        assert not hasattr(module, "annotations"), module.__name__
+
+
 def test_reader_and_writer_are_libyaml() -> None:
     assert issubclass(yamlread._Loader, yaml.cyaml.CParser)
     assert issubclass(yamlio._Dumper, yaml.cyaml.CEmitter)
