@@ -110,10 +110,15 @@ def _serve() -> int:
         cluster.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}
         )
-        # The webhook server: serving certificate from the cluster's CA, registered by URL.
-        tls_dir = STATE / "run" / "webhook-tls"
-        cert, key = cp.ca.issue_serving(("127.0.0.1", "localhost")).write(tls_dir, "serving")
+        # The webhook server with self-managed certificates, as the manifests run it: the
+        # configurations are registered by URL (no caBundle yet); the server creates its CA and
+        # serving certificate in its Secret and writes the caBundle into them itself.
         port = free_port()
+        for configuration in load_yaml_documents(WEBHOOKS):
+            registered = point_webhooks_at(configuration, port, cp.ca.ca_bundle)
+            for hook in registered.get("webhooks", []):
+                hook["clientConfig"].pop("caBundle", None)
+            cluster.apply(registered)
         env = {**os.environ, "KUBECONFIG": str(KUBECONFIG), "POD_NAMESPACE": SYSTEM_NAMESPACE}
         shells.append(
             start_process(
@@ -122,8 +127,8 @@ def _serve() -> int:
                     sys.executable,
                     "-m",
                     "gpustack_webhook",
-                    f"--cert-file={cert}",
-                    f"--key-file={key}",
+                    "--tls-secret=gpustack-webhook-tls",
+                    "--cert-host=127.0.0.1",
                     "--host=127.0.0.1",
                     f"--port={port}",
                     f"--kubeconfig={KUBECONFIG}",
@@ -133,8 +138,7 @@ def _serve() -> int:
             )
         )
         _wait_https(port, shells[-1])
-        for configuration in load_yaml_documents(WEBHOOKS):
-            cluster.apply(point_webhooks_at(configuration, port, cp.ca.ca_bundle))
+        _wait_ca_bundles(cluster, shells[-1])
         health = free_port()
         shells.append(
             start_process(
@@ -188,6 +192,26 @@ def _wait_https(port: int, proc: ManagedProcess, timeout: float = 60) -> None:
             return
         time.sleep(0.2)
     raise RuntimeError(f"{proc.name} not listening on {port}:\n{proc.log_tail()}")
+
+
+def _wait_ca_bundles(cluster: Cluster, proc: ManagedProcess, timeout: float = 60) -> None:
+    """Until the webhook server has written its CA into every webhook it serves."""
+    names = [
+        (str(c["kind"]).lower(), str(c["metadata"]["name"])) for c in load_yaml_documents(WEBHOOKS)
+    ]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited:\n{proc.log_tail()}")
+        done = True
+        for kind, name in names:
+            got = cluster.kubectl("get", kind, name, "-o", "json", check=False)
+            hooks = json.loads(got.stdout).get("webhooks", []) if got.returncode == 0 else []
+            done = done and bool(hooks) and all(h["clientConfig"].get("caBundle") for h in hooks)
+        if done:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{proc.name} wrote no caBundle within {timeout:.0f} s:\n{proc.log_tail()}")
 
 
 # ---- commands -------------------------------------------------------------------------------
