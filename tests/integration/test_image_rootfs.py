@@ -48,13 +48,8 @@ from typing import Any
 
 import pytest
 
-from .controlplane import (
-    REPO_ROOT,
-    APIError,
-    CertificateAuthority,
-    ControlPlane,
-    load_yaml_documents,
-)
+from .controlplane import REPO_ROOT, CertificateAuthority, ControlPlane, load_yaml_documents
+from .webhook_fixtures import create_namespace
 
 pytestmark = [pytest.mark.integration, pytest.mark.image]
 
@@ -196,12 +191,7 @@ def credentials(control_plane: ControlPlane) -> Iterator[Path]:
             "client-key": f"{CREDENTIALS}/admin.key",
         }
         (directory / "kubeconfig").write_text(json.dumps(config))
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}}
-        try:
-            control_plane.request("POST", "/api/v1/namespaces", namespace)
-        except APIError as exc:
-            if exc.status != 409:  # another module made it
-                raise
+        create_namespace(control_plane, SYSTEM, {})
         yield directory
     finally:
         subprocess.run([*_privileged(), "rm", "-rf", str(directory)], check=False)
