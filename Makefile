@@ -69,8 +69,8 @@ verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree (no
 image: ## build the container image with docker, podman or buildah (says so and exits 0 without one)
 	bash hack/image.sh
 
-image-rootfs: ## build the same image without a container engine (mmdebstrap + umoci; OCI layout in ~/.cache)
-	nice bash hack/image/build-rootfs.sh
+image-rootfs: setup ## build the same image without a container engine (mmdebstrap + umoci; OCI layout in ~/.cache)
+	PYTHON=$(BIN)/python nice bash hack/image/build-rootfs.sh
 
 FUZZ_EXAMPLES ?= 20000
 

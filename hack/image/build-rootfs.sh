@@ -2,8 +2,9 @@
 # `make image-rootfs`: build the image the Dockerfile describes without a container engine or a
 # registry, from Debian packages and the project's wheels, as an OCI image layout.
 #
-#   1. mmdebstrap: a minimal Debian root file system (the suite of this machine, variant
-#      essential, plus python3 and ca-certificates; no documentation, manual pages or locales).
+#   1. mmdebstrap: a minimal Debian 12 (bookworm, the Dockerfile's base too) root file system
+#      (variant essential, plus python3 and ca-certificates; no documentation, manual pages or
+#      locales).
 #   2. The project's wheel (built from the files the Dockerfile copies) and the wheels of its
 #      runtime dependencies for that root's Python and C library, fetched on this machine.
 #   3. Inside the root (hack/image/run-in-rootfs.sh): a virtual environment at
@@ -28,10 +29,10 @@
 #
 # Environment:
 #   GPUSTACK_IMAGE_CACHE  cache root (default $HOME/.cache/gpustack-render/image)
-#   IMAGE_SUITE           Debian suite (default: this machine's VERSION_CODENAME)
+#   IMAGE_SUITE           Debian suite (default bookworm; its python3 is the 3.11 the tests expect)
 #   IMAGE_APT_SOURCES     deb822 or one-line apt sources file for mmdebstrap (default
-#                         /etc/apt/sources.list.d/debian.sources when present, else
-#                         mmdebstrap's default mirror)
+#                         /etc/apt/sources.list.d/debian.sources when it names the suite,
+#                         else mmdebstrap's default mirror)
 #   PYTHON                Python that builds and fetches the wheels (default python3)
 set -euo pipefail
 
@@ -67,10 +68,10 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 fi
 
 python="${PYTHON:-python3}"
-suite="${IMAGE_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-}")}"
-[[ -n "${suite}" ]] || unavailable "no Debian suite: set IMAGE_SUITE (this is not Debian)"
+suite="${IMAGE_SUITE:-bookworm}"
 sources="${IMAGE_APT_SOURCES:-}"
-if [[ -z "${sources}" && -f /etc/apt/sources.list.d/debian.sources ]]; then
+# This machine's Debian sources when they are for the suite (mmdebstrap pastes the file as is).
+if [[ -z "${sources}" ]] && grep -qsw "${suite}" /etc/apt/sources.list.d/debian.sources; then
     sources=/etc/apt/sources.list.d/debian.sources
 fi
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "${root}/pyproject.toml" | head -n 1)"
@@ -101,9 +102,11 @@ if [[ -f "${entry}/done" ]]; then
     echo "${layout}:${tag}"
     exit 0
 fi
-# Entries nobody used for two weeks go (every use touches done).
-find "${cache}" -mindepth 2 -maxdepth 2 -name done -mtime +14 -printf '%h\n' |
+# Entries nobody used for two weeks go (every use touches done), and so do the work
+# directories of builds that were killed (no build runs but this one: the lock).
+find "${cache}" -mindepth 2 -maxdepth 2 -name 'done' -mtime +14 -printf '%h\n' |
     xargs -r rm -rf --
+find "${cache}" -mindepth 1 -maxdepth 1 -name 'build.*' -exec rm -rf -- {} +
 rm -rf "${entry}"
 work="$(mktemp -d "${cache}/build.XXXXXX")"
 trap 'rm -rf "${work}"' EXIT
@@ -132,6 +135,7 @@ find "${rootfs}/var/log" -type f -delete
 # ---- 2. the wheels, for the root's Python and C library -------------------------------------
 py_version="$(chroot "${rootfs}" /usr/bin/python3 -c \
     'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+# shellcheck disable=SC2016  # dpkg-query's own ${Version}
 glibc="$(chroot "${rootfs}" dpkg-query -W -f='${Version}' libc6 |
     sed 's/^\([0-9]*\.[0-9]*\).*/\1/')"
 machine="$(chroot "${rootfs}" uname -m)"

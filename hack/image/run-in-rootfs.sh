@@ -105,10 +105,10 @@ env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin unshare --mount --pid --fork --kill-ch
     "$@" 0<&0 &
 runner=$!
 forward() { # <signal>
-    local child
-    child="$(cat "/proc/${runner}/task/${runner}/children" 2>/dev/null || true)"
-    if [[ -n "${child}" ]]; then
-        kill -s "$1" ${child} 2>/dev/null || true
+    local -a children=()
+    read -r -a children 2>/dev/null <"/proc/${runner}/task/${runner}/children" || true
+    if [[ ${#children[@]} -gt 0 ]]; then
+        kill -s "$1" "${children[@]}" 2>/dev/null || true
     fi
 }
 for sig in TERM INT HUP; do

@@ -37,6 +37,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -155,7 +156,11 @@ class Process:
 @pytest.fixture(scope="module")
 def image() -> Image:
     result = subprocess.run(
-        [*_privileged(), "bash", str(BUILD)], capture_output=True, text=True, timeout=1500
+        [*_privileged(), "bash", str(BUILD)],
+        env={**os.environ, "PYTHON": sys.executable},  # the venv's, which has pip
+        capture_output=True,
+        text=True,
+        timeout=1500,
     )
     if result.returncode == UNAVAILABLE:
         pytest.skip(f"the image cannot be built here: {result.stderr.strip().splitlines()[-1]}")
