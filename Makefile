@@ -52,8 +52,9 @@ lint: setup ## ruff (lint and format), mypy --strict and the import contracts
 crds: setup ## regenerate deploy/crds/ from the models
 	$(BIN)/python hack/update-crds.py deploy/crds
 
-docs: setup ## regenerate docs/api.md from the models
+docs: setup ## regenerate docs/api.md from the models and docs/explain.schema.json
 	$(BIN)/python hack/update-api-docs.py docs/api.md
+	$(BIN)/python hack/update-explain-schema.py docs/explain.schema.json
 
 golden-update: setup ## rewrite golden files from the current output, then review the diff
 	$(BIN)/pytest tests/test_golden.py --update-golden

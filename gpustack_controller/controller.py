@@ -206,6 +206,9 @@ class Controller:
 
     def _on_deployment(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if kind == "DELETED":
+            # Gone (with or without a teardown pass): its status series go with it.
+            meta = _meta(new)
+            self.reconciler.gauges.forget(str(meta.get("namespace") or ""), str(meta.get("name")))
             return
         if kind == "MODIFIED" and old is not None:
             a, b = _meta(old), _meta(new)

@@ -141,12 +141,15 @@ class DeploymentReconciler:
         *,
         settings: Callable[[], Settings],
         now: Callable[[], str] = utc_now,
+        gauges: metrics.StatusGauges = metrics.STATUS,
     ) -> None:
         self.kube = kube
         self.caches = caches
         self.recorder = recorder
         self.settings = settings
         self.now = now
+        #: Replicas by state and rollouts in progress, from each status this pass computes.
+        self.gauges = gauges
         # (kind, key, resourceVersion) of each unreadable input already logged.
         self._unreadable_logged: set[tuple[str, str, str]] = set()
 
@@ -155,6 +158,7 @@ class DeploymentReconciler:
         raw = await self.kube.get(MODEL_DEPLOYMENTS, name, namespace)
         if raw is None:
             self.recorder.forget(namespace, name)
+            self.gauges.forget(namespace, name)
             return None
         md, errs = decode_deployment(raw)
         if md is None:
@@ -270,6 +274,7 @@ class DeploymentReconciler:
         )
         if status_changed(stored, new_status):
             await self._write_status(md, new_status)
+        self.gauges.observe(namespace, md.metadata.name, new_status)
         for event in events.departure_events(after.pods, seen_before=index.pods):
             await self.recorder.record(raw, event)
         for conflict in conflicts:
@@ -412,6 +417,7 @@ class DeploymentReconciler:
         if isinstance(step, Draining):
             if step.status is not None:
                 await self._write_status(md, step.status)
+                self.gauges.observe(namespace, name, step.status)
             results = await bounded(
                 partial(self.kube.delete, PODS, p.name, namespace, uid=p.uid)
                 for p in step.delete_pods
@@ -439,6 +445,7 @@ class DeploymentReconciler:
                 if not exc.not_found:
                     raise
         self.recorder.forget(namespace, name)
+        self.gauges.forget(namespace, name)
         return None
 
 

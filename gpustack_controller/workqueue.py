@@ -37,6 +37,10 @@ class WorkQueue:
         self._failures: dict[str, int] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._closed = False
+        # The series exist from the start: an idle queue reads 0, not "no data".
+        metrics.QUEUE_DEPTH.labels(name).set(0)
+        metrics.QUEUE_ADDS.labels(name)
+        metrics.QUEUE_RETRIES.labels(name)
 
     def __len__(self) -> int:
         return self._queue.qsize()
@@ -46,10 +50,16 @@ class WorkQueue:
         if self._closed:
             return
         if key in self._processing:
-            self._dirty.add(key)
+            if key not in self._dirty:
+                self._dirty.add(key)
+                metrics.QUEUE_ADDS.labels(self.name).inc()
             return
         if key in self._queued:
             return
+        metrics.QUEUE_ADDS.labels(self.name).inc()
+        self._enqueue(key)
+
+    def _enqueue(self, key: str) -> None:
         self._queued.add(key)
         self._queue.put_nowait(key)
         metrics.QUEUE_DEPTH.labels(self.name).set(self._queue.qsize())
@@ -78,6 +88,7 @@ class WorkQueue:
         """Re-add ``key`` after its next backoff; returns the delay."""
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
+        metrics.QUEUE_RETRIES.labels(self.name).inc()
         delay = float(min(self.base_delay * (2.0**failures), self.max_delay))
         self.add_after(key, delay)
         return delay
@@ -97,7 +108,8 @@ class WorkQueue:
         self._processing.discard(key)
         if key in self._dirty:
             self._dirty.discard(key)
-            self.add(key)
+            if not self._closed:
+                self._enqueue(key)  # counted when it was added
 
     def close(self) -> None:
         self._closed = True
@@ -114,13 +126,15 @@ class WorkQueue:
         while True:
             key = await self.get()
             started = loop.time()
+            result = metrics.ERROR
             try:
                 after = await reconcile(key)
             except asyncio.CancelledError:
+                result = ""  # stopped, not a pass
                 raise
             except Exception as exc:
                 delay = self.retry(key)
-                metrics.RECONCILES.labels(self.name, "error").inc()
+                metrics.RECONCILE_ERRORS.labels(self.name, *metrics.error_labels(exc)).inc()
                 log.warning(
                     "%s: reconcile of %s failed (retry in %.1fs): %s",
                     self.name,
@@ -133,11 +147,12 @@ class WorkQueue:
                 self.forget(key)
                 if after is not None:
                     self.add_after(key, after)
-                    metrics.RECONCILES.labels(self.name, "requeue").inc()
-                else:
-                    metrics.RECONCILES.labels(self.name, "success").inc()
+                result = metrics.SUCCESS if after is None else metrics.REQUEUE
             finally:
-                metrics.RECONCILE_SECONDS.labels(self.name).observe(loop.time() - started)
+                if result:
+                    metrics.RECONCILES.labels(self.name, result).inc()
+                    seconds = loop.time() - started
+                    metrics.RECONCILE_SECONDS.labels(self.name, result).observe(seconds)
                 self.done(key)
 
 

@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from gpustack_render.core.paths import FieldPath
     from gpustack_render.core.review import AdmissionRequest
     from gpustack_render.core.settings import Settings, settings_from_data
+    from gpustack_render.explain.model import Explanation
+    from gpustack_render.explain.report import explain_deployment, explanation_json
+    from gpustack_render.explain.schema import EXPLAIN_JSON_SCHEMA
+    from gpustack_render.explain.text import explanation_text
     from gpustack_render.injection import InjectionRecord, freeze_pod, inject_pod, review_pod
     from gpustack_render.reconcile.events import Event, departure_events, render_failed
     from gpustack_render.reconcile.observed import (
@@ -89,6 +93,11 @@ _HOME: dict[str, str] = {
     "AdmissionRequest": "gpustack_render.core.review",
     "Settings": "gpustack_render.core.settings",
     "settings_from_data": "gpustack_render.core.settings",
+    "Explanation": "gpustack_render.explain.model",
+    "explain_deployment": "gpustack_render.explain.report",
+    "explanation_json": "gpustack_render.explain.report",
+    "EXPLAIN_JSON_SCHEMA": "gpustack_render.explain.schema",
+    "explanation_text": "gpustack_render.explain.text",
     "InjectionRecord": "gpustack_render.injection",
     "freeze_pod": "gpustack_render.injection",
     "inject_pod": "gpustack_render.injection",
@@ -126,6 +135,7 @@ _HOME: dict[str, str] = {
 
 __all__ = [
     "CURRENT_RENDER_VERSION",
+    "EXPLAIN_JSON_SCHEMA",
     "MIN_SUPPORTED_RENDER_VERSION",
     "AdmissionRequest",
     "Desired",
@@ -133,6 +143,7 @@ __all__ = [
     "ErrorList",
     "ErrorType",
     "Event",
+    "Explanation",
     "FieldError",
     "FieldPath",
     "InjectionRecord",
@@ -163,6 +174,9 @@ __all__ = [
     "deployment_status",
     "desired_from_rendering",
     "effective_floor",
+    "explain_deployment",
+    "explanation_json",
+    "explanation_text",
     "freeze_pod",
     "group_name",
     "inject_pod",

@@ -1,9 +1,10 @@
-"""Entry point: ``python -m gpustack_webhook --cert-file … --key-file … [--port 9443] …``.
+"""Entry point: ``python -m gpustack_webhook (--tls-secret NAME | --cert-file … --key-file …)
+[--port 9443] …``.
 
 Wires the pieces together: JSON logs, the API client (kubeconfig or in-cluster), live Settings and
-lookups, the reloading serving certificate, the HTTPS listener and an optional plain-HTTP probe
-listener; then waits for SIGTERM or SIGINT and shuts down gracefully (not-ready, drain, finish
-in-flight reviews).
+lookups, the serving certificate (self-managed in a Secret with ``--tls-secret``, else reloaded
+from mounted files), the HTTPS listener and an optional plain-HTTP probe listener; then waits for
+SIGTERM or SIGINT and shuts down gracefully (not-ready, drain, finish in-flight reviews).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import asyncio
 import asyncio.sslproto
 import contextlib
+import datetime
 import gc
 import logging
 import os
@@ -22,11 +24,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
-from gpustack_webhook import logs
+from gpustack_webhook import certificates, logs
 from gpustack_webhook.kube import KubeReader, own_namespace
 from gpustack_webhook.limits import ConnectionLimits
 from gpustack_webhook.lookups import LiveSources, ReadError
 from gpustack_webhook.metrics import Metrics
+from gpustack_webhook.rotation import MUTATING, VALIDATING, SelfManagedCertificates, Setup
 from gpustack_webhook.server import DEFAULT_MAX_BODY_BYTES, DEFAULT_REVIEW_TIMEOUT, WebhookServer
 from gpustack_webhook.tls import CertificateFiles, ReloadingCertificate
 
@@ -38,6 +41,30 @@ NAMESPACE_ENV = "POD_NAMESPACE"
 
 #: Bad usage: a flag the parser refuses or a kubeconfig that does not exist.
 EXIT_USAGE = 2
+
+#: Defaults of the self-managed certificate flags: the Service the API server calls and the
+#: webhook configurations deploy/webhook/webhooks.yaml ships.
+DEFAULT_SERVICE = "gpustack-webhook"
+DEFAULT_MUTATING = "gpustack-worker-mutation"
+DEFAULT_VALIDATING = "gpustack-worker-validation"
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> datetime.timedelta:
+    """``90d``, ``2160h``, ``30m``, ``15s`` or plain seconds; positive."""
+    value = text.strip()
+    unit = _UNITS.get(value[-1:], 0)
+    number = value[:-1] if unit else value
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration (a number with s, m, h or d)"
+        ) from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive duration")
+    return datetime.timedelta(seconds=seconds)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,8 +79,59 @@ def parser() -> argparse.ArgumentParser:
         prog="gpustack-webhook",
         description="HTTPS admission server for ModelDeployments and KV-cache Pod injection.",
     )
-    p.add_argument("--cert-file", required=True, type=Path, help="PEM serving certificate chain")
-    p.add_argument("--key-file", required=True, type=Path, help="PEM private key")
+    p.add_argument(
+        "--tls-secret",
+        default="",
+        help="self-managed certificates: keep a CA and serving certificate in this Secret of the "
+        "namespace, write the CA into the webhook configurations' caBundle and rotate them "
+        "(instead of --cert-file/--key-file)",
+    )
+    p.add_argument("--cert-file", type=Path, help="PEM serving certificate chain (mounted)")
+    p.add_argument("--key-file", type=Path, help="PEM private key (mounted)")
+    p.add_argument(
+        "--service-name",
+        default=DEFAULT_SERVICE,
+        help="self-managed: the Service the API server calls, in the namespace; its DNS names "
+        f"are in the certificate and its webhooks get the caBundle (default {DEFAULT_SERVICE})",
+    )
+    p.add_argument(
+        "--cert-host",
+        action="append",
+        default=[],
+        help="self-managed: one more DNS name or IP address for the certificate; webhooks "
+        "calling a URL with that host also get the caBundle (repeatable)",
+    )
+    p.add_argument(
+        "--mutating-webhook-configuration",
+        action="append",
+        help=f"self-managed: a MutatingWebhookConfiguration whose caBundle is written "
+        f"(repeatable; default {DEFAULT_MUTATING})",
+    )
+    p.add_argument(
+        "--validating-webhook-configuration",
+        action="append",
+        help=f"self-managed: a ValidatingWebhookConfiguration whose caBundle is written "
+        f"(repeatable; default {DEFAULT_VALIDATING})",
+    )
+    p.add_argument(
+        "--ca-lifetime",
+        type=duration,
+        default=certificates.DEFAULT_CA_LIFETIME,
+        help="self-managed: lifetime of a new CA (default 3650d)",
+    )
+    p.add_argument(
+        "--cert-lifetime",
+        type=duration,
+        default=certificates.DEFAULT_CERT_LIFETIME,
+        help="self-managed: lifetime of a new serving certificate (default 365d)",
+    )
+    p.add_argument(
+        "--renew-before",
+        type=duration,
+        default=certificates.DEFAULT_RENEW_BEFORE,
+        help="self-managed: a certificate is renewed once less than a third of its lifetime, "
+        "or this, remains (default 90d)",
+    )
     p.add_argument(
         "--host", default="", help="address to listen on (default: every address, IPv4 and IPv6)"
     )
@@ -133,7 +211,8 @@ def parser() -> argparse.ArgumentParser:
         "--cert-reload-interval",
         type=float,
         default=10.0,
-        help="seconds between checks of the certificate files (default 10)",
+        help="seconds between checks of the certificate files, or of the Secret when "
+        "self-managed (default 10)",
     )
     p.add_argument(
         "--shutdown-delay",
@@ -160,18 +239,43 @@ def resolve_namespace(flag: str) -> str:
     return flag or os.environ.get(NAMESPACE_ENV) or own_namespace(DEFAULT_SYSTEM_NAMESPACE)
 
 
+def certificate_setup(args: argparse.Namespace, namespace: str) -> Setup:
+    """Where the self-managed certificates live and what they cover, from the flags."""
+    hosts = (*certificates.service_hosts(args.service_name, namespace), *args.cert_host)
+    return Setup(
+        namespace=namespace,
+        secret_name=args.tls_secret,
+        policy=certificates.Policy(
+            hosts=tuple(dict.fromkeys(hosts)),
+            ca_lifetime=args.ca_lifetime,
+            cert_lifetime=args.cert_lifetime,
+            renew_before=args.renew_before,
+        ),
+        target=certificates.Target(namespace, args.service_name, tuple(hosts)),
+        configurations=(
+            *((MUTATING, n) for n in args.mutating_webhook_configuration or [DEFAULT_MUTATING]),
+            *(
+                (VALIDATING, n)
+                for n in args.validating_webhook_configuration or [DEFAULT_VALIDATING]
+            ),
+        ),
+    )
+
+
 async def serve(args: argparse.Namespace) -> int:
     """Run the server until SIGTERM/SIGINT; returns the exit code."""
     namespace = resolve_namespace(args.namespace)
     tune_tls_buffers()
     metrics = Metrics()
-    try:
-        certificate = ReloadingCertificate(
-            CertificateFiles(args.cert_file, args.key_file), metrics=metrics
-        )
-    except (OSError, ValueError) as exc:
-        log.error("cannot load the serving certificate", extra=logs.fields(error=str(exc)))
-        return 1
+    files: ReloadingCertificate | None = None
+    if not args.tls_secret:
+        try:
+            files = ReloadingCertificate(
+                CertificateFiles(args.cert_file, args.key_file), metrics=metrics
+            )
+        except (OSError, ValueError) as exc:
+            log.error("cannot load the serving certificate", extra=logs.fields(error=str(exc)))
+            return 1
     reader = await KubeReader.connect(
         kubeconfig=args.kubeconfig or None, request_timeout=args.request_timeout
     )
@@ -181,6 +285,29 @@ async def serve(args: argparse.Namespace) -> int:
         except ReadError as exc:
             # Not fatal: reviews answer InternalError until the API server is reachable.
             log.warning("the API server is not reachable yet", extra=logs.fields(error=str(exc)))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if files is not None:
+            context = files.context
+            check = files.watch(args.cert_reload_interval)
+        else:
+            managed = SelfManagedCertificates(
+                reader, certificate_setup(args, namespace), metrics=metrics
+            )
+            starting = asyncio.create_task(managed.start())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not starting.done():
+                # Stopped before any certificate was in service: nothing to drain.
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
+                return 0
+            context = starting.result()
+            check = managed.watch(args.cert_reload_interval)
         sources = LiveSources(
             reader,
             namespace=namespace,
@@ -201,19 +328,15 @@ async def serve(args: argparse.Namespace) -> int:
                 max_connections=args.max_connections,
             ),
         )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await server.start(
             host=args.host,
             port=args.port,
-            ssl_context=certificate.context,
+            ssl_context=context,
             probe_port=args.probe_port or None,
         )
         settle_heap()
         log.info("serving", extra=logs.fields(namespace=namespace))
-        watcher = asyncio.create_task(certificate.watch(args.cert_reload_interval))
+        watcher = asyncio.create_task(check)
         try:
             await stop.wait()
             log.info("shutting down")
@@ -258,9 +381,14 @@ def settle_heap() -> None:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The flags; a refused one, or a --kubeconfig that is not a file, exits 2 with one line."""
+    """The flags; a refused one, a certificate source missing or given twice, or a --kubeconfig
+    that is not a file, exits 2 with one line."""
     p = parser()
     args = p.parse_args(argv)
+    if args.tls_secret and (args.cert_file or args.key_file):
+        p.error("--tls-secret (self-managed) and --cert-file/--key-file exclude each other")
+    if not args.tls_secret and not (args.cert_file and args.key_file):
+        p.error("give --tls-secret, or both --cert-file and --key-file")
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         p.error(f"--kubeconfig {args.kubeconfig}: no such file")
     return args

@@ -1,7 +1,11 @@
 """The webhook server's only door to the API server (the one module importing kubernetes_asyncio).
 
 :class:`KubeReader` makes the live GETs a review needs: the worker.gpustack.ai/v1 input kinds a
-rule reads and the ``gpustack-settings`` ConfigMap. It implements
+rule reads and the ``gpustack-settings`` ConfigMap; with self-managed certificates it also reads
+and writes the certificate Secret and the webhook configurations' ``caBundle``
+(:class:`gpustack_webhook.rotation.CertificateStore`: a 409 is a
+:class:`~gpustack_webhook.rotation.ConflictError`, another failed write a
+:class:`~gpustack_webhook.rotation.WriteError`). It implements
 :class:`gpustack_webhook.lookups.ObjectReader`: 404 is ``None``; every other failure is a
 :class:`~gpustack_webhook.lookups.ReadError` naming the status or the transport error, never the
 object's content.
@@ -20,7 +24,9 @@ reader is built.
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +43,7 @@ from gpustack_render.api.common import GROUP, VERSION
 from gpustack_render.core import nesting
 from gpustack_render.schema.kinds import BY_KIND, INPUT_MODELS
 from gpustack_webhook.lookups import ReadError
+from gpustack_webhook.rotation import MUTATING, VALIDATING, ConflictError, WriteError
 
 #: Where a Pod finds its service account's namespace.
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -64,10 +71,19 @@ RESOURCES: dict[str, Resource] = {
 }
 
 
-def _failure(exc: BaseException) -> ReadError:
+#: REST paths of the webhook configuration kinds.
+WEBHOOK_CONFIGURATIONS = {
+    MUTATING: "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    VALIDATING: "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+}
+
+_STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+
+def _failure(exc: BaseException, error: type[Exception] = ReadError) -> Exception:
     if isinstance(exc, TimeoutError):
-        return ReadError("the API server did not answer in time")
-    return ReadError(f"{type(exc).__name__}: {exc}")
+        return error("the API server did not answer in time")
+    return error(f"{type(exc).__name__}: {exc}")
 
 
 def _ssl_context(configuration: Any) -> ssl.SSLContext:
@@ -156,31 +172,66 @@ class KubeReader:
     async def close(self) -> None:
         await self._session.close()
 
-    async def _get(self, path: str) -> Any:
-        """The decoded JSON answer to ``GET path``; None on 404; ReadError otherwise."""
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        error: type[Exception] = ReadError,
+    ) -> tuple[int, Any]:
+        """The status and decoded JSON answer to one request; ``error`` on a transport failure
+        or an answer that is not JSON."""
         headers: dict[str, str] = {}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
         try:
             # Calls the configuration's refresh hook (a rotated service-account token).
             auth = await self.configuration.auth_settings()
             for setting in auth.values():
                 if setting.get("in") == "header" and setting.get("value"):
                     headers[setting["key"]] = setting["value"]
-            async with self._session.get(
-                URL(self._base + path, encoded=True), headers=headers, **self._request_args
+            async with self._session.request(
+                method,
+                URL(self._base + path, encoded=True),
+                headers=headers,
+                data=data,
+                **self._request_args,
             ) as resp:
-                body = await resp.read()
-                if resp.status == 404:
-                    return None
-                if not 200 <= resp.status < 300:
-                    raise ReadError(
-                        f"the API server answered {resp.status} {resp.reason or ''}".rstrip()
-                    )
+                answer = await resp.read()
+                status, reason = resp.status, resp.reason or ""
         except (aiohttp.ClientError, TimeoutError, OSError, ConfigException) as exc:
-            raise _failure(exc) from None
+            raise _failure(exc, error) from None
+        if not 200 <= status < 300:
+            return status, reason
         try:
-            return nesting.loads(body)
+            return status, nesting.loads(answer)
         except ValueError:
-            raise ReadError("the API server answered something that is not JSON") from None
+            raise error("the API server answered something that is not JSON") from None
+
+    async def _get(self, path: str) -> Any:
+        """The decoded JSON answer to ``GET path``; None on 404; ReadError otherwise."""
+        status, answer = await self._request("GET", path)
+        if status == 404:
+            return None
+        if not 200 <= status < 300:
+            raise ReadError(f"the API server answered {status} {answer}".rstrip())
+        return answer
+
+    async def _write(
+        self, method: str, path: str, body: Any, *, content_type: str = "application/json"
+    ) -> None:
+        """A write; ConflictError on 409, WriteError on any other failure."""
+        status, answer = await self._request(
+            method, path, body=body, content_type=content_type, error=WriteError
+        )
+        if status == 409:
+            raise ConflictError(f"{path}: {answer}")
+        if not 200 <= status < 300:
+            raise WriteError(f"{method} {path}: the API server answered {status} {answer}".rstrip())
 
     async def get_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         resource = RESOURCES.get(kind)
@@ -206,6 +257,37 @@ class KubeReader:
         if not isinstance(data, dict):
             raise ReadError("the API server answered a ConfigMap whose data is not an object")
         return {str(k): str(v) for k, v in data.items()}
+
+    def _secrets(self, namespace: str) -> str:
+        return f"/api/v1/namespaces/{_segment(namespace)}/secrets"
+
+    async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        secret = await self._get(f"{self._secrets(namespace)}/{_segment(name)}")
+        if secret is not None and not isinstance(secret, dict):
+            raise ReadError("the API server answered a Secret that is not an object")
+        return secret
+
+    async def create_secret(self, namespace: str, body: Mapping[str, Any]) -> None:
+        await self._write("POST", self._secrets(namespace), body)
+
+    async def update_secret(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        await self._write("PUT", f"{self._secrets(namespace)}/{_segment(name)}", body)
+
+    async def get_webhook_configuration(self, kind: str, name: str) -> dict[str, Any] | None:
+        configuration = await self._get(f"{WEBHOOK_CONFIGURATIONS[kind]}/{_segment(name)}")
+        if configuration is not None and not isinstance(configuration, dict):
+            raise ReadError(f"the API server answered a {kind} that is not an object")
+        return configuration
+
+    async def patch_webhook_configuration(
+        self, kind: str, name: str, patch: Mapping[str, Any]
+    ) -> None:
+        await self._write(
+            "PATCH",
+            f"{WEBHOOK_CONFIGURATIONS[kind]}/{_segment(name)}",
+            patch,
+            content_type=_STRATEGIC_MERGE,
+        )
 
     async def ping(self) -> None:
         """One cheap authenticated request (the API server's version); raises ReadError."""

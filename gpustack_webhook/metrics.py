@@ -6,11 +6,19 @@ names; ``/metrics`` renders that registry.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from gpustack_render.core.errors import VerdictKind
+
 #: Verdict label of a request that never became a review (bad JSON, wrong kind, too large).
 MALFORMED = "malformed"
+#: Every ``verdict`` label value: the library's verdict kinds (``allowed``; refused as
+#: ``invalid`` or ``forbidden``; ``internal`` when the review could not be judged) and
+#: :data:`MALFORMED`.
+VERDICTS = (*(kind.value for kind in VerdictKind), MALFORMED)
 
 #: Latency buckets in seconds: the API server's budget is ``timeoutSeconds`` (10 s), the target
 #: is milliseconds.
@@ -71,6 +79,13 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+
+    def prepare(self, webhooks: Iterable[str]) -> None:
+        """Create each webhook's review counters at 0, so a rate reads 0 before the first
+        review of a verdict instead of no data."""
+        for webhook in webhooks:
+            for verdict in VERDICTS:
+                self.reviews.labels(webhook, verdict)
 
     def observe_review(self, webhook: str, verdict: str, seconds: float) -> None:
         """Count one answered request and record how long it took."""

@@ -288,6 +288,7 @@ class WebhookServer:
         self.sources = sources
         self.webhooks = tuple(webhooks if webhooks is not None else default_webhooks())
         self.metrics = metrics or Metrics()
+        self.metrics.prepare(hook.name for hook in self.webhooks)
         self.max_body_bytes = max_body_bytes
         self.review_timeout = review_timeout
         self.shutdown_timeout = shutdown_timeout

@@ -1,4 +1,4 @@
-"""The serving certificate: loaded from mounted files and reloaded when they change.
+"""The serving certificate: from mounted files or from memory, replaced without a restart.
 
 The listening socket keeps one *base* :class:`ssl.SSLContext` for its whole life. Its server-name
 callback, which OpenSSL runs for every handshake (with or without SNI; the API server sends none
@@ -7,6 +7,10 @@ certificate. A background task polls the files' identity (inode, size, modificat
 following symlinks so a Secret volume's atomic ``..data`` swap is seen) and builds a fresh context
 when they change. A pair that does not load (a half-written rotation, a key that does not match)
 is reported and the previous certificate stays in service.
+
+With self-managed certificates (:mod:`gpustack_webhook.rotation`) there are no files:
+:class:`MemoryCertificate` serves PEM bytes read from the Secret, loaded through an anonymous
+in-memory file (the root file system may be read-only, and the key never touches a disk).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import asyncio
 import logging
 import os
 import ssl
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +61,76 @@ class CertificateFiles:
         return context
 
 
-class ReloadingCertificate:
+def load_pem(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
+    """A new server context holding a PEM chain and key given as bytes; raises
+    ``OSError``/``ssl.SSLError`` when they do not load or do not match."""
+    context = _server_context()
+    combined = key_pem.rstrip(b"\n") + b"\n" + cert_pem
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is not None:
+        fd = memfd_create("gpustack-webhook-tls", getattr(os, "MFD_CLOEXEC", 0))
+        try:
+            view = memoryview(combined)
+            while view:
+                view = view[os.write(fd, view) :]
+            context.load_cert_chain(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+        return context
+    with tempfile.TemporaryDirectory(prefix="gpustack-webhook-tls-") as directory:
+        path = Path(directory) / "tls.pem"
+        path.write_bytes(combined)
+        path.chmod(0o600)
+        context.load_cert_chain(path)
+    return context
+
+
+class _Switching:
+    """The base context's server-name callback hands each handshake ``_current``."""
+
+    _current: ssl.SSLContext
+
+    def _select(
+        self,
+        connection: ssl.SSLObject | ssl.SSLSocket,
+        server_name: str | None,
+        base: ssl.SSLContext,
+    ) -> None:
+        connection.context = self._current
+
+
+class MemoryCertificate(_Switching):
+    """A server SSL context serving the newest PEM pair it was given."""
+
+    def __init__(self, cert_pem: bytes, key_pem: bytes, *, metrics: Metrics | None = None) -> None:
+        self._metrics = metrics
+        self._current = load_pem(cert_pem, key_pem)
+        self._pair = (cert_pem, key_pem)
+        self.context = load_pem(cert_pem, key_pem)
+        self.context.sni_callback = self._select
+        self.generation = 1
+
+    def install(self, cert_pem: bytes, key_pem: bytes) -> bool:
+        """Serve this pair from the next handshake on, unless it is the one in service;
+        returns whether it changed. Raises ``OSError``/``ssl.SSLError`` when it does not load
+        (the previous pair stays in service)."""
+        if (cert_pem, key_pem) == self._pair:
+            return False
+        try:
+            context = load_pem(cert_pem, key_pem)
+        except (OSError, ssl.SSLError):
+            if self._metrics is not None:
+                self._metrics.cert_reloads.labels("failed").inc()
+            raise
+        self._current = context
+        self._pair = (cert_pem, key_pem)
+        self.generation += 1
+        if self._metrics is not None:
+            self._metrics.cert_reloads.labels("loaded").inc()
+        return True
+
+
+class ReloadingCertificate(_Switching):
     """A server SSL context whose certificate follows the files on disk."""
 
     def __init__(self, files: CertificateFiles, *, metrics: Metrics | None = None) -> None:
@@ -68,14 +142,6 @@ class ReloadingCertificate:
         self.context = files.load()
         self.context.sni_callback = self._select
         self.generation = 1
-
-    def _select(
-        self,
-        connection: ssl.SSLObject | ssl.SSLSocket,
-        server_name: str | None,
-        base: ssl.SSLContext,
-    ) -> None:
-        connection.context = self._current
 
     def check(self) -> bool:
         """Reload when the files changed; returns whether a new certificate is in service."""

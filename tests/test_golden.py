@@ -1,9 +1,9 @@
 """Golden cases: one pytest id per directory ``golden/<verb>-<case>/``, discovered, never listed.
 
-``<verb>`` is ``render``, ``admit``, ``inject`` or ``crds``. Each case holds ``input.yaml``
-(the request object first, then every looked-up object and an optional ``gpustack-settings``
-ConfigMap), an optional ``case.yaml`` (``operation``; ``old``: the stored object;
-``description``) and exactly one expected file:
+``<verb>`` is ``render``, ``admit``, ``inject``, ``explain`` or ``crds``. Each case holds
+``input.yaml`` (the request object first, then every looked-up object and an optional
+``gpustack-settings`` ConfigMap), an optional ``case.yaml`` (``operation``; ``old``: the stored
+object; ``description``) and exactly one expected file:
 
 - ``crds-*``: ``rendered.yaml``, the output of ``gpustack-render crds`` (no input file);
 - ``render-*``: ``rendered.yaml`` (exit 0, the command's YAML output) or ``error.txt`` (exit 1,
@@ -11,7 +11,12 @@ ConfigMap), an optional ``case.yaml`` (``operation``; ``old``: the stored object
   controller renders from stored objects) unless ``case.yaml`` sets ``validate``;
 - ``admit-*`` / ``inject-*``: ``verdict.yaml``: ``allowed``, status code and reason, each cause's
   {type, field, origin}, the JSON Patch, warnings, and for an admitted ``inject`` case the
-  mutated Pod (``object``).
+  mutated Pod (``object``);
+- ``explain-*``: ``explained.txt`` and ``explained.json``, the verb's text and JSON output
+  (``case.yaml`` may add ``old_inputs``: the objects the stored object was rendered with;
+  ``flags``: extra command-line arguments; ``exit``: the expected exit code, 0 when absent;
+  an ``observed.yaml`` beside ``input.yaml`` is passed as ``--observed``).
+  Every JSON output is validated against ``docs/explain.schema.json``.
 
 ``pytest --update-golden`` rewrites the expected file: review the diff. A missing expected file or
 an unknown file in a case directory fails, and every case must give byte-identical output twice.
@@ -20,6 +25,7 @@ an unknown file in a case directory fails, and every case must give byte-identic
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +36,12 @@ from gpustack_render.cli import commands as cli
 from gpustack_render.cli import yamlio
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-VERBS = ("render", "admit", "inject", "crds")
+VERBS = ("render", "admit", "inject", "explain", "crds")
 EXPECTED = ("rendered.yaml", "error.txt", "verdict.yaml")
-KNOWN = {"input.yaml", "case.yaml", "README.md", *EXPECTED}
+#: An explain case's expected files: both are written and checked.
+EXPLAINED = ("explained.txt", "explained.json")
+KNOWN = {"input.yaml", "case.yaml", "observed.yaml", "README.md", *EXPECTED, *EXPLAINED}
+SCHEMA = GOLDEN.parent / "docs" / "explain.schema.json"
 
 
 def _cases() -> list[Any]:
@@ -50,6 +59,46 @@ def _case_spec(case: Path) -> dict[str, Any]:
         return {}
     docs = yamlio.load_documents((case / "case.yaml").read_text(), source=str(case / "case.yaml"))
     return docs[0] if docs else {}
+
+
+def run_explain(case: Path, tmp_path: Path) -> dict[str, str]:
+    """Run one explain case in both formats; returns {expected file name: content}."""
+    spec = _case_spec(case)
+    argv = ["explain", str(case / "input.yaml"), *[str(f) for f in spec.get("flags") or ()]]
+    if "old" in spec:
+        old = tmp_path / "old.yaml"
+        old.write_text(yamlio.dump_yaml([spec["old"], *(spec.get("old_inputs") or ())]))
+        argv += ["--old", str(old)]
+    if (case / "observed.yaml").exists():
+        argv += ["--observed", str(case / "observed.yaml")]
+    outputs: dict[str, str] = {}
+    for name, fmt in zip(EXPLAINED, ("text", "json"), strict=True):
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.COMMANDS["explain"](cli._parser().parse_args([*argv, "-o", fmt]), out, err)
+        assert code == int(spec.get("exit", 0)), f"{case.name}: exit {code}: {err.getvalue()}"
+        outputs[name] = out.getvalue()
+    return outputs
+
+
+def _validate_explained(text: str) -> None:
+    import jsonschema
+
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(json.loads(text))
+
+
+def _check_explain(case: Path, tmp_path: Path, update_golden: bool) -> None:
+    actual = run_explain(case, tmp_path)
+    assert run_explain(case, tmp_path) == actual, "a second run differs"
+    _validate_explained(actual["explained.json"])
+    if update_golden:
+        for name, content in actual.items():
+            (case / name).write_text(content)
+        return
+    for name, content in actual.items():
+        assert (case / name).exists(), (
+            f"{case.name}: no {name}; run pytest --update-golden and review the diff"
+        )
+        assert content == (case / name).read_text(), f"{case.name}/{name} differs from the output"
 
 
 def run_case(verb: str, case: Path, tmp_path: Path) -> tuple[str, str]:
@@ -92,6 +141,9 @@ def test_golden(verb: str, case: Path, tmp_path: Path, update_golden: bool) -> N
     unknown = {p.name for p in case.iterdir()} - KNOWN
     assert not unknown, f"unknown files in {case}: {sorted(unknown)}"
     assert verb == "crds" or (case / "input.yaml").exists(), f"{case} has no input.yaml"
+    if verb == "explain":
+        _check_explain(case, tmp_path, update_golden)
+        return
     name, actual = run_case(verb, case, tmp_path)
     assert run_case(verb, case, tmp_path) == (name, actual), "a second run differs"
     target = case / name

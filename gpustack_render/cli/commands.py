@@ -163,6 +163,7 @@ def _parser() -> argparse.ArgumentParser:
             help="response: the AdmissionReview response (default); object: the object as "
             "admitted, with the patch applied",
         )
+    _explain_parser(sub, files)
     c = sub.add_parser("crds", help="print the CustomResourceDefinitions the project ships")
     c.add_argument(
         "-o", "--output", choices=["yaml", "json", "name"], default="yaml", help="output format"
@@ -170,6 +171,93 @@ def _parser() -> argparse.ArgumentParser:
     k = sub.add_parser("completion", help="print a shell completion script")
     k.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete for")
     return p
+
+
+#: What ``explain --fail-on`` accepts.
+FAIL_ON = ("refused", "roll")
+
+
+def _fail_on(value: str) -> list[str]:
+    """``--fail-on`` values: one or a comma-separated list of :data:`FAIL_ON`."""
+    values = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in values if v not in FAIL_ON]
+    if bad or not values:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {value!r} (choose from {', '.join(FAIL_ON)}, or a comma list)"
+        )
+    return values
+
+
+def _count(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"not a count of replicas: {value!r}")
+    return int(value)
+
+
+def _explain_parser(sub: Any, files: Callable[..., None]) -> None:
+    e = sub.add_parser(
+        "explain",
+        help="say what creating or editing a ModelDeployment will do and why: admission, "
+        "per role unchanged / scale / roll, the fields that moved, the costs",
+    )
+    files(e, batch=True)
+    e.set_defaults(output="text")
+    for action in e._actions:
+        if action.dest == "output":
+            action.choices = ["text", "yaml", "json"]
+            action.default = "text"
+            action.help = "output format: text (a table to read), yaml, or json (the stable schema)"
+        if action.dest == "namespace":
+            action.help = (
+                "the namespace of every namespaced object that names none (default: default); "
+                "in live mode, the deployment's namespace"
+            )
+        if action.dest == "files":
+            action.help = (
+                "the new ModelDeployment and the objects it names, as for render (or md/NAME to "
+                "read the stored object from a cluster, see --kubeconfig)"
+            )
+    e.add_argument(
+        "--old",
+        metavar="FILE",
+        help="the stored object: explain an UPDATE of it; other objects in the file are what it "
+        "was rendered with (an InstanceType before its edit), read before the inputs",
+    )
+    e.add_argument(
+        "--observed",
+        metavar="FILE",
+        help="the live Pods, Workloads and Services as kubectl get ... -o yaml prints them (a "
+        "List): run the rollout planner on them",
+    )
+    e.add_argument(
+        "--max-replaced",
+        type=_count,
+        metavar="N",
+        help="exit 1 when the edit would replace more than N replicas",
+    )
+    e.add_argument(
+        "--fail-on",
+        type=_fail_on,
+        action="extend",
+        default=[],
+        metavar="refused|roll",
+        help="exit 1 when admission refuses (refused) or any role rolls (roll); repeatable or "
+        "a comma list",
+    )
+    e.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="live mode (first operand md/NAME): the kubeconfig to read the cluster with "
+        "(read-only: GET and LIST)",
+    )
+    e.add_argument("--context", metavar="NAME", help="live mode: the kubeconfig context to use")
+    e.add_argument(
+        "--system-namespace",
+        default="gpustack-system",
+        metavar="NS",
+        help="live mode: the controller's namespace, whose gpustack-settings ConfigMap holds "
+        "the Settings (default: gpustack-system)",
+    )
 
 
 def _bundle(paths: Sequence[str], stdin: TextIO, *, namespace: str = "") -> Bundle:
@@ -565,6 +653,12 @@ def cmd_inject(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return _answer(verdict, pod, args, out, err)
 
 
+def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from gpustack_render.cli.explain import run  # only this verb needs the explain layer
+
+    return run(args, out, err)
+
+
 def cmd_completion(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from gpustack_render.cli.completion import script
 
@@ -577,6 +671,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "render": cmd_render,
     "admit": cmd_admit,
     "inject": cmd_inject,
+    "explain": cmd_explain,
     "crds": cmd_crds,
 }
 

@@ -140,18 +140,33 @@ MAX_DEPTH = 200
 #: Nodes after alias expansion: an alias counts as every node of what it names, so an alias
 #: bomb (each level repeating the one before) is refused after a bounded amount of work.
 MAX_NODES = 1_000_000
+#: An export of what runs (``explain --observed``: a ``kubectl get`` List of every Pod and
+#: Workload of a deployment) is no single request: a 64 × 8 deployment's Pods alone are about 3
+#: MiB. Its limits are wider, and still bound the work.
+EXPORT_MAX_BYTES = 256 * 1024 * 1024
+EXPORT_MAX_NODES = 50_000_000
 
 
-def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]]:
+def load_documents(
+    text: str,
+    *,
+    source: str = "<input>",
+    expand_lists: bool = True,
+    max_bytes: int = MAX_BYTES,
+    max_nodes: int = MAX_NODES,
+) -> list[dict[str, Any]]:
     """Every object in ``text``; a ``List`` (``kind: List`` or ``*List``) is expanded.
+
+    With ``expand_lists=False`` a List stays one document, items unchecked: ``explain
+    --observed`` reads a ``kubectl get`` export whose damaged items it names and skips.
 
     YAML is read as kubectl reads it (YAML 1.1 scalars, :mod:`gpustack_render.cli.yamlread`);
     duplicate keys and tabs in indentation are refused. Empty documents are skipped. A document
     that is not a mapping, or a file past one of the limits above, is a :class:`DocumentError`
     naming ``source`` and the document's position (1-based).
     """
-    if len(text) > MAX_BYTES and len(text.encode("utf-8")) > MAX_BYTES:
-        raise DocumentError(f"{source}: larger than the limit of {MAX_BYTES} bytes")
+    if len(text) > max_bytes and len(text.encode("utf-8")) > max_bytes:
+        raise DocumentError(f"{source}: larger than the limit of {max_bytes} bytes")
     stripped = text.lstrip()
     docs: list[Any]
     if stripped.startswith(("{", "[")):
@@ -159,7 +174,7 @@ def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]
     else:
         try:
             docs = yamlread.load_all(
-                text, max_documents=MAX_DOCUMENTS, max_depth=MAX_DEPTH, max_nodes=MAX_NODES
+                text, max_documents=MAX_DOCUMENTS, max_depth=MAX_DEPTH, max_nodes=max_nodes
             )
         except yamlread.LimitError as exc:
             raise DocumentError(f"{source}: {exc}") from exc
@@ -177,7 +192,7 @@ def load_documents(text: str, *, source: str = "<input>") -> list[dict[str, Any]
             raise DocumentError(
                 f"{source}: document {i} is a {type(doc).__name__}, not a Kubernetes object"
             )
-        if _is_list(doc):
+        if expand_lists and _is_list(doc):
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise DocumentError(f"{source}: document {i}: List items must be a list")

@@ -70,6 +70,9 @@ class CheckVerdict:
     message: str
     park: bool = False
     deactivate: tuple[str, ...] = ()
+    #: The roles a ``Pending`` waits on, in spec order: those still assembling when any is,
+    #: else those with a replica that has not reserved quota (what the message names).
+    roles: tuple[str, ...] = ()
 
 
 def needs_verdict(workload: ObservedWorkload) -> bool:
@@ -179,6 +182,7 @@ def joint_verdict(
             f"every replica of ModelDeployment {deployment.name} has reserved quota or is being "
             "replaced by this operator's rollout",
         )
+    waiting_on = tuple(assembling or waiting_roles)
     if assembling:
         message = (
             f"ModelDeployment {deployment.name}: role(s) {', '.join(assembling)} are still "
@@ -203,8 +207,9 @@ def joint_verdict(
             "delete and recreate the deployment",
             park=True,
             deactivate=deactivate,
+            roles=waiting_on,
         )
-    return CheckVerdict(PENDING, message)
+    return CheckVerdict(PENDING, message, roles=waiting_on)
 
 
 def _window(seconds: int) -> str:

@@ -28,6 +28,8 @@ ADMITTED = "Admitted"
 EVICTED = "Evicted"
 PREEMPTED = "Preempted"
 FINISHED = "Finished"
+#: The Pod condition the scheduler writes (``False``, reason ``Unschedulable``, when no node fits).
+POD_SCHEDULED = "PodScheduled"
 #: The reason of an ``Evicted`` condition written by a preemption.
 PREEMPTED_REASON = "Preempted"
 #: ``status.reason`` a kubelet writes on a Pod it evicted.
@@ -72,6 +74,13 @@ class ObservedPod:
     #: The Pod runs a take-over command (its ``main`` container was not built by the operator).
     takeover: bool = False
     node_name: str = ""
+    #: Every ``spec.schedulingGates[].name``, in order (Kueue's admission gate among them).
+    scheduling_gates: tuple[str, ...] = ()
+    #: ``PodScheduled=False``: its reason (``Unschedulable``) and message, else empty.
+    unscheduled_reason: str = ""
+    unscheduled_message: str = ""
+    #: ``state.waiting.reason`` of each container still waiting (``CrashLoopBackOff``, …).
+    waiting_reasons: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -96,17 +105,31 @@ def observe_pod(obj: Mapping[str, Any], *, owner_uid: str = "") -> ObservedPod:
     status = jsonview.view(obj.get("status"))
     pod_labels = jsonview.strings(meta.get("labels"))
     annotations = jsonview.strings(meta.get("annotations"))
-    ready = any(
-        jsonview.view(c).get("type") == "Ready"
-        and jsonview.view(c).get("status") == ConditionStatus.TRUE
-        for c in jsonview.items(status.get("conditions"))
+    ready = False
+    unscheduled: Mapping[str, Any] = {}
+    for c in jsonview.items(status.get("conditions")):
+        c = jsonview.view(c)
+        if c.get("type") == "Ready" and c.get("status") == ConditionStatus.TRUE:
+            ready = True
+        elif c.get("type") == POD_SCHEDULED and c.get("status") == ConditionStatus.FALSE:
+            unscheduled = c
+    gates = tuple(
+        str(name)
+        for name in (
+            jsonview.view(g).get("name") for g in jsonview.items(spec.get("schedulingGates"))
+        )
+        if name is not None
     )
-    gates = {jsonview.view(g).get("name") for g in jsonview.items(spec.get("schedulingGates"))}
     restarts = 0
+    waiting: list[str] = []
     for cs in jsonview.items(status.get("containerStatuses")):
-        count = jsonview.view(cs).get("restartCount")
+        cs = jsonview.view(cs)
+        count = cs.get("restartCount")
         if isinstance(count, int) and count > 0:
             restarts += count
+        reason = jsonview.view(jsonview.view(cs.get("state")).get("waiting")).get("reason")
+        if isinstance(reason, str) and reason:
+            waiting.append(reason)
     member = _non_negative_int(pod_labels.get(labels.MEMBER_INDEX))
     total = _non_negative_int(annotations.get(labels.POD_GROUP_TOTAL_COUNT))
     return ObservedPod(
@@ -128,6 +151,10 @@ def observe_pod(obj: Mapping[str, Any], *, owner_uid: str = "") -> ObservedPod:
         owned=ownerrefs.controlled_by(obj, owner_uid) if owner_uid else True,
         takeover=_MANAGED_MARKER not in annotations,
         node_name=str(spec.get("nodeName") or ""),
+        scheduling_gates=gates,
+        unscheduled_reason=str(unscheduled.get("reason") or ""),
+        unscheduled_message=str(unscheduled.get("message") or ""),
+        waiting_reasons=tuple(waiting),
     )
 
 
@@ -169,6 +196,16 @@ class ObservedWorkload:
     uid: str = ""
     #: The Workload carries a ``deletionTimestamp`` (Kueue's finalizer holds it).
     deleting: bool = False
+    #: Why Kueue has not reserved quota or admitted it: the reason and message of a
+    #: ``QuotaReserved`` condition that is not ``True`` (``Pending``: "couldn't assign flavors…"),
+    #: and of an ``Admitted`` condition that is not ``True``; empty when absent.
+    quota_reason: str = ""
+    quota_message: str = ""
+    admitted_reason: str = ""
+    admitted_message: str = ""
+    #: The reason and message of an ``Evicted=True`` condition.
+    evicted_reason: str = ""
+    evicted_message: str = ""
 
     def owns_any(self, uids: frozenset[str] | set[str]) -> bool:
         """True when one of ``uids`` is among this Workload's owner Pods."""
@@ -178,6 +215,13 @@ class ObservedWorkload:
 def _transition(condition: Mapping[str, Any] | None) -> str | None:
     when = (condition or {}).get("lastTransitionTime")
     return str(when) if when else None
+
+
+def _unmet(condition: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(reason, message) of a condition that is present and not ``True``."""
+    if condition is None or condition.get("status") == ConditionStatus.TRUE:
+        return "", ""
+    return str(condition.get("reason") or ""), str(condition.get("message") or "")
 
 
 def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
@@ -235,6 +279,9 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
             values = jsonview.view(assignment.get("flavors")).values()
             flavors[name] = tuple(sorted({str(v) for v in values if isinstance(v, str)}))
     active = spec.get("active")
+    quota_reason, quota_message = _unmet(conditions.get(QUOTA_RESERVED))
+    admitted_reason, admitted_message = _unmet(admitted_cond)
+    evicted_cond = conditions.get(EVICTED, {}) if evicted else {}
     return ObservedWorkload(
         name=str(meta.get("name") or ""),
         owner_pods=owners,
@@ -253,4 +300,10 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         queue=str(spec.get("queueName") or ""),
         uid=str(meta.get("uid") or ""),
         deleting=deleting,
+        quota_reason=quota_reason,
+        quota_message=quota_message,
+        admitted_reason=admitted_reason,
+        admitted_message=admitted_message,
+        evicted_reason=str(evicted_cond.get("reason") or ""),
+        evicted_message=str(evicted_cond.get("message") or ""),
     )

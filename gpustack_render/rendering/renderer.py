@@ -13,8 +13,8 @@ escapes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpustack_render.api.common import API_VERSION
@@ -104,6 +104,9 @@ class RoleRendering:
     #: ``<md>-<role>`` and, above size 1, ``<md>-<role>-r<o>`` by ordinal.
     service: dict[str, Any]
     instance_services: tuple[dict[str, Any], ...]
+    #: The role's pod-spec-hash input without its seat (hashing.spec_hash_input): what an
+    #: explanation diffs to name the fields that moved a role's hash.
+    hash_input: Mapping[str, Any] = field(default_factory=dict)
 
     def seat(self, ordinal: int, member: int) -> SeatRendering:
         """The seat (``ordinal``, ``member``); IndexError outside the role."""
@@ -245,7 +248,8 @@ def _render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Ren
             settings=settings,
             render_version=version,
         )
-        hasher = SeatHasher(spec_hash_input(md, role, bindings=plan.bindings))
+        hash_input = spec_hash_input(md, role, bindings=plan.bindings)
+        hasher = SeatHasher(hash_input)
         seats = _stamp(
             template,
             namespace=namespace,
@@ -295,6 +299,7 @@ def _render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Ren
                 )
                 if role.size > 1
                 else (),
+                hash_input=hash_input,
             )
         )
     first = plans[0]

@@ -2,8 +2,9 @@
 
 The binaries are built from pinned Go modules by ``hack/envtest/build.sh`` into a cache outside the
 repository. :class:`ControlPlane` starts both on free loopback ports inside a private temporary
-directory with a generated CA, serving and client certificates, RBAC authorization and service
-account signing keys, writes an admin kubeconfig (client certificate in ``system:masters``) that
+directory with a generated CA, serving and client certificates, RBAC authorization, service
+account signing keys and an audit log of one test identity (:data:`AUDITED_USER`), writes an
+admin kubeconfig (client certificate in ``system:masters``) that
 ``kubernetes_asyncio`` loads, installs CRDs and waits for them to be Established, and tears
 everything down again (processes killed, temporary directory removed).
 
@@ -438,6 +439,21 @@ def start_process(
 _ROOT_PREFIX = "gpustack-envtest-"
 _OWNER_FILE = "owner.pid"
 
+#: The one identity the API server audits: every request it sends is a line of
+#: :attr:`ControlPlane.audit_log` (level Metadata: verb, URI, user agent, status; no bodies).
+#: A test that must prove what a client sends, and nothing else, acts as this user
+#: (:meth:`ControlPlane.user_kubeconfig`); nobody else is audited, so the log stays small.
+AUDITED_USER = "audited-client"
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "users": [AUDITED_USER]},
+        {"level": "None"},
+    ],
+}
+
 
 def _pid_alive(pid: int) -> bool:
     try:
@@ -506,6 +522,19 @@ class ControlPlane:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (JSON lines; only :data:`AUDITED_USER` is audited)."""
+        return self.root / "audit.log"
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every audit event written so far, oldest first."""
+        try:
+            text = self.audit_log.read_text()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     @property
     def url(self) -> str:
@@ -587,6 +616,8 @@ class ControlPlane:
         self._wait(etcd, lambda: _http_ok(f"{self.etcd_url}/health"), started)
 
         self.port = free_port()
+        audit_policy = self.root / "audit-policy.json"
+        audit_policy.write_text(json.dumps(AUDIT_POLICY))
         apiserver = start_process(
             "kube-apiserver",
             [
@@ -606,6 +637,9 @@ class ControlPlane:
                 f"--service-account-issuer=https://127.0.0.1:{self.port}/",
                 f"--service-account-key-file={sa_pub}",
                 f"--service-account-signing-key-file={sa_key}",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
                 *self.extra_apiserver_args,
             ],
             self.root / "kube-apiserver.log",

@@ -47,6 +47,7 @@ HELM_ANNOTATIONS = ("helm.sh/resource-policy",)
 SWITCHES = {
     "input-crds": ["--set", "crds.inputs=true"],
     "cert-manager": ["--set", "certificates.mode=certManager"],
+    "existing-secret": ["--set", "certificates.mode=existingSecret"],
     "servicemonitors": ["--set", "metrics.serviceMonitor.enabled=true"],
 }
 
@@ -146,7 +147,11 @@ def test_values_reach_the_objects(helm: Path, tmp_path: Path) -> None:
         },
         "webhook": {"replicas": 4, "nodeSelector": {"pool": "edge"}},
         "settings": {"native-sidecars": "false"},
-        "certificates": {"existingSecret": {"caBundle": "Q0EK"}, "secretName": "my-tls"},
+        "certificates": {
+            "mode": "existingSecret",
+            "existingSecret": {"caBundle": "Q0EK"},
+            "secretName": "my-tls",
+        },
         "rbac": {"aggregateToDefaultRoles": False},
         "crds": {"install": False},
     }
@@ -188,7 +193,30 @@ def _hook_config_name(kind: str) -> str:
     }[kind]
 
 
-@pytest.mark.parametrize("mode", ["selfManaged", "letsEncrypt"])
+def test_self_managed_values_reach_the_server_and_its_rbac(helm: Path) -> None:
+    objects = template(
+        helm,
+        "--set", "certificates.secretName=my-tls",
+        "--set", "certificates.selfManaged.certLifetime=30d",
+        "--set", "certificates.selfManaged.renewBefore=7d",
+    )  # fmt: skip
+    webhook = _one(objects, "Deployment", "gpustack-webhook")["spec"]["template"]["spec"]
+    assert "volumes" not in webhook
+    (container,) = webhook["containers"]
+    certificate_args = [a for a in container["args"] if a.split("=")[0] in CERT_FLAGS]
+    assert certificate_args == ["--tls-secret=my-tls", "--cert-lifetime=30d", "--renew-before=7d"]
+    role = _one(objects, "Role", "gpustack-webhook-certificates")
+    assert role["rules"][0]["resourceNames"] == ["my-tls"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in _one(objects, kind, _hook_config_name(kind))["webhooks"]:
+            assert "caBundle" not in hook["clientConfig"]  # the server writes it
+
+
+CERT_FLAGS = {"--tls-secret", "--cert-file", "--key-file", "--ca-lifetime", "--cert-lifetime",
+              "--renew-before"}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["letsEncrypt", "selfmanaged"])
 def test_an_unavailable_certificate_mode_is_refused(helm: Path, mode: str) -> None:
     result = subprocess.run(
         [str(helm), "template", "x", str(CHART), "--kube-version", KUBE_VERSION,

@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpustack_controller.controller import Controller, Options
 from gpustack_controller.kube import (
@@ -169,6 +170,12 @@ async def test_the_shipped_rbac_is_enough_for_the_whole_lifecycle(
 
         await eventually(ready, timeout=60, what="phase Ready under the shipped RBAC")
         assert await serving(admin, ns, "rbac", 2)
+
+        async def counted() -> bool:
+            replicas = await _replica_series(port, ns, "rbac")
+            return replicas.get(("server", "ready")) == replicas.get(("server", "desired")) == 2
+
+        await eventually(counted, what="/metrics counts the 2 ready replicas of the role")
         # Scale down (deletes Pods and Workloads), then a departure event.
         await admin.merge_patch(
             MODEL_DEPLOYMENTS, "rbac", {"spec": {"roles": [role(replicas=1)]}}, ns
@@ -199,10 +206,29 @@ async def test_the_shipped_rbac_is_enough_for_the_whole_lifecycle(
                 assert resp.status == 200
                 assert "gpustack_controller_reconcile_total" in text
                 assert "gpustack_controller_leader 1.0" in text
+                assert 'gpustack_controller_reconcile_duration_seconds_count{controller="' in text
+                assert "gpustack_controller_rollouts_in_progress" in text
+        # Torn down: the deployment's replica series went with it.
+        assert await _replica_series(port, ns, "rbac") == {}
     finally:
         await controller.stop()
         await runner.cleanup()
         await kube.close()
+
+
+async def _replica_series(port: int, namespace: str, name: str) -> dict[tuple[str, str], float]:
+    """(role, state) -> value of the controller's ``gpustack_controller_replicas`` series of
+    one deployment, read from its /metrics."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    async with aiohttp.ClientSession() as http, http.get(url) as resp:
+        text = await resp.text()
+    return {
+        (sample.labels["role"], sample.labels["state"]): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "gpustack_controller_replicas"
+        for sample in family.samples
+        if (sample.labels["namespace"], sample.labels["deployment"]) == (namespace, name)
+    }
 
 
 @async_test

@@ -2,9 +2,12 @@
 base, adds exactly its objects and wires them to the base's.
 
 * base: the ModelDeployment CRD only, no cert-manager or Prometheus Operator object, no CA
-  injection annotation;
+  injection annotation; self-managed certificates (the server names its Secret, mounts none,
+  and its RBAC reaches that Secret and the two webhook configurations by name);
+* existing-secret: the Secret mounted and loaded from files, the self-managed RBAC gone;
 * input-crds: the CRDs of every other generated kind, byte for byte the committed ones;
-* cert-manager: Issuers and a Certificate whose Secret is the one the webhook Deployment mounts,
+* cert-manager: existing-secret's changes, plus Issuers and a Certificate whose Secret is the one
+  the webhook Deployment mounts,
   for the webhook Service's DNS name, and the CA injection annotation on both webhook
   configurations naming that Certificate;
 * servicemonitors: one ServiceMonitor each for the controller and the webhook, each selecting a
@@ -66,6 +69,61 @@ def test_the_base_installs_only_the_served_crd(base: Objects) -> None:
             assert "cert-manager.io/inject-ca-from" not in (
                 hook_config["metadata"].get("annotations") or {}
             )
+
+
+CERTIFICATE_RBAC = {
+    (kind, "gpustack-webhook-certificates")
+    for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+}
+
+
+def _webhook_container(objects: Objects) -> dict[str, Any]:
+    (container,) = of_kind(objects, "Deployment")["gpustack-webhook"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    return dict(container)
+
+
+def test_the_base_manages_its_own_certificates(base: Objects) -> None:
+    webhook = of_kind(base, "Deployment")["gpustack-webhook"]["spec"]["template"]["spec"]
+    assert "volumes" not in webhook
+    args = _webhook_container(base)["args"]
+    assert args[0] == "--tls-secret=gpustack-webhook-tls"
+    assert not [a for a in args if a.startswith(("--cert-file", "--key-file"))]
+    assert {(o["kind"], o["metadata"]["name"]) for o in base} >= CERTIFICATE_RBAC
+    (role,) = [o for o in of_kind(base, "Role").values() if "certificates" in o["metadata"]["name"]]
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert [(r["resourceNames"], r["verbs"]) for r in named] == [
+        (["gpustack-webhook-tls"], ["get", "update", "patch"])
+    ]
+    cluster_role = of_kind(base, "ClusterRole")["gpustack-webhook-certificates"]
+    configurations = {
+        name for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for name in of_kind(base, kind)
+    }  # fmt: skip
+    assert {n for r in cluster_role["rules"] for n in r["resourceNames"]} == configurations
+
+
+def test_existing_secret_mounts_the_secret_and_drops_the_certificate_rbac(
+    kubectl: Path, tmp_path: Path, base: Objects
+) -> None:
+    objects = render(kubectl, tmp_path, "existing-secret")
+    assert not added(objects, base)
+    ids = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert not CERTIFICATE_RBAC & ids
+    container = _webhook_container(objects)
+    assert container["args"][:2] == [
+        "--cert-file=/etc/gpustack-webhook/tls/tls.crt",
+        "--key-file=/etc/gpustack-webhook/tls/tls.key",
+    ]
+    assert container["args"][2:] == _webhook_container(base)["args"][1:]
+    (mount,) = container["volumeMounts"]
+    webhook = of_kind(objects, "Deployment")["gpustack-webhook"]["spec"]["template"]["spec"]
+    (volume,) = webhook["volumes"]
+    assert volume["name"] == mount["name"] and mount["mountPath"] == "/etc/gpustack-webhook/tls"
+    assert volume["secret"]["secretName"] == "gpustack-webhook-tls"
+    assert volume["secret"]["defaultMode"] == 0o440
+    assert "subPath" not in mount  # a subPath mount never sees a rotation
 
 
 def test_input_crds_adds_every_other_generated_crd(

@@ -3,15 +3,16 @@
 * Every object of ``kubectl kustomize deploy/<dir>`` (every kustomization under deploy/, the CRDs
   and the webhook among them) passes a server-side dry run (``dryRun=All``, strict field
   validation), and nothing is persisted.
-* The ServiceAccount, ClusterRole, Role and bindings, applied for real, allow ``get`` on the four
-  input kinds and on the Settings ConfigMap, and nothing more (SubjectAccessReview).
+* The ServiceAccount, ClusterRoles, Roles and bindings, applied for real, allow ``get`` on the four
+  input kinds and on the Settings ConfigMap, and for self-managed certificates get/update/patch
+  of the one Secret and the two webhook configurations by name plus ``create`` of Secrets (which
+  cannot be limited by name), and nothing more (SubjectAccessReview).
 * The server, authenticated as that ServiceAccount (a TokenRequest token), answers reviews that
   need every read; before the RBAC exists the same reviews are internal errors, not verdicts.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import subprocess
@@ -38,6 +39,7 @@ from .webhook_fixtures import (
     deployment,
     labelled_pod,
     scoped_configurations,
+    token_kubeconfig,
     wait_until_called,
 )
 
@@ -214,34 +216,7 @@ def identity(control_plane: ControlPlane, system_namespace: str) -> Iterator[lis
 
 def service_account_kubeconfig(cp: ControlPlane, path: Path) -> Path:
     """A kubeconfig authenticating as the webhook's ServiceAccount (a TokenRequest token)."""
-    _, answer = cp.request(
-        "POST",
-        f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/serviceaccounts/gpustack-webhook/token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    token = answer["status"]["token"]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "envtest",
-                "cluster": {
-                    "server": cp.url,
-                    "certificate-authority-data": base64.b64encode(cp.ca.cert_pem).decode(),
-                },
-            }
-        ],
-        "users": [{"name": "webhook", "user": {"token": token}}],
-        "contexts": [{"name": "webhook", "context": {"cluster": "envtest", "user": "webhook"}}],
-        "current-context": "webhook",
-    }
-    path.write_text(json.dumps(config))
-    return path
+    return token_kubeconfig(cp, SYSTEM_NAMESPACE, "gpustack-webhook", path)
 
 
 def _create_md(cp: ControlPlane, body: dict[str, Any]) -> dict[str, Any]:
@@ -343,7 +318,41 @@ def test_the_shipped_rbac_is_exactly_enough(
     assert access(
         cp, "get", "configmaps", group="", namespace=SYSTEM_NAMESPACE, name="gpustack-settings"
     )
+    registrations = "admissionregistration.k8s.io"
+    for verb in ("get", "update", "patch"):
+        assert access(
+            cp, verb, "secrets", group="", namespace=SYSTEM_NAMESPACE, name="gpustack-webhook-tls"
+        ), verb
+        for resource, name in (
+            ("mutatingwebhookconfigurations", "gpustack-worker-mutation"),
+            ("validatingwebhookconfigurations", "gpustack-worker-validation"),
+        ):
+            assert access(cp, verb, resource, group=registrations, name=name), (verb, resource)
+    assert access(cp, "create", "secrets", group="", namespace=SYSTEM_NAMESPACE)
     denied = [
+        dict(
+            verb="delete",
+            resource="secrets",
+            group="",
+            namespace=SYSTEM_NAMESPACE,
+            name="gpustack-webhook-tls",
+        ),
+        dict(verb="get", resource="secrets", group="", namespace=SYSTEM_NAMESPACE, name="other"),
+        dict(verb="list", resource="secrets", group="", namespace=SYSTEM_NAMESPACE),
+        dict(verb="create", resource="secrets", group="", namespace="team-a"),
+        dict(
+            verb="get",
+            resource="mutatingwebhookconfigurations",
+            group=registrations,
+            name="someone-elses",
+        ),
+        dict(verb="list", resource="validatingwebhookconfigurations", group=registrations),
+        dict(
+            verb="delete",
+            resource="validatingwebhookconfigurations",
+            group=registrations,
+            name="gpustack-worker-validation",
+        ),
         dict(verb="list", resource="instancetypes"),
         dict(verb="watch", resource="kvcachepoolbindings", namespace="team-a"),
         dict(verb="update", resource="kvcachepools"),

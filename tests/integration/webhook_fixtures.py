@@ -12,8 +12,10 @@ Standard library only (plus the control-plane helpers), so a plain script can us
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
+import json
 import os
 import signal
 import ssl
@@ -61,7 +63,9 @@ def _die_with_parent() -> None:
 
 
 class WebhookProcess:
-    """``python -m gpustack_webhook`` on 127.0.0.1 with a serving certificate from ``ca``."""
+    """``python -m gpustack_webhook`` on 127.0.0.1 with a serving certificate from ``ca``, or,
+    with ``tls_secret``, with the self-managed certificate it keeps in that Secret (then
+    ``/readyz`` is polled without verifying the certificate: the test does not know its CA)."""
 
     def __init__(
         self,
@@ -72,8 +76,10 @@ class WebhookProcess:
         workdir: Path | None = None,
         extra_args: Sequence[str] = (),
         port: int | None = None,
+        tls_secret: str | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
+        self.tls_secret = tls_secret
         self.ca = ca
         self.namespace = namespace
         self.extra_args = list(extra_args)
@@ -83,6 +89,9 @@ class WebhookProcess:
         self.log_path = self.workdir / "webhook.log"
         self._popen: subprocess.Popen[bytes] | None = None
         self._client_ssl = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        if tls_secret is not None:
+            self._client_ssl.check_hostname = False
+            self._client_ssl.verify_mode = ssl.CERT_NONE
 
     @property
     def pid(self) -> int:
@@ -95,14 +104,23 @@ class WebhookProcess:
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the process and wait (bounded) until ``/readyz`` answers over TLS."""
-        tls = self.workdir / "tls"
-        cert, key = self.ca.issue_serving(("127.0.0.1", "localhost")).write(tls, "tls")
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.tls_secret is not None:
+            certificate = [f"--tls-secret={self.tls_secret}", "--cert-host=127.0.0.1"]
+        else:
+            tls = self.workdir / "tls"
+            cert, key = self.ca.issue_serving(("127.0.0.1", "localhost")).write(tls, "tls")
+            certificate = [f"--cert-file={cert}", f"--key-file={key}"]
         argv = [
             sys.executable,
             "-m",
             "gpustack_webhook",
-            f"--cert-file={cert}",
-            f"--key-file={key}",
+            *certificate,
             "--host=127.0.0.1",
             f"--port={self.port}",
             f"--namespace={self.namespace}",
@@ -124,6 +142,10 @@ class WebhookProcess:
             )
         finally:
             log.close()
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait (bounded) until ``/readyz`` answers over TLS."""
+        assert self._popen is not None
         deadline = time.monotonic() + timeout
         while not self.ready():
             if self._popen.poll() is not None:
@@ -440,3 +462,37 @@ def wait_until_called(cp: ControlPlane, namespace: str, instance_type: str) -> N
             if time.monotonic() > deadline:
                 raise AssertionError("the webhook registrations never took effect")
             time.sleep(0.1)
+
+
+def token_kubeconfig(cp: ControlPlane, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig authenticating as the ServiceAccount ``namespace/account`` with a token from
+    the TokenRequest API (what the kubelet mounts into the account's Pods)."""
+    _, answer = cp.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    token = answer["status"]["token"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "envtest",
+                "cluster": {
+                    "server": cp.url,
+                    "certificate-authority-data": base64.b64encode(cp.ca.cert_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "envtest", "user": account}}],
+        "current-context": account,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config))
+    return path

@@ -1,32 +1,38 @@
-"""The Grafana dashboard the chart ships queries only metrics the code exports.
+"""The Grafana dashboard the chart ships queries only metrics the code exports, and shows each.
 
-The exported metrics are read from the source (every prometheus_client ``Counter``, ``Gauge``,
-``Histogram`` or ``Summary`` constructed with a literal name in gpustack_controller/ and
-gpustack_webhook/, with its label names), not imported, so the test follows the definitions
-wherever they move. Every panel's every query must name at least one exported series (a
-counter's ``_total``, a histogram's ``_bucket``/``_sum``/``_count``, ...), nothing that is not
-exported, and group or filter only by that metric's labels (or a scrape target's).
+The exported metrics are collected from the real registries: the controller's
+(``gpustack_controller.metrics.REGISTRY``) and a webhook server's (a fresh
+``gpustack_webhook.metrics.Metrics``), each metric with its type and label names, so the test
+follows the definitions wherever they move. Every panel's every query must name at least one
+exported series (a counter's ``_total``, a histogram's ``_bucket``/``_sum``/``_count``, ...),
+nothing that is not exported, and group or filter only by that metric's labels (or a scrape
+target's); every exported metric is on some panel and in docs/operations.md with its labels.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics import MetricWrapperBase
+
+from gpustack_controller.metrics import REGISTRY as CONTROLLER_REGISTRY
+from gpustack_webhook.metrics import Metrics as WebhookMetrics
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "charts" / "gpustack-render" / "files" / "dashboards" / "gpustack-render.json"
-PACKAGES = ("gpustack_controller", "gpustack_webhook")
+OPERATIONS = ROOT / "docs" / "operations.md"
 #: Labels Prometheus adds to every scraped series (the target's, from the ServiceMonitor).
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "service", "container", "endpoint"}
 SUFFIXES = {
-    "Counter": ("_total", "_created"),
-    "Gauge": ("",),
-    "Histogram": ("_bucket", "_sum", "_count", "_created"),
-    "Summary": ("", "_sum", "_count", "_created"),
+    "counter": ("_total", "_created"),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "summary": ("", "_sum", "_count", "_created"),
 }
 #: Metric names in PromQL (every project metric starts with gpustack_), their matchers, groupings.
 SERIES = re.compile(r"\b(gpustack_[a-z0-9_]+)\b")
@@ -41,37 +47,24 @@ class Metric:
     labels: frozenset[str]
 
 
-def _literal_strings(node: ast.expr | None) -> list[str]:
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [
-            e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
-        ]
-    return []
+def _collectors(registry: CollectorRegistry) -> list[MetricWrapperBase]:
+    """The metrics registered in ``registry``. prometheus_client has no public way to read a
+    metric's label names before it has a child, so this reads the registry's own map and the
+    metric's ``_labelnames`` (checked to be there: a change in the client fails here loudly)."""
+    found = list(registry._collector_to_names)
+    assert found and all(isinstance(c, MetricWrapperBase) for c in found)
+    return found  # type: ignore[return-value]
 
 
 def exported_metrics() -> dict[str, Metric]:
-    """Series name -> metric, for every metric defined in the two packages."""
+    """Series name -> metric, for every metric the controller and a webhook server export."""
     series: dict[str, Metric] = {}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if not isinstance(node, ast.Call):
-                    continue
-                func = node.func
-                kind = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if kind not in SUFFIXES or not node.args:
-                    continue
-                first = node.args[0]
-                if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
-                    continue
-                labels = _literal_strings(node.args[2] if len(node.args) > 2 else None)
-                for kw in node.keywords:
-                    if kw.arg == "labelnames":
-                        labels = _literal_strings(kw.value)
-                base = first.value.removesuffix("_total") if kind == "Counter" else first.value
-                metric = Metric(base, kind, frozenset(labels))
-                for suffix in SUFFIXES[kind]:
-                    series[base + suffix] = metric
+    for registry in (CONTROLLER_REGISTRY, WebhookMetrics().registry):
+        for collector in _collectors(registry):
+            (family,) = collector.describe()
+            metric = Metric(family.name, family.type, frozenset(collector._labelnames))
+            for suffix in SUFFIXES[family.type]:
+                series[family.name + suffix] = metric
     return series
 
 
@@ -94,6 +87,12 @@ def test_the_sources_define_the_metrics_the_dashboard_is_about() -> None:
     assert "gpustack_controller_reconcile_duration_seconds_bucket" in exported
     assert "gpustack_webhook_review_duration_seconds_bucket" in exported
     assert exported["gpustack_webhook_reviews_total"].labels == {"webhook", "verdict"}
+    assert exported["gpustack_controller_replicas"].labels == {
+        "namespace",
+        "deployment",
+        "role",
+        "state",
+    }
 
 
 def test_every_query_names_only_exported_metrics_and_their_labels() -> None:
@@ -117,14 +116,27 @@ def test_every_query_names_only_exported_metrics_and_their_labels() -> None:
                 keys = {k.strip() for k in group.split(",") if k.strip()}
                 allowed = labels | ({"le"} if histogram else set())
                 assert keys <= allowed, (panel["title"], keys - allowed)
-    # Reconcile duration and errors, queue depth, review latency by webhook and verdict.
-    assert {
-        "gpustack_controller_reconcile",
-        "gpustack_controller_reconcile_duration_seconds",
-        "gpustack_controller_queue_depth",
-        "gpustack_webhook_reviews",
-        "gpustack_webhook_review_duration_seconds",
-    } <= queried
+    # Every metric the code exports is on some panel.
+    missing = {m.name for m in exported.values()} - queried
+    assert not missing, f"no panel shows {sorted(missing)}"
+
+
+def test_every_exported_metric_is_documented_with_its_labels() -> None:
+    """docs/operations.md, "Metrics": one table row per metric, naming each of its labels."""
+    text = OPERATIONS.read_text()
+    rows = {
+        m.group(1): m.group(0)
+        for m in re.finditer(r"^\| `(gpustack_[a-z0-9_]+)` \|.*$", text, re.MULTILINE)
+    }
+    for metric in {m.name: m for m in exported_metrics().values()}.values():
+        shown = metric.name + ("_total" if metric.kind == "counter" else "")
+        assert shown in rows, f"docs/operations.md does not list {shown}"
+        for label in metric.labels:
+            assert f"`{label}`" in rows[shown], f"{shown}: label {label} is not documented"
+    exported = {
+        m.name + ("_total" if m.kind == "counter" else "") for m in exported_metrics().values()
+    }
+    assert not set(rows) - exported, f"documented but not exported: {set(rows) - exported}"
 
 
 def test_the_dashboard_is_well_formed() -> None:

@@ -87,6 +87,35 @@ def test_gates_eviction_and_failure() -> None:
     assert pod.gated and pod.failed and pod.evicted and not pod.ready
 
 
+def test_why_a_pod_does_not_run_is_read_back() -> None:
+    obj = pod_object()
+    obj["spec"]["schedulingGates"] = [
+        {"name": "kueue.x-k8s.io/admission"},
+        {"name": "example.com/topology"},
+        {"nameless": True},
+    ]
+    obj["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3",
+            },
+        ],
+        "containerStatuses": [
+            {"state": {"waiting": {"reason": "CrashLoopBackOff"}}, "restartCount": 4},
+            {"state": {"running": {}}},
+        ],
+    }
+    pod = observe_pod(obj, owner_uid=OWNER)
+    assert pod.scheduling_gates == ("kueue.x-k8s.io/admission", "example.com/topology")
+    assert (pod.unscheduled_reason, pod.unscheduled_message) == ("Unschedulable", "0/3")
+    assert pod.waiting_reasons == ("CrashLoopBackOff",) and pod.restarts == 4
+    assert pod.gated and not pod.ready
+
+
 def test_ownership_needs_a_controller_reference_to_the_uid() -> None:
     obj = pod_object()
     assert controlled_by(obj, OWNER)
@@ -198,3 +227,27 @@ def test_workload_checks_flavors_and_activity() -> None:
     )
     assert wl.flavors == {"server": ("a10g", "default")}
     assert not wl.active
+
+
+def test_why_kueue_holds_a_workload_is_read_back() -> None:
+    queued = observe_workload(
+        workload(
+            [
+                {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "m"},
+            ]
+        )
+    )
+    assert (queued.quota_reason, queued.quota_message) == ("Pending", "m")
+    assert (queued.admitted_reason, queued.admitted_message) == ("", "")
+    evicted = observe_workload(
+        workload(
+            [
+                {"type": "QuotaReserved", "status": "True"},
+                {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "a"},
+                {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "e"},
+            ]
+        )
+    )
+    assert (evicted.quota_reason, evicted.quota_message) == ("", "")
+    assert (evicted.admitted_reason, evicted.admitted_message) == ("NoReservation", "a")
+    assert (evicted.evicted_reason, evicted.evicted_message) == ("Preempted", "e")

@@ -94,6 +94,7 @@ def test_pending_names_k_of_n_and_the_waiting_roles() -> None:
     assert verdict.state == "Pending"
     assert "2 of 3" in verdict.message and "decode" in verdict.message
     assert "kept" in verdict.message
+    assert verdict.roles == ("decode",)
 
 
 def test_pending_names_the_assembling_roles() -> None:
@@ -102,6 +103,7 @@ def test_pending_names_the_assembling_roles() -> None:
     verdict = joint_verdict(workload=workloads[0], deployment=deployment(pods, workloads), now=NOW)
     assert verdict.state == "Pending"
     assert "decode" in verdict.message and "assembling" in verdict.message
+    assert verdict.roles == ("decode",)
 
 
 def test_a_fresh_group_without_a_workload_is_not_counted_as_reserved() -> None:

@@ -21,9 +21,9 @@ def test_defaults() -> None:
     assert args.shutdown_delay + args.shutdown_timeout < 30  # the Deployment's grace period
 
 
-def test_certificate_flags_are_required() -> None:
+def test_a_certificate_source_is_required() -> None:
     with pytest.raises(SystemExit):
-        entry.parser().parse_args(["--port=1"])
+        entry.parse_args(["--port=1"])
 
 
 def test_namespace_comes_from_the_flag_then_the_environment_then_the_service_account(

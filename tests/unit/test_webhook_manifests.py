@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from gpustack_webhook.__main__ import parser
+from gpustack_webhook.__main__ import DEFAULT_MUTATING, DEFAULT_VALIDATING, parser
 from gpustack_webhook.server import (
     PATH_MODELDEPLOYMENT_MUTATE,
     PATH_MODELDEPLOYMENT_VALIDATE,
@@ -167,7 +167,7 @@ def test_registration(
 
 
 def test_rbac_is_get_on_the_four_input_kinds_and_the_settings_config_map() -> None:
-    cluster_role = one("ClusterRole")
+    cluster_role = one("ClusterRole", "gpustack-webhook")
     assert cluster_role["rules"] == [
         {
             "apiGroups": ["worker.gpustack.ai"],
@@ -180,7 +180,7 @@ def test_rbac_is_get_on_the_four_input_kinds_and_the_settings_config_map() -> No
             "verbs": ["get"],
         }
     ]
-    role = one("Role")
+    role = one("Role", "gpustack-webhook")
     assert role["rules"] == [
         {
             "apiGroups": [""],
@@ -190,9 +190,42 @@ def test_rbac_is_get_on_the_four_input_kinds_and_the_settings_config_map() -> No
         }
     ]
     for kind in ("ClusterRoleBinding", "RoleBinding"):
-        assert one(kind)["subjects"] == [
-            {"kind": "ServiceAccount", "name": "gpustack-webhook", "namespace": "gpustack-system"}
-        ]
+        for name in ("gpustack-webhook", "gpustack-webhook-certificates"):
+            assert one(kind, name)["subjects"] == [
+                {
+                    "kind": "ServiceAccount",
+                    "name": "gpustack-webhook",
+                    "namespace": "gpustack-system",
+                }
+            ]
+            assert one(kind, name)["roleRef"]["name"] == name
+
+
+def test_self_managed_certificates_name_the_shipped_objects() -> None:
+    """The server's defaults are the Service and configurations deploy/webhook ships, and its
+    certificate RBAC reaches exactly those and its Secret."""
+    (container,) = one("Deployment")["spec"]["template"]["spec"]["containers"]
+    args = parser().parse_args(container["args"])
+    assert args.tls_secret == "gpustack-webhook-tls"
+    assert args.service_name == one("Service")["metadata"]["name"]
+    assert {h["clientConfig"]["service"]["name"] for h in hooks().values()} == {args.service_name}
+    cluster_role = one("ClusterRole", "gpustack-webhook-certificates")
+    assert {(r["resources"][0], r["resourceNames"][0]) for r in cluster_role["rules"]} == {
+        ("mutatingwebhookconfigurations", DEFAULT_MUTATING),
+        ("validatingwebhookconfigurations", DEFAULT_VALIDATING),
+    }
+    assert one("MutatingWebhookConfiguration")["metadata"]["name"] == DEFAULT_MUTATING
+    assert one("ValidatingWebhookConfiguration")["metadata"]["name"] == DEFAULT_VALIDATING
+    role = one("Role", "gpustack-webhook-certificates")
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [args.tls_secret],
+            "verbs": ["get", "update", "patch"],
+        },
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ]
 
 
 def test_deployment_runs_two_guarded_replicas_with_the_servers_flags() -> None:
@@ -206,15 +239,13 @@ def test_deployment_runs_two_guarded_replicas_with_the_servers_flags() -> None:
     # The container's arguments are ones the server accepts.
     args = parser().parse_args(container["args"])
     assert args.port == 9443 and args.probe_port == 8080
-    assert str(args.cert_file).startswith(container["volumeMounts"][0]["mountPath"])
+    # Self-managed certificates: nothing mounted (deploy/components/existing-secret mounts the
+    # Secret; tests/integration/test_kustomize_components.py checks that).
+    assert args.tls_secret and "volumes" not in pod and "volumeMounts" not in container
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
-    (volume,) = pod["volumes"]
-    assert volume["secret"]["secretName"] == "gpustack-webhook-tls"
-    assert volume["secret"]["defaultMode"] == 0o440
     assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
-    assert "subPath" not in container["volumeMounts"][0]  # a subPath mount never sees rotation
     pdb = one("PodDisruptionBudget")
     assert pdb["spec"]["selector"] == spec["selector"]
     assert pdb["spec"]["minAvailable"] == 1

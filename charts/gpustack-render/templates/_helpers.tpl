@@ -29,9 +29,7 @@ app.kubernetes.io/component: {{ .component }}
 {{/* The certificate mode, checked once. */}}
 {{- define "gpustack-render.certMode" -}}
 {{- $mode := .Values.certificates.mode -}}
-{{- if eq $mode "selfManaged" -}}
-{{- fail "certificates.mode=selfManaged is not available in this chart version yet: use existingSecret or certManager" -}}
-{{- else if not (has $mode (list "existingSecret" "certManager")) -}}
+{{- if not (has $mode (list "selfManaged" "existingSecret" "certManager")) -}}
 {{- fail (printf "certificates.mode must be selfManaged, certManager or existingSecret, not %q" $mode) -}}
 {{- end -}}
 {{ $mode }}

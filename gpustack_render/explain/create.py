@@ -1,0 +1,101 @@
+"""Explaining a create: per role its replicas, Pods per replica, group (Workload) names, the
+entrance each group queues on and what one replica requests; per entrance the total the
+ClusterQueue must hold; and the set of groups admitted together.
+
+Every figure is read off the rendering: the groups are the Pods' own
+``kueue.x-k8s.io/pod-group-name``, the requests the Pods' own containers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from gpustack_render.explain.model import EntranceLoad, JointSet, RoleExplanation
+from gpustack_render.explain.requests import Amounts, add, formatted, pods_requests
+from gpustack_render.rendering.renderer import Rendering, RoleRendering
+
+
+def replica_amounts(role: RoleRendering) -> Amounts:
+    """What one replica of ``role`` requests (every member Pod of ordinal 0; every replica of
+    a role is stamped from one template)."""
+    return pods_requests(s.pod for s in role.instance(0)) if role.replicas else {}
+
+
+def create_role(role: RoleRendering) -> RoleExplanation:
+    """One role of a create: every ordinal is added."""
+    return RoleExplanation(
+        name=role.name,
+        kind=str(role.kind),
+        engine=str(role.engine),
+        action="create",
+        replicas=role.replicas,
+        size=role.size,
+        instance_type=role.instance_type,
+        entrance=role.queue,
+        groups=tuple(role.groups()),
+        replica_requests=formatted(replica_amounts(role)),
+        added=tuple(range(role.replicas)),
+    )
+
+
+def entrance_totals(
+    rendering: Rendering, *, counts: Mapping[str, int] | None = None
+) -> dict[str, Amounts]:
+    """Per entrance, what the deployment's replicas request (``counts`` overrides a role's
+    replica count)."""
+    totals: dict[str, Amounts] = {}
+    for role in rendering.roles:
+        n = role.replicas if counts is None else counts.get(role.name, role.replicas)
+        totals[role.queue] = add(totals.get(role.queue, {}), replica_amounts(role), times=n)
+    return totals
+
+
+def entrance_loads(
+    rendering: Rendering,
+    *,
+    after: Mapping[str, Amounts],
+    before: Mapping[str, Amounts] | None = None,
+    peak: Mapping[str, Amounts] | None = None,
+    roles_by_entrance: Mapping[str, Iterable[str]] | None = None,
+) -> tuple[EntranceLoad, ...]:
+    """One :class:`EntranceLoad` per entrance named in ``after`` or ``before``, by name."""
+    names = sorted({*after, *(before or {})} - {""})
+    by_entrance: dict[str, list[str]] = {}
+    if roles_by_entrance is None:
+        for role in rendering.roles:
+            by_entrance.setdefault(role.queue, []).append(role.name)
+    else:
+        by_entrance = {k: list(v) for k, v in roles_by_entrance.items()}
+
+    def shown(amounts: Mapping[str, Amounts] | None, name: str) -> dict[str, str] | None:
+        if amounts is None:
+            return None
+        return formatted(amounts.get(name, {}))
+
+    return tuple(
+        EntranceLoad(
+            entrance=name,
+            local_queue=f"{rendering.namespace}/{name}",
+            roles=tuple(by_entrance.get(name, ())),
+            after=formatted(after.get(name, {})),
+            before=shown(before, name),
+            peak=shown(peak, name),
+        )
+        for name in names
+    )
+
+
+def joint_set(rendering: Rendering) -> JointSet:
+    """A multi-role deployment's groups are admitted as one set by the joint admission check;
+    a single role's groups are admitted one by one."""
+    roles = tuple(r.name for r in rendering.roles)
+    groups = sum(r.replicas for r in rendering.roles)
+    return JointSet(joint=len(roles) > 1, roles=roles, groups=groups)
+
+
+def explain_create(
+    rendering: Rendering,
+) -> tuple[tuple[RoleExplanation, ...], tuple[EntranceLoad, ...]]:
+    """The roles and entrance totals of a create."""
+    roles = tuple(create_role(r) for r in rendering.roles)
+    return roles, entrance_loads(rendering, after=entrance_totals(rendering))

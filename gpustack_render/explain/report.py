@@ -1,0 +1,321 @@
+"""``explain``: what creating or editing a ModelDeployment will do, and why
+(docs/explain.md).
+
+One pure function over the library's own parts: admission answers whether the API server would
+accept the create or update; the renderer says what every Pod becomes and what its
+pod-spec-hash is made of; the rollout rules say which replicas are added, removed or replaced.
+With the observed state (``observed``) the rollout planner itself runs on the live Pods and
+Workloads (``observed.py``). :func:`explanation_json` writes the documented JSON (``schema.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Final, Literal
+
+from gpustack_render.admission import review_deployment
+from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.core.errors import RenderError, Verdict
+from gpustack_render.core.labels import MIN_RENDER_VERSION
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.explain.create import explain_create, joint_set
+from gpustack_render.explain.model import (
+    Admission,
+    Cause,
+    EntranceLoad,
+    Explanation,
+    JointSet,
+    RenderFloor,
+    RenderProblem,
+    RoleExplanation,
+)
+from gpustack_render.explain.observed import ObservedState, explain_observed, observed_to_json
+from gpustack_render.explain.update import dropped_fields, explain_update
+from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
+from gpustack_render.rendering.renderer import Rendering, render
+from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.lookups import Lookups
+
+#: ``schemaVersion`` of :func:`explanation_json`'s output; raised only by an incompatible change.
+SCHEMA_VERSION: Final = 1
+
+
+def _meta(doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    meta = (doc or {}).get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _admission(verdict: Verdict, operation: Literal["CREATE", "UPDATE"]) -> Admission:
+    return Admission(
+        operation=operation,
+        allowed=verdict.allowed,
+        code=verdict.status_code(),
+        reason=verdict.status_reason(),
+        message="" if verdict.allowed else verdict.status_message(),
+        causes=tuple(Cause(e.field, e.type.value, e.origin, e.message()) for e in verdict.errors),
+        warnings=tuple(verdict.warnings),
+    )
+
+
+def _render(
+    md: ModelDeployment, *, lookups: Lookups, settings: Settings, side: Literal["new", "old"]
+) -> Rendering | RenderProblem:
+    try:
+        return render(md, lookups=lookups, settings=settings)
+    except RenderError as exc:
+        return RenderProblem(side, str(exc), exc.field, exc.origin)
+
+
+def explain_deployment(
+    new: Mapping[str, Any],
+    *,
+    lookups: Lookups,
+    settings: Settings,
+    old: Mapping[str, Any] | None = None,
+    old_lookups: Lookups | None = None,
+    observed: ObservedState | None = None,
+) -> Explanation:
+    """Explain creating ``new`` or, with ``old`` (the stored object), updating it.
+
+    ``lookups`` serve the objects ``new`` names; ``old_lookups`` those the stored object was
+    rendered with (an InstanceType before its edit), defaulting to ``lookups``. ``observed``
+    adds the observed-state part: the planner's next pass on the live Pods and Workloads.
+    Never raises for bad input: a refusal or a render problem is part of the answer.
+    """
+    operation: Literal["CREATE", "UPDATE"] = "UPDATE" if old is not None else "CREATE"
+    meta = _meta(new) or _meta(old)
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name") or "")
+    request = AdmissionRequest(
+        operation=operation,
+        object=dict(new),
+        old_object=dict(old) if old is not None else None,
+        namespace=namespace,
+        name=name,
+    )
+    verdict = review_deployment(request, lookups=lookups, settings=settings)
+    answer = Explanation(namespace=namespace, name=name, admission=_admission(verdict, operation))
+    md, _ = decode_deployment(dict(new))
+    if md is None or not verdict.allowed:
+        answer = replace(answer, notes=(_refused_note(operation),))
+        if observed is not None:
+            answer = _observed_refused(
+                answer, verdict, old, observed, old_lookups or lookups, settings
+            )
+        return answer
+    rendered = _render(md, lookups=lookups, settings=settings, side="new")
+    if isinstance(rendered, RenderProblem):
+        return replace(answer, problems=(rendered,))
+    notes: list[str] = []
+    problems: list[RenderProblem] = []
+    previous = _previous(old, lookups=old_lookups or lookups, settings=settings)
+    old_floor: int | None = None
+    roles: tuple[RoleExplanation, ...]
+    entrances: tuple[EntranceLoad, ...]
+    if isinstance(previous, Rendering):
+        roles, entrances = explain_update(previous, rendered)
+        old_floor = previous.floor
+        notes.extend(dropped_fields(old or {}, new))
+        notes.extend(_floor_notes(previous.floor, rendered.floor, roles))
+    else:
+        if isinstance(previous, RenderProblem):
+            problems.append(previous)
+            notes.append(
+                "the stored object cannot be rendered here, so its replicas cannot be compared: "
+                "the roles are shown as they would be created"
+            )
+        roles, entrances = explain_create(rendered)
+    answer = replace(
+        answer,
+        roles=roles,
+        entrances=entrances,
+        joint=joint_set(rendered),
+        render_version=RenderFloor(
+            current=CURRENT_RENDER_VERSION,
+            floor=rendered.floor,
+            old_floor=old_floor,
+            requested=md.metadata.annotations.get(MIN_RENDER_VERSION)
+            if md.metadata.annotations
+            else None,
+        ),
+        problems=tuple(problems),
+        notes=tuple(notes),
+    )
+    if observed is not None:
+        # The stored object carries what the controller remembers (status.roles[].replacing,
+        # the cache status, the uid that owns the Pods); without --old the object explained is
+        # the stored one ("why is it stuck").
+        stored = _decoded(old) if old is not None else md
+        answer = replace(
+            answer,
+            observed=explain_observed(md, rendered, observed, settings=settings, stored=stored),
+        )
+    return answer
+
+
+def _decoded(obj: Mapping[str, Any]) -> ModelDeployment | None:
+    md, _ = decode_deployment(dict(obj))
+    return md
+
+
+def _observed_refused(
+    answer: Explanation,
+    verdict: Verdict,
+    old: Mapping[str, Any] | None,
+    observed: ObservedState,
+    lookups: Lookups,
+    settings: Settings,
+) -> Explanation:
+    """A refused edit changes nothing: the observed replicas go on as the stored object says,
+    each carrying the refusal first in its reason chain."""
+    stored = _decoded(old) if old is not None else None
+    if stored is None:
+        return answer
+    try:
+        rendering = render(stored, lookups=lookups, settings=settings)
+    except RenderError:
+        return answer
+    causes = tuple(e.message() for e in verdict.errors) or (verdict.status_message(),)
+    report = explain_observed(
+        stored, rendering, observed, settings=settings, stored=stored, refused=causes
+    )
+    return replace(answer, observed=report)
+
+
+def _previous(
+    old: Mapping[str, Any] | None, *, lookups: Lookups, settings: Settings
+) -> Rendering | RenderProblem | None:
+    """The stored object's rendering; ``None`` without one (or when it no longer decodes, as
+    admission treats it)."""
+    if old is None:
+        return None
+    md, _ = decode_deployment(dict(old))
+    if md is None:
+        return None
+    return _render(md, lookups=lookups, settings=settings, side="old")
+
+
+def _refused_note(operation: str) -> str:
+    if operation == "CREATE":
+        return "admission refuses the create: nothing is rendered or queued"
+    return "admission refuses the update: the stored object and every replica stay as they are"
+
+
+def _floor_notes(old: int, new: int, roles: tuple[RoleExplanation, ...]) -> list[str]:
+    if new > old:
+        return [
+            f"the render-version floor rises from {old} to {new}: replicas rendered below "
+            f"render version {new} are replaced, one per role per pass, and those at {new} or "
+            "above stay; without the observed Pods every surviving replica is counted as one "
+            "that may roll"
+        ]
+    if new < old and not any(r.action == "roll" for r in roles):
+        return [
+            f"the render-version floor falls from {old} to {new}: nothing rolls for it; "
+            "replicas keep the render version they were created with"
+        ]
+    return []
+
+
+# --- JSON ----------------------------------------------------------------------------------
+
+
+def _role_json(role: RoleExplanation) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": role.name,
+        "kind": role.kind,
+        "engine": role.engine,
+        "action": role.action,
+        "replicas": role.replicas,
+        "size": role.size,
+        "instanceType": role.instance_type,
+        "entrance": role.entrance,
+        "groups": list(role.groups),
+        "replicaRequests": dict(role.replica_requests),
+    }
+    if role.old_replicas is not None:
+        out["old"] = {
+            "replicas": role.old_replicas,
+            "size": role.old_size,
+            "instanceType": role.old_instance_type,
+            "entrance": role.old_entrance,
+        }
+    out.update(
+        added=list(role.added),
+        removed=list(role.removed),
+        untouched=list(role.untouched),
+        replaced=list(role.replaced),
+        changes=[
+            {"source": c.source, "path": c.path, "old": c.old, "new": c.new} for c in role.changes
+        ],
+        costs=[{"id": c.id, "message": c.message} for c in role.costs],
+    )
+    return out
+
+
+def _entrance_json(load: EntranceLoad) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "entrance": load.entrance,
+        "localQueue": load.local_queue,
+        "roles": list(load.roles),
+        "after": dict(load.after),
+    }
+    if load.before is not None:
+        out["before"] = dict(load.before)
+    if load.peak is not None:
+        out["peak"] = dict(load.peak)
+    return out
+
+
+def _joint_json(joint: JointSet) -> dict[str, Any]:
+    return {"joint": joint.joint, "roles": list(joint.roles), "groups": joint.groups}
+
+
+def explanation_json(answer: Explanation) -> dict[str, Any]:
+    """The documented JSON of an explanation (docs/explain.md; ``schema.EXPLAIN_JSON_SCHEMA``).
+
+    Keys are always present except ``renderVersion``, ``jointAdmission`` (absent when nothing
+    was rendered) and ``observed`` (only with the observed state).
+    """
+    adm = answer.admission
+    out: dict[str, Any] = {
+        "schemaVersion": SCHEMA_VERSION,
+        "kind": "Explanation",
+        "deployment": {"namespace": answer.namespace, "name": answer.name},
+        "operation": adm.operation,
+        "admission": {
+            "allowed": adm.allowed,
+            "code": adm.code,
+            "reason": adm.reason,
+            "message": adm.message,
+            "causes": [
+                {"field": c.field, "type": c.type, "origin": c.origin, "message": c.message}
+                for c in adm.causes
+            ],
+            "warnings": list(adm.warnings),
+        },
+        "problems": [
+            {"side": p.side, "message": p.message, "field": p.field, "origin": p.origin}
+            for p in answer.problems
+        ],
+        "roles": [_role_json(r) for r in answer.roles],
+        "entrances": [_entrance_json(e) for e in answer.entrances],
+    }
+    if answer.joint is not None:
+        out["jointAdmission"] = _joint_json(answer.joint)
+    if answer.render_version is not None:
+        rv = answer.render_version
+        floor: dict[str, Any] = {"current": rv.current, "floor": rv.floor}
+        if rv.old_floor is not None:
+            floor["oldFloor"] = rv.old_floor
+        if rv.requested is not None:
+            floor["requested"] = rv.requested
+        out["renderVersion"] = floor
+    out["notes"] = list(answer.notes)
+    out["replaced"] = answer.replaced()
+    out["rolls"] = answer.rolls()
+    if answer.observed is not None:
+        out["observed"] = observed_to_json(answer.observed)
+    return out

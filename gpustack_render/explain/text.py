@@ -1,0 +1,184 @@
+"""The explanation as a person reads it in a terminal: a heading with the verdict, one table
+row per role, then what moved, what it costs and what each entrance must hold.
+
+The layout is for reading, not parsing: ``-o json`` is the stable form (docs/explain.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from gpustack_render.explain.model import EntranceLoad, Explanation, RoleExplanation
+from gpustack_render.explain.observed import observed_text
+
+#: Group names listed per role before the rest are counted.
+_GROUPS_SHOWN: Final = 3
+#: A changed value longer than this is cut (the JSON carries it whole).
+_VALUE_WIDTH: Final = 60
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart, no trailing blanks."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+
+
+def _moved(old: object, new: object) -> str:
+    return f"{new}" if old is None or old == new else f"{old} -> {new}"
+
+
+def _ordinals(values: Sequence[int]) -> str:
+    return ", ".join(str(v) for v in values) if values else "-"
+
+
+def _value(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= _VALUE_WIDTH else text[: _VALUE_WIDTH - 3] + "..."
+
+
+def _amounts(amounts: Mapping[str, str] | None) -> str:
+    if not amounts:
+        return "-"
+    return " ".join(f"{k}={v}" for k, v in amounts.items())
+
+
+def _role_row(role: RoleExplanation) -> list[str]:
+    return [
+        role.name,
+        role.kind,
+        role.action,
+        _moved(role.old_replicas, role.replicas),
+        _moved(role.old_size, role.size),
+        _moved(role.old_entrance, role.entrance),
+        _ordinals(role.added),
+        _ordinals(role.removed),
+        _ordinals(role.replaced),
+    ]
+
+
+def _role_lines(role: RoleExplanation) -> list[str]:
+    out: list[str] = []
+    groups = list(role.groups[:_GROUPS_SHOWN])
+    more = len(role.groups) - len(groups)
+    shown = ", ".join(groups) + (f", ... ({more} more)" if more > 0 else "")
+    out.append(f"{role.name}: groups {shown or '-'}")
+    out.append(f"  one replica requests {_amounts(role.replica_requests)}")
+    if role.action == "roll":
+        out.append(
+            f"  rolls: every replica replaced, one per pass, highest first "
+            f"({_ordinals(role.replaced)}), because:"
+        )
+    elif role.action == "floor":
+        out.append(
+            "  replicas below the render-version floor are replaced, one per pass, highest "
+            f"first ({_ordinals(role.replaced)} at most); those at the floor stay"
+        )
+    elif role.action == "scale":
+        if role.added:
+            out.append(f"  scale up: ordinals {_ordinals(role.added)} are created at once")
+        if role.removed:
+            out.append(
+                f"  scale down: ordinals {_ordinals(role.removed)} leave, highest first, each "
+                "with its own Workload (the quota it held is released)"
+            )
+        out.append(f"  survivors {_ordinals(role.untouched)} are untouched: not restarted")
+    for change in role.changes:
+        where = (
+            change.path if change.source == "ModelDeployment" else f"{change.source}: {change.path}"
+        )
+        out.append(f"    {where}: {_value(change.old)} -> {_value(change.new)}")
+    if role.action in ("roll", "floor"):
+        out.append(
+            "  each old replica leaves before its replacement is created; a replacement is a "
+            "fresh admission, and the next healthy replica leaves only once every replica holds "
+            "an admitted Workload"
+        )
+    if role.action in ("roll", "floor") and role.added:
+        out.append(f"  new ordinals {_ordinals(role.added)} are created with the new configuration")
+    if role.action in ("roll", "floor") and role.removed:
+        out.append(f"  ordinals {_ordinals(role.removed)} leave first, highest first")
+    for cost in role.costs:
+        out.append(f"  ! {cost.message} [{cost.id}]")
+    return out
+
+
+def _entrance_lines(loads: Sequence[EntranceLoad]) -> list[str]:
+    if not loads:
+        return []
+    out = ["", "ENTRANCE (what the ClusterQueue of the same name must hold for this deployment)"]
+    for load in loads:
+        out.append(f"{load.entrance}: LocalQueue {load.local_queue}; roles {', '.join(load.roles)}")
+        rows: list[list[str]] = []
+        if load.before is not None:
+            rows.append(["  before", _amounts(load.before)])
+        rows.append(["  after" if load.before is not None else "  total", _amounts(load.after)])
+        if load.peak is not None:
+            rows.append(["  peak during the roll", _amounts(load.peak)])
+        width = max(len(r[0]) for r in rows)
+        out.extend(f"{label.ljust(width)}  {value}" for label, value in rows)
+    return out
+
+
+def explanation_text(answer: Explanation) -> str:
+    """The whole explanation as terminal text, ending in a newline."""
+    adm = answer.admission
+    verdict = "allowed" if adm.allowed else f"refused ({adm.code} {adm.reason})"
+    lines = [f"ModelDeployment {answer.namespace}/{answer.name}: {adm.operation} {verdict}"]
+    lines.extend(f"warning: {w}" for w in adm.warnings)
+    lines.extend(
+        f"refused: {c.message} [{c.origin}]" if c.origin else f"refused: {c.message}"
+        for c in adm.causes
+    )
+    if not adm.allowed and not adm.causes and adm.message:
+        lines.append(f"refused: {adm.message}")
+    lines.extend(f"cannot render the {p.side} object: {p.message}" for p in answer.problems)
+    if answer.roles:
+        lines.append("")
+        lines.extend(
+            table(
+                [
+                    "ROLE",
+                    "KIND",
+                    "ACTION",
+                    "REPLICAS",
+                    "PODS/REPLICA",
+                    "ENTRANCE",
+                    "ADDED",
+                    "REMOVED",
+                    "REPLACED",
+                ],
+                [_role_row(r) for r in answer.roles],
+            )
+        )
+        for role in answer.roles:
+            lines.append("")
+            lines.extend(_role_lines(role))
+    lines.extend(_entrance_lines(answer.entrances))
+    if answer.joint is not None and answer.roles:
+        lines.append("")
+        joint = answer.joint
+        if joint.joint:
+            lines.append(
+                f"joint admission: the {joint.groups} groups of roles {', '.join(joint.roles)} are "
+                "admitted as one set: none runs until every one has reserved quota"
+            )
+        else:
+            lines.append("joint admission: none (one role: each group is admitted on its own)")
+    if answer.render_version is not None:
+        rv = answer.render_version
+        floor = _moved(rv.old_floor, rv.floor)
+        lines.append(f"render version: this renderer {rv.current}; floor {floor}")
+    if answer.operation == "UPDATE" and answer.roles:
+        lines.append(f"replaced: {answer.replaced()} replica(s) at most")
+    if answer.notes:
+        lines.append("")
+        lines.extend(f"note: {n}" for n in answer.notes)
+    if answer.observed is not None:
+        lines.append("")
+        lines.extend(observed_text(answer.observed))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,311 @@
+"""``explain``'s live mode on the simulated cluster: what it reads, and that it sends GET only.
+
+A deployment is made Ready by the real controller, Kueue, scheduler and KWOK; then the live
+reader (:mod:`gpustack_render.cli.live`) reads it as a person bound to the shipped read-only
+roles (``deploy/rbac/explain-reader``) would. That person is the API server's one audited
+identity (:data:`.controlplane.AUDITED_USER`): the audit log holds every request it sent, and
+each one the reader sent is a ``get`` or a ``list``. A write by the same identity is audited as
+such (the control), so the check can fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpustack_controller.kube import CONFIGMAPS, Kube
+from gpustack_render.cli import commands as cli
+from gpustack_render.cli.documents import read_bundle
+from gpustack_render.cli.live import (
+    LiveError,
+    explain_live_documents,
+    read_live,
+    user_agent,
+)
+from gpustack_render.core import labels
+from gpustack_render.core.settings import CONFIGMAP_NAME
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment
+
+from .cluster import Cluster
+from .controller_fixtures import (
+    INSTANCE_TYPE,
+    deployment,
+    ensure_instance_type,
+    eventually,
+    get_md,
+    group_of,
+    new_entrance,
+    new_namespace,
+    running_controller,
+    tear_down,
+)
+from .controlplane import AUDITED_USER
+from .rollout_fixtures import LONG, deploy_serving
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+READER_ROLES = REPO_ROOT / "deploy" / "rbac" / "explain-reader"
+RBAC = "rbac.authorization.k8s.io"
+
+
+def _subject(user: str) -> list[dict[str, str]]:
+    return [{"apiGroup": RBAC, "kind": "User", "name": user}]
+
+
+def _role_binding(namespace: str, user: str = AUDITED_USER) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "explain-reader", "namespace": namespace},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "gpustack-render-explain"},
+        "subjects": _subject(user),
+    }
+
+
+CLUSTER_BINDING: dict[str, Any] = {
+    "apiVersion": f"{RBAC}/v1",
+    "kind": "ClusterRoleBinding",
+    "metadata": {"name": "gpustack-render-explain-test"},
+    "roleRef": {
+        "apiGroup": RBAC,
+        "kind": "ClusterRole",
+        "name": "gpustack-render-explain-cluster",
+    },
+    "subjects": _subject(AUDITED_USER),
+}
+
+
+@pytest.fixture(scope="module")
+def reader(cluster: Cluster) -> Iterator[Path]:
+    """A kubeconfig of the audited identity, bound cluster-wide to the shipped cluster role;
+    each test binds the namespaced role in its own namespace. Removed afterwards."""
+    cluster.kubectl(
+        "apply", "--server-side", "--field-manager=gpustack-explain-test", "-k", str(READER_ROLES)
+    )
+    cluster.apply(CLUSTER_BINDING)
+    try:
+        yield cluster.control_plane.user_kubeconfig(AUDITED_USER)
+    finally:
+        cluster.kubectl(
+            "delete", "--ignore-not-found", "clusterrolebinding", "gpustack-render-explain-test"
+        )
+        cluster.kubectl("delete", "--ignore-not-found", "-k", str(READER_ROLES))
+
+
+def _reader_events(cluster: Cluster) -> list[dict[str, Any]]:
+    agent = user_agent()
+    return [
+        e
+        for e in cluster.control_plane.audit_events()
+        if e.get("user", {}).get("username") == AUDITED_USER and e.get("userAgent") == agent
+    ]
+
+
+def _explain_verb(argv: list[str], system: str) -> dict[str, Any]:
+    """``gpustack-render explain … -o json`` in live mode; exit 0 and its JSON."""
+    out, err = io.StringIO(), io.StringIO()
+    args = ["explain", *argv, "--system-namespace", system, "-o", "json"]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(args)
+    assert code == 0, err.getvalue()
+    answer: dict[str, Any] = json.loads(out.getvalue())
+    return answer
+
+
+def _path(uri: str) -> str:
+    return uri.split("?", 1)[0]
+
+
+def _hash(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["annotations"][labels.POD_SPEC_HASH])
+
+
+def _kinds(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for obj in objects:
+        out.setdefault(obj["kind"], []).append(obj["metadata"]["name"])
+    return {kind: sorted(names) for kind, names in out.items()}
+
+
+async def test_live_mode_reads_what_offline_mode_takes_from_files_with_get_and_list_only(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster, reader: Path, tmp_path: Path
+) -> None:
+    ns = await new_namespace(kube, "explain")
+    system = await new_namespace(kube, "explain-sys")
+    await kube.create(
+        CONFIGMAPS,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CONFIGMAP_NAME},
+            "data": {"native-sidecars": "false", "no-such-setting": "1"},
+        },
+        system,
+    )
+    cluster.apply(_role_binding(ns))
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    await ensure_instance_type(kube)  # the edit below moves the role onto this one
+    before = len(_reader_events(cluster))
+    async with running_controller(kubeconfig_path, namespace=system):
+        pods = await deploy_serving(kube, deployment("chat", ns, entrance.role(replicas=2)), 2)
+
+        async def ready() -> dict[str, Any] | None:
+            md = await get_md(kube, ns, "chat")
+            return md if md and (md.get("status") or {}).get("phase") == "Ready" else None
+
+        stored = await eventually(ready, timeout=LONG, what="chat Ready")
+        live = await asyncio.to_thread(
+            read_live,
+            kubeconfig=str(reader),
+            context=None,
+            namespace=ns,
+            name="chat",
+            system_namespace=system,
+        )
+
+        edited = tmp_path / "edited.yaml"
+        body = deployment("chat", ns, {**entrance.role(replicas=2), "instanceType": INSTANCE_TYPE})
+        del body["metadata"]["namespace"]  # -n gives it, as kubectl does
+        edited.write_text(json.dumps(body))
+        docs = await asyncio.to_thread(
+            explain_live_documents,
+            "md/chat",
+            namespace=ns,
+            kubeconfig=str(reader),
+            edited_path=str(edited),
+            system_namespace=system,
+        )
+        # The verb itself, both forms, as a person types them.
+        stuck = await asyncio.to_thread(
+            _explain_verb, ["md/chat", "-n", ns, "--kubeconfig", str(reader)], system
+        )
+        edit = await asyncio.to_thread(
+            _explain_verb, ["md/chat", str(edited), "-n", ns, "--kubeconfig", str(reader)], system
+        )
+        await tear_down(kube, ns, "chat")
+
+    # "Why is it stuck?": nothing is; the stored object against itself is unchanged, both
+    # replicas serve and the next pass has nothing to do.
+    assert stuck["operation"] == "UPDATE" and stuck["admission"]["allowed"]
+    assert [r["action"] for r in stuck["roles"]] == ["unchanged"]
+    assert stuck["observed"]["serving"] == [{"role": "server", "serving": 2, "desired": 2}]
+    assert not stuck["rolls"] and stuck["replaced"] == 0
+    # "What will this edit do?": another InstanceType rolls both replicas onto another entrance.
+    assert [r["action"] for r in edit["roles"]] == ["roll"]
+    assert "explain.entrance-moved" in [c["id"] for c in edit["roles"][0]["costs"]]
+    assert edit["rolls"] and edit["replaced"] == 2
+
+    # The stored object, as kubectl prints it.
+    assert live.deployment["metadata"]["uid"] == stored["metadata"]["uid"]
+    assert live.deployment["spec"] == stored["spec"]
+    assert "managedFields" not in live.deployment["metadata"]
+    # Its inputs, and the Settings the controller works with (a bad key is a warning).
+    assert _kinds(live.inputs) == {
+        "InstanceType": [entrance.instance_type],
+        "ConfigMap": [CONFIGMAP_NAME],
+    }
+    assert live.settings.native_sidecars is False
+    assert live.settings.system_namespace == system
+    assert any("no-such-setting" in w for w in live.warnings), live.warnings
+    # The observed state: the Pods, their groups' Workloads, the Services, the queues.
+    observed = _kinds(live.observed)
+    assert observed["Pod"] == sorted(p["metadata"]["name"] for p in pods)
+    assert observed["Workload"] == sorted(group_of(p) for p in pods)
+    assert "chat" in observed["Service"]
+    assert len(observed["LocalQueue"]) == 1
+    assert observed["ClusterQueue"] == [entrance.name]
+    assert all(o.get("apiVersion") for o in live.observed)
+    assert len(live.warnings) == 1, live.warnings
+
+    # With an edited file: the edit is explained against the stored object, and the inputs of
+    # both are read (the edit names another InstanceType).
+    assert docs.old is not None and docs.old["metadata"]["uid"] == stored["metadata"]["uid"]
+    assert docs.new["spec"]["roles"][0]["instanceType"] == INSTANCE_TYPE
+    assert docs.new["metadata"]["namespace"] == ns
+    assert sorted(_kinds(docs.inputs)["InstanceType"]) == sorted(
+        [entrance.instance_type, INSTANCE_TYPE]
+    )
+    # The documents read back offline as INPUTS… do, and render exactly what the controller
+    # runs: the stored object's Pods carry the pod-spec hash of the Pods that serve.
+    md, errs = decode_deployment(live.deployment)
+    assert md is not None, errs
+    bundle = read_bundle(docs.input_sources(), namespace=ns)
+    rendering = render(md, lookups=bundle.lookups(default_namespace=ns), settings=docs.settings)
+    assert {_hash(p) for p in rendering.pods()} == {_hash(p) for p in pods}
+
+    # Every request the reader sent reached the audit log, and each is a get or a list.
+    assert all(r.startswith("GET /") for r in live.requests)
+    sent = {_path(r.removeprefix("GET ")) for r in live.requests}
+
+    async def audited() -> list[dict[str, Any]] | None:
+        events = _reader_events(cluster)[before:]
+        return events if sent <= {_path(e["requestURI"]) for e in events} else None
+
+    events = await eventually(audited, what="the reader's requests in the audit log")
+    assert {e["verb"] for e in events} <= {"get", "list"}, sorted({e["verb"] for e in events})
+    assert {e["verb"] for e in events} == {"get", "list"}
+    # read_live, explain_live_documents, then the verb twice
+    assert len(events) >= 4 * len(live.requests)
+
+
+async def test_a_write_by_the_audited_identity_is_audited_as_one(
+    kube: Kube, cluster: Cluster, reader: Path
+) -> None:
+    """The control: the audit log would show a write, so the GET-only check above can fail."""
+    ns = await new_namespace(kube, "explain")
+    cluster.kubectl(f"--kubeconfig={reader}", "create", "configmap", "x", "-n", ns, check=False)
+
+    async def create() -> list[dict[str, Any]] | None:
+        return [
+            e
+            for e in cluster.control_plane.audit_events()
+            if e.get("user", {}).get("username") == AUDITED_USER
+            and e.get("verb") == "create"
+            and f"/namespaces/{ns}/configmaps" in e.get("requestURI", "")
+        ] or None
+
+    (event, *_) = await eventually(create, what="the create in the audit log")
+    assert event["responseStatus"]["code"] == 403  # the read-only roles refuse it
+
+
+async def test_errors_are_one_line_naming_what_failed(
+    kube: Kube, cluster: Cluster, reader: Path
+) -> None:
+    ns = await new_namespace(kube, "explain")
+    cluster.apply(_role_binding(ns))
+
+    async def not_found() -> str | None:
+        try:
+            await asyncio.to_thread(
+                read_live, kubeconfig=str(reader), context=None, namespace=ns, name="absent"
+            )
+        except LiveError as exc:
+            return str(exc) if "not found" in str(exc) else None  # RBAC may lag a moment
+        raise AssertionError("an absent deployment was read")
+
+    message = await eventually(not_found, what="a 404 from the API server")
+    assert message.startswith(f"ModelDeployment {ns}/absent not found"), message
+
+    nobody = cluster.control_plane.user_kubeconfig("explain-nobody")
+    with pytest.raises(LiveError) as forbidden:
+        await asyncio.to_thread(
+            read_live, kubeconfig=str(nobody), context=None, namespace=ns, name="chat"
+        )
+    text = str(forbidden.value)
+    assert text.startswith(f"cannot read ModelDeployment {ns}/chat: "), text
+    assert "forbidden" in text and "explain-nobody" in text and "read-only role" in text
+    assert "\n" not in text
+
+    with pytest.raises(LiveError, match=r"no context 'elsewhere'"):
+        await asyncio.to_thread(
+            read_live, kubeconfig=str(reader), context="elsewhere", namespace=ns, name="chat"
+        )
