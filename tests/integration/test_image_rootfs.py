@@ -18,8 +18,9 @@ namespace, the host's loopback.
 * the controller, with the manifest's command and a kubeconfig for the test API server, serves
   ``/healthz`` "ok" and ``/readyz`` (informers synced, Lease held) and ``/metrics``, and stops on
   SIGTERM with exit 0, releasing the Lease;
-* the webhook server, with a serving certificate from the test CA, serves ``/readyz`` on its
-  probe port and ``/healthz`` over HTTPS, and stops on SIGTERM with exit 0.
+* the webhook server, with a serving certificate from the test CA, and with the self-managed
+  certificate it creates in its Secret (the manifests' default), serves ``/readyz`` on its probe
+  port and ``/healthz`` over HTTPS, and stops on SIGTERM with exit 0.
 
 Needs root (or ``sudo -n``) and apt-get for mmdebstrap and umoci; without them every test here
 skips with the reason. The first build takes about a minute, a cached one a second.
@@ -27,6 +28,7 @@ skips with the reason. The first build takes about a minute, a cached one a seco
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import importlib.util
 import json
@@ -49,7 +51,13 @@ from typing import Any
 
 import pytest
 
-from .controlplane import REPO_ROOT, CertificateAuthority, ControlPlane, load_yaml_documents
+from .controlplane import (
+    REPO_ROOT,
+    APIError,
+    CertificateAuthority,
+    ControlPlane,
+    load_yaml_documents,
+)
 from .webhook_fixtures import create_namespace
 
 pytestmark = [pytest.mark.integration, pytest.mark.image]
@@ -441,3 +449,42 @@ def test_the_webhook_serves_its_probes_from_the_image(
         assert process.stop() == 0, process.output()
     finally:
         process.kill()
+
+
+def test_the_webhook_keeps_its_own_certificate_from_the_image(
+    bundle: Bundle, credentials: Path, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """The manifests' default, self-managed certificates (``--tls-secret``): the server creates
+    its CA and serving certificate in the Secret and serves them from memory (memfd), which the
+    read-only root must allow."""
+    _own_for_image(credentials, bundle)
+    port, probe_port = _free_port(), _free_port()
+    secret = f"image-tls-{port}"
+    process = bundle.start(
+        [
+            *_manifest_command("webhook"),
+            f"--tls-secret={secret}",
+            "--cert-host=127.0.0.1",
+            f"--kubeconfig={CREDENTIALS}/kubeconfig",
+            f"--namespace={SYSTEM}",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            f"--probe-port={probe_port}",
+            f"--mutating-webhook-configuration={secret}",  # none: the server waits for them
+            f"--validating-webhook-configuration={secret}",
+            "--shutdown-delay=0",
+        ],
+        [f"{credentials}:{CREDENTIALS}:ro"],
+        tmp_path / "webhook.log",
+    )
+    path = f"/api/v1/namespaces/{SYSTEM}/secrets/{secret}"
+    try:
+        _wait_for(f"http://127.0.0.1:{probe_port}/readyz", process)
+        data = control_plane.request("GET", path)[1]["data"]
+        trusted = ssl.create_default_context(cadata=base64.b64decode(data["ca.crt"]).decode())
+        assert _get(f"https://127.0.0.1:{port}/healthz", trusted)[0] == 200
+        assert process.stop() == 0, process.output()
+    finally:
+        process.kill()
+        with contextlib.suppress(APIError):
+            control_plane.request("DELETE", path)
