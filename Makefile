@@ -70,6 +70,9 @@ verify: crds docs ci ## lint + test + CRD and docs drift + a clean work tree (no
 image: ## build the container image with docker, podman or buildah (says so and exits 0 without one)
 	bash hack/image.sh
 
+image-rootfs: setup ## build the same image without a container engine (mmdebstrap + umoci; OCI layout in ~/.cache)
+	PYTHON=$(BIN)/python nice bash hack/image/build-rootfs.sh
+
 FUZZ_EXAMPLES ?= 20000
 
 fuzz: setup ## long random fuzz run of the entry points (FUZZ_EXAMPLES per test, default 20000)
@@ -79,4 +82,4 @@ fuzz: setup ## long random fuzz run of the entry points (FUZZ_EXAMPLES per test,
 bench: setup ## run the benchmarks (figures are ratios against an in-run baseline)
 	$(BIN)/python -m bench
 
-.PHONY: help setup demo image envtest cluster cluster-demo cluster-down test test-unit fmt lint crds docs golden-update ci verify bench fuzz
+.PHONY: help setup demo image image-rootfs envtest cluster cluster-demo cluster-down test test-unit fmt lint crds docs golden-update ci verify bench fuzz
