@@ -17,9 +17,10 @@ COPY gpustack_render ./gpustack_render
 COPY gpustack_controller ./gpustack_controller
 COPY gpustack_webhook ./gpustack_webhook
 # A wheel of the project (no editable install, no tests), then bytecode for everything in the
-# environment so that a read-only root never needs a __pycache__ write.
+# environment so that a read-only root never needs a __pycache__ write (hash-based, unchecked:
+# a layer that moves file times cannot make it stale; the same as make image-rootfs).
 RUN /opt/gpustack-render/bin/pip install --no-compile . \
-    && /opt/gpustack-render/bin/python -m compileall -q -j 0 /opt/gpustack-render \
+    && /opt/gpustack-render/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/gpustack-render \
     && /opt/gpustack-render/bin/python -c "import gpustack_controller.__main__, gpustack_webhook.__main__"
 
 FROM ${PYTHON_IMAGE} AS runtime
