@@ -49,14 +49,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from .controlplane import (
-    BIN_DIR_ENV,
-    BUILD_SCRIPT,
     APIError,
     ControlPlane,
     ControlPlaneError,
     ManagedProcess,
     free_port,
     load_yaml_documents,
+    locate_bin_dir,
     project_crd_files,
     start_process,
     wait_until_ready,
@@ -189,26 +188,7 @@ class ClusterBinaries:
 
 def locate_cluster_binaries(*, build: bool = True) -> ClusterBinaries:
     """Find (or build) every component. ``$GPUSTACK_ENVTEST_BIN_DIR`` wins when set."""
-    configured = os.environ.get(BIN_DIR_ENV)
-    if configured:
-        binaries = ClusterBinaries(Path(configured))
-    elif build:
-        try:
-            result = subprocess.run(
-                ["bash", str(BUILD_SCRIPT)],
-                check=True,
-                stdout=subprocess.PIPE,
-                text=True,
-                timeout=3600,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise ClusterError(f"building the cluster with {BUILD_SCRIPT} failed: {exc}") from exc
-        lines = result.stdout.strip().splitlines()
-        if not lines:
-            raise ClusterError(f"{BUILD_SCRIPT} printed no bin directory")
-        binaries = ClusterBinaries(Path(lines[-1]))
-    else:
-        raise ClusterError(f"{BIN_DIR_ENV} is not set and building was not allowed")
+    binaries = ClusterBinaries(locate_bin_dir(build=build, what="the cluster", error=ClusterError))
     binaries.check()
     return binaries
 

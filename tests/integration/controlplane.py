@@ -304,6 +304,31 @@ def _download_kueue_crds() -> Path:
     return crd_dir
 
 
+def locate_bin_dir(*, build: bool, what: str, error: type[Exception] = ControlPlaneError) -> Path:
+    """The directory of built components: ``$GPUSTACK_ENVTEST_BIN_DIR`` when set, else the last
+    line ``hack/envtest/build.sh`` prints (when ``build`` allows running it). Raises ``error``
+    (naming ``what`` was being built) when neither gives one."""
+    configured = os.environ.get(BIN_DIR_ENV)
+    if configured:
+        return Path(configured)
+    if not build:
+        raise error(f"{BIN_DIR_ENV} is not set and building was not allowed")
+    try:
+        result = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+            timeout=3600,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise error(f"building {what} with {BUILD_SCRIPT} failed: {exc}") from exc
+    lines = result.stdout.strip().splitlines()
+    if not lines:
+        raise error(f"{BUILD_SCRIPT} printed no bin directory")
+    return Path(lines[-1])
+
+
 def locate_binaries(*, build: bool = True) -> Binaries:
     """Find (or build) kube-apiserver, etcd and the Kueue CRDs.
 
@@ -312,28 +337,7 @@ def locate_binaries(*, build: bool = True) -> Binaries:
     :class:`ControlPlaneError` when nothing usable is found: the integration tests must never be
     skipped silently.
     """
-    configured = os.environ.get(BIN_DIR_ENV)
-    if configured:
-        bin_dir = Path(configured)
-    elif build:
-        try:
-            result = subprocess.run(
-                ["bash", str(BUILD_SCRIPT)],
-                check=True,
-                stdout=subprocess.PIPE,
-                text=True,
-                timeout=3600,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise ControlPlaneError(
-                f"building the envtest binaries with {BUILD_SCRIPT} failed: {exc}"
-            ) from exc
-        lines = result.stdout.strip().splitlines()
-        if not lines:
-            raise ControlPlaneError(f"{BUILD_SCRIPT} printed no bin directory")
-        bin_dir = Path(lines[-1])
-    else:
-        raise ControlPlaneError(f"{BIN_DIR_ENV} is not set and building was not allowed")
+    bin_dir = locate_bin_dir(build=build, what="the envtest binaries")
     apiserver, etcd = _check_binaries(bin_dir)
     return Binaries(apiserver, etcd, _kueue_crd_dir(bin_dir))
 
