@@ -46,6 +46,7 @@ from integration.controlplane import (  # noqa: E402
     ManagedProcess,
     free_port,
     load_yaml_documents,
+    pid_alive,
     point_webhooks_at,
     start_process,
 )
@@ -61,22 +62,12 @@ EXAMPLES = REPO_ROOT / "examples"
 SYSTEM_NAMESPACE = "gpustack-system"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _running_pid() -> int | None:
     try:
         pid = int(PID_FILE.read_text())
     except (OSError, ValueError):
         return None
-    return pid if _alive(pid) else None
+    return pid if pid_alive(pid) else None
 
 
 # ---- the supervisor (runs in the background) ----------------------------------------------
@@ -264,15 +255,15 @@ def down() -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 60
-        while _alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if _alive(pid):
+        if pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
     # Anything the supervisor started that is somehow still there (it records every pid).
     with contextlib.suppress(OSError, ValueError):
         for child in json.loads(READY_FILE.read_text()).get("pids", []):
-            if _alive(int(child)):
+            if pid_alive(int(child)):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(child), signal.SIGKILL)
     shutil.rmtree(STATE, ignore_errors=True)

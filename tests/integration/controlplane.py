@@ -459,7 +459,8 @@ AUDIT_POLICY: dict[str, Any] = {
 }
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (one owned by another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -480,7 +481,7 @@ def remove_stale_roots() -> None:
             owner = int((candidate / _OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue
-        if owner != os.getpid() and not _pid_alive(owner):
+        if owner != os.getpid() and not pid_alive(owner):
             shutil.rmtree(candidate, ignore_errors=True)
 
 
