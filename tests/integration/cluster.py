@@ -53,6 +53,7 @@ from .controlplane import (
     ControlPlane,
     ControlPlaneError,
     ManagedProcess,
+    Supervisor,
     free_port,
     load_yaml_documents,
     locate_bin_dir,
@@ -468,7 +469,7 @@ def _http_ok(url: str) -> bool:
 
 
 @dataclass
-class Cluster:
+class Cluster(Supervisor):
     """The simulated GPU cluster. Use as a context manager or call :meth:`start`/:meth:`stop`.
 
     ``nodes``: the fake Nodes (default :func:`default_nodes`); ``wait_for_pods_ready``: start
@@ -488,13 +489,6 @@ class Cluster:
     _processes: list[ManagedProcess] = field(init=False, default_factory=list)
     _stopped: bool = field(init=False, default=False)
 
-    def __enter__(self) -> Cluster:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     @property
     def kubeconfig(self) -> Path:
         return self.control_plane.kubeconfig
@@ -505,22 +499,12 @@ class Cluster:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> None:
-        started = time.monotonic()
+    def _prepare(self) -> None:
         self.control_plane = ControlPlane(self.binaries, root_dir=self.root)
         self.control_plane.start()
-        try:
-            self._start_components(started)
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - started
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         """Stop every component (reverse start order), then the control plane."""
-        if self._stopped:
-            return
-        self._stopped = True
         if self._kueue is not None:
             with contextlib.suppress(Exception):
                 self._kueue.stop()
@@ -537,7 +521,7 @@ class Cluster:
             procs.append(self._kueue)
         return [p.popen.pid for p in procs if p.popen.poll() is None]
 
-    def _start_components(self, started: float) -> None:
+    def _start(self, started: float) -> None:
         cp = self.control_plane
         cp.install_crd_files(project_crd_files())
         self._install_kueue_crds()

@@ -35,7 +35,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -494,8 +494,55 @@ class APIError(RuntimeError):
         self.body = body
 
 
+class Supervisor:
+    """Start and stop for a harness object that runs processes, as a context manager.
+
+    :meth:`start` runs :meth:`_prepare`, then :meth:`_start`; when ``_start`` fails part-way it
+    stops what was started before re-raising, and on success records ``startup_seconds``.
+    :meth:`stop` runs :meth:`_stop` once, however often it is called. A subclass declares the
+    ``startup_seconds`` and ``_stopped`` fields (default 0.0 and False).
+    """
+
+    startup_seconds: float
+    _stopped: bool
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        started = time.monotonic()
+        self._prepare()
+        try:
+            self._start(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop()
+
+    def _prepare(self) -> None:
+        """What must be in place before anything starts; a failure here stops nothing."""
+
+    def _start(self, started: float) -> None:
+        """Start every process (``started``: the ``time.monotonic()`` of :meth:`start`)."""
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        """Stop every process started so far."""
+        raise NotImplementedError
+
+
 @dataclass
-class ControlPlane:
+class ControlPlane(Supervisor):
     """etcd + kube-apiserver on loopback, with an admin kubeconfig.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. ``stop`` is idempotent and
@@ -521,13 +568,6 @@ class ControlPlane:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def __enter__(self) -> ControlPlane:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     @property
     def audit_log(self) -> Path:
         """The API server's audit log (JSON lines; only :data:`AUDITED_USER` is audited)."""
@@ -546,8 +586,7 @@ class ControlPlane:
         """The API server's base URL, e.g. ``https://127.0.0.1:41234``."""
         return f"https://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
-        started = time.monotonic()
+    def _prepare(self) -> None:
         remove_stale_roots()
         if self.root_dir is not None:
             self.root_dir.mkdir(parents=True, exist_ok=True)
@@ -556,18 +595,9 @@ class ControlPlane:
             self.root = Path(tempfile.mkdtemp(prefix=_ROOT_PREFIX))
         (self.root / _OWNER_FILE).write_text(str(os.getpid()))
         atexit.register(self.stop)
-        try:
-            self._start(started)
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - started
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         """Kill both processes (API server first) and remove the temporary directory."""
-        if self._stopped:
-            return
-        self._stopped = True
         atexit.unregister(self.stop)
         for proc in reversed(self.processes):
             with contextlib.suppress(Exception):
