@@ -30,24 +30,21 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "tests"))
+from integration.cluster import Cluster, default_nodes, locate_cluster_binaries
 
-from integration.cluster import Cluster, default_nodes, locate_cluster_binaries  # noqa: E402
-
-from gpustack_controller.controller import Controller, Options  # noqa: E402
-from gpustack_controller.kube import (  # noqa: E402
+from gpustack_controller.controller import Controller, Options
+from gpustack_controller.kube import (
     INSTANCE_TYPES,
     MODEL_DEPLOYMENTS,
     PODS,
     Kube,
     Resource,
 )
-from gpustack_render.api.inputs import InstanceType  # noqa: E402
-from gpustack_render.core.settings import Settings  # noqa: E402
-from gpustack_render.rendering.renderer import render  # noqa: E402
-from gpustack_render.schema.decoding import decode_deployment, decode_model  # noqa: E402
-from gpustack_render.schema.lookups import StaticLookups  # noqa: E402
+from gpustack_render.api.inputs import InstanceType
+from gpustack_render.core.settings import Settings
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.lookups import StaticLookups
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")

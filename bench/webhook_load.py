@@ -37,12 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-
-from integration.controlplane import started_control_plane  # noqa: E402
-from integration.webhook_fixtures import (  # noqa: E402
+from integration.controlplane import started_control_plane
+from integration.webhook_fixtures import (
     WebhookProcess,
     create_inputs,
     create_namespace,

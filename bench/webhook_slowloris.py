@@ -35,12 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import aiohttp
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-
-from integration.controlplane import started_control_plane  # noqa: E402
-from integration.webhook_fixtures import (  # noqa: E402
+from integration.controlplane import started_control_plane
+from integration.webhook_fixtures import (
     WebhookProcess,
     create_inputs,
     create_namespace,
@@ -48,8 +44,8 @@ from integration.webhook_fixtures import (  # noqa: E402
     labelled_pod,
 )
 
-from bench.webhook_load import INJECT_PATH, check_inject, review  # noqa: E402
-from gpustack_webhook.limits import ConnectionLimits  # noqa: E402
+from bench.webhook_load import INJECT_PATH, check_inject, review
+from gpustack_webhook.limits import ConnectionLimits
 
 
 def rss_kib(pid: int) -> int:
