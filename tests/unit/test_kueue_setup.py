@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from integration.cluster import (
     COVERED_RESOURCES,
+    KUEUE_SETUP_DIR,
     cluster_queue,
     kueue_configuration,
     kueue_webhook_configurations,
@@ -20,7 +21,6 @@ from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.rendering import resources
 
 ROOT = Path(__file__).resolve().parents[2]
-KUEUE = ROOT / "deploy" / "kueue"
 GOLDEN = ROOT / "golden"
 
 
@@ -40,7 +40,7 @@ def _golden_renders() -> list[Path]:
 
 
 def test_the_template_covers_exactly_the_harness_resources() -> None:
-    (template,) = load_documents((KUEUE / "clusterqueue.yaml").read_text())
+    (template,) = load_documents((KUEUE_SETUP_DIR / "clusterqueue.yaml").read_text())
     (group,) = template["spec"]["resourceGroups"]
     assert tuple(group["coveredResources"]) == COVERED_RESOURCES
     (flavor,) = group["flavors"]
