@@ -127,17 +127,23 @@ if wanted helm; then
         "-X helm.sh/helm/v3/internal/version.version=${helm_version}"
 fi
 
+# Sets mod_dir to the source directory of a module pinned by hack/envtest/<dir>/go.mod (called
+# directly, not in $(...), so `set -e` stops the script when a go command fails).
+module_dir() { # <dir under hack/envtest> <module path>
+    mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/$1" list -m \
+        -f '{{.Dir}}' "$2")"
+    if [[ -z "${mod_dir}" || ! -d "${mod_dir}" ]]; then
+        # `go list -m` leaves Dir empty until the module is in the module cache.
+        GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/$1" mod download "$2"
+        mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/$1" list -m \
+            -f '{{.Dir}}' "$2")"
+    fi
+}
+
 # Kueue's CRDs and webhook manifests, taken from the same module the binary is built from.
 if [[ ! -f "${kueue_dir}/.manifests-complete" ]]; then
     echo "build.sh: copying Kueue ${kueue_version} CRDs and webhook manifests..." >&2
-    mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kueue" list -m \
-        -f '{{.Dir}}' sigs.k8s.io/kueue)"
-    if [[ -z "${mod_dir}" || ! -d "${mod_dir}" ]]; then
-        # `go list -m` leaves Dir empty until the module is in the module cache.
-        GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kueue" mod download sigs.k8s.io/kueue
-        mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kueue" list -m \
-            -f '{{.Dir}}' sigs.k8s.io/kueue)"
-    fi
+    module_dir kueue sigs.k8s.io/kueue
     if [[ ! -d "${mod_dir}/config/components/crd/bases" ]]; then
         echo "build.sh: no Kueue CRDs under ${mod_dir}" >&2
         exit 1
@@ -156,13 +162,7 @@ fi
 # finalizers are gone (KWOK removes none itself, so Kueue's finalizer is honoured).
 if [[ ! -f "${kwok_dir}/.stages-complete" ]]; then
     echo "build.sh: copying KWOK ${kwok_version} stages..." >&2
-    mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kwok" list -m \
-        -f '{{.Dir}}' sigs.k8s.io/kwok)"
-    if [[ -z "${mod_dir}" || ! -d "${mod_dir}" ]]; then
-        GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kwok" mod download sigs.k8s.io/kwok
-        mod_dir="$(GOFLAGS=-mod=readonly GOWORK=off "${go_cmd}" -C "${here}/kwok" list -m \
-            -f '{{.Dir}}' sigs.k8s.io/kwok)"
-    fi
+    module_dir kwok sigs.k8s.io/kwok
     stages="${mod_dir}/kustomize/stage"
     mkdir -p "${kwok_dir}/stages"
     cp "${stages}/node/fast/node-initialize.yaml" \
