@@ -41,7 +41,7 @@ from gpustack_render.api.inputs import InputObject
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, dump_yaml, load_documents
-from gpustack_render.core import labels, naming
+from gpustack_render.core import naming
 from gpustack_render.core.settings import (
     CONFIGMAP_NAME,
     DEFAULT_SYSTEM_NAMESPACE,
@@ -51,6 +51,7 @@ from gpustack_render.core.settings import (
 )
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.keys import deployment_selector
+from gpustack_render.reconcile.observed import observe_pod, observe_workload
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.kinds import BY_KIND, KUEUE_KINDS
 
@@ -236,36 +237,26 @@ def _decoded(raw: Mapping[str, Any] | None, namespace: str) -> ModelDeployment |
     return md
 
 
-def group_names(
-    deployments: Iterable[ModelDeployment], pods: Iterable[Mapping[str, Any]]
-) -> set[str]:
-    """The Kueue group (Workload) names of the deployments' replicas, and those its Pods carry."""
-    names = {
+def workloads_of(
+    workloads: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    deployments: Iterable[ModelDeployment],
+) -> list[dict[str, Any]]:
+    """The namespace's Workloads that are the deployments' (``ObservedWorkload.of_deployment``,
+    the controller's rule): owning one of ``pods`` or named after one of their replicas' groups.
+    """
+    uids = {observe_pod(p).uid for p in pods}
+    groups = {
         naming.group_name(md.metadata.namespace, md.metadata.name, role.name, ordinal)
         for md in deployments
         for role in md.spec.roles
         for ordinal in range(role.replicas)
     }
-    for pod in pods:
-        group = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.POD_GROUP_NAME)
-        if isinstance(group, str):
-            names.add(group)
-    return names
-
-
-def workloads_of(
-    workloads: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], groups: set[str]
-) -> list[dict[str, Any]]:
-    """The Workloads that own one of ``pods`` or are named after one of ``groups`` (a group's
-    Workload outlives its Pods), as the controller picks them."""
-    uids = {str((p.get("metadata") or {}).get("uid")) for p in pods}
-    out = []
-    for workload in workloads:
-        meta = workload.get("metadata") or {}
-        owners = {str(r.get("uid")) for r in meta.get("ownerReferences") or ()}
-        if meta.get("name") in groups or owners & uids:
-            out.append(dict(workload))
-    return out
+    return [
+        dict(w)
+        for w in workloads
+        if observe_workload(w).of_deployment(pod_uids=uids, groups=groups)
+    ]
 
 
 def settings_document(
@@ -489,7 +480,7 @@ async def _read(
     pods = pods or []
     observed = [
         *pods,
-        *workloads_of(workloads or (), pods, group_names(deployments, pods)),
+        *workloads_of(workloads or (), pods, deployments),
         *(services or []),
         *(local_queues or []),
     ]

@@ -195,18 +195,14 @@ def split_observed(documents: Sequence[Mapping[str, Any]]) -> ObservedState:
 # --- the explanation --------------------------------------------------------------------------
 
 
-def _selected(obj: Mapping[str, Any], selector: Mapping[str, str], namespace: str) -> bool:
-    meta = jsonview.view(obj.get("metadata"))
-    ns = meta.get("namespace")
-    if isinstance(ns, str) and ns and namespace and ns != namespace:
-        return False
-    own = jsonview.strings(meta.get("labels"))
-    return all(own.get(k) == v for k, v in selector.items())
-
-
 def _in_namespace(obj: Mapping[str, Any], namespace: str) -> bool:
     ns = jsonview.view(obj.get("metadata")).get("namespace")
     return not (isinstance(ns, str) and ns and namespace and ns != namespace)
+
+
+def _selected(obj: Mapping[str, Any], selector: Mapping[str, str], namespace: str) -> bool:
+    own = jsonview.strings(jsonview.view(obj.get("metadata")).get("labels"))
+    return _in_namespace(obj, namespace) and all(own.get(k) == v for k, v in selector.items())
 
 
 def _with_uid(pod: ObservedPod) -> ObservedPod:
@@ -246,7 +242,7 @@ def explain_observed(
     raw_pods = [p for p in observed.pods if _selected(p, selector, namespace)]
     pods = [_with_uid(observe_pod(p, owner_uid=owner_uid)) for p in raw_pods]
     desired = desired_from_rendering(rendering)
-    groups = {g for r in desired.roles for g in r.groups}
+    groups = desired.groups
     uids = {p.uid for p in pods}
     raw_workloads = []
     workloads = []
@@ -254,7 +250,7 @@ def explain_observed(
         if not _in_namespace(obj, namespace):
             continue
         wl = observe_workload(obj)
-        if wl.owns_any(uids) or wl.name in groups:
+        if wl.of_deployment(pod_uids=uids, groups=groups):
             raw_workloads.append(obj)
             workloads.append(wl)
     services = [s for s in observed.services if _selected(s, selector, namespace)]

@@ -77,6 +77,11 @@ class Desired:
                 return role
         return None
 
+    @property
+    def groups(self) -> frozenset[str]:
+        """The Kueue group (Workload) name of every declared replica of every role."""
+        return frozenset(g for r in self.roles for g in r.groups)
+
 
 @dataclass(frozen=True, slots=True)
 class Seat:
@@ -266,7 +271,7 @@ def plan(
     stranded = [wl.name for wl in index.workloads_of(terminating) if not wl.owns_any(standing_uids)]
     # A Workload named after a declared group that owns no standing Pod and is not being
     # deleted is left over (its Pods are gone): delete it, or it holds the ordinal for ever.
-    declared = {g for r in desired.roles for g in r.groups}
+    declared = desired.groups
     stranded += [
         wl.name
         for wl in index.workloads

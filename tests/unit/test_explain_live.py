@@ -65,6 +65,10 @@ def _status(code: int, message: str) -> dict[str, Any]:
     return {"kind": "Status", "status": "Failure", "code": code, "message": message}
 
 
+def _owner_pod(uid: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "name": "chat-server-x", "uid": uid}
+
+
 def cluster() -> dict[str, tuple[int, dict[str, Any]]]:
     """path → (status, body): one deployment Ready on one queue."""
     pod = {"metadata": {"name": "chat-server-x", "uid": "pod-uid", "managedFields": [{}]}}
@@ -78,7 +82,14 @@ def cluster() -> dict[str, tuple[int, dict[str, Any]]]:
             200,
             _list(
                 {"metadata": {"name": "other"}},  # another deployment's
-                {"metadata": {"name": "owned", "ownerReferences": [{"uid": "pod-uid"}]}},
+                {"metadata": {"name": "owned", "ownerReferences": [_owner_pod("pod-uid")]}},
+                # Owned by something of that uid that is not a Pod: not the deployment's.
+                {
+                    "metadata": {
+                        "name": "odd",
+                        "ownerReferences": [{"kind": "Job", "uid": "pod-uid"}],
+                    }
+                },
                 {"metadata": {"name": GROUP0}},  # outlives its Pods
             ),
         ),
