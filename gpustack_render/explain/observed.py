@@ -23,6 +23,7 @@ from gpustack_render.api import ModelDeployment
 from gpustack_render.core import jsonview, labels
 from gpustack_render.core.paths import FieldPath
 from gpustack_render.core.settings import Settings
+from gpustack_render.explain.columns import table
 from gpustack_render.explain.reasons import (
     REASON_KINDS,
     STAYS,
@@ -482,21 +483,6 @@ OBSERVED_JSON_SCHEMA: dict[str, Any] = {
 # --- text -------------------------------------------------------------------------------------
 
 
-def _table(rows: Sequence[Sequence[str]], *, indent: str = "  ") -> list[str]:
-    """Rows as left-aligned columns (the last column unpadded)."""
-    if not rows:
-        return []
-    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(map(len, rows)))]
-    return [
-        (
-            indent + "  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:-1])) + "  " + r[-1]
-        ).rstrip()
-        if len(r) > 1
-        else (indent + r[0]).rstrip()
-        for r in rows
-    ]
-
-
 def _seat(role: str, ordinal: int | None) -> str:
     return role if ordinal is None else f"{role}/{ordinal}"
 
@@ -534,12 +520,12 @@ def observed_text(report: ObservedReport) -> list[str]:
             rows.append(["delete", "Workloads", "", ", ".join(step.delete_workloads)])
         rows += [["create", _seat(c.role, c.ordinal), "", ", ".join(c.pods)] for c in step.creates]
         rows += [["wait", _seat(w.role, w.ordinal), w.on, w.message] for w in step.waits]
-        lines += _table(rows) or ["  nothing to do"]
+        lines += table(rows, indent="  ") or ["  nothing to do"]
     outcome = "converged" if report.converged else f"stops short: {report.stuck}"
     lines.append(f"timeline ({len(report.timeline)} pass(es), {outcome}):")
     rows = [["PASS", "ACTIONS", "MIN SERVING"]]
     rows += [[str(s.number), _actions(s), _serving_text(s.min_serving)] for s in report.timeline]
-    lines += _table(rows)
+    lines += table(rows, indent="  ")
     if report.not_serving:
         lines.append("not serving:")
         rows = []
@@ -547,10 +533,12 @@ def observed_text(report: ObservedReport) -> list[str]:
             seat = _seat(replica.role, replica.ordinal)
             for i, reason in enumerate(replica.reasons):
                 rows.append([seat if i == 0 else "", reason.kind, reason.message])
-        lines += _table(rows)
+        lines += table(rows, indent="  ")
     if report.upgrade:
         lines.append("upgrade impact:")
-        lines += _table([[_seat(i.role, i.ordinal), i.verdict, i.reason] for i in report.upgrade])
+        lines += table(
+            [[_seat(i.role, i.ordinal), i.verdict, i.reason] for i in report.upgrade], indent="  "
+        )
     lines.append(
         f"replaced: {report.replaced} replica(s); rolls: {'yes' if report.rolls else 'no'}"
     )

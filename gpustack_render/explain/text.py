@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from gpustack_render.explain.columns import table
 from gpustack_render.explain.model import EntranceLoad, Explanation, RoleExplanation
 from gpustack_render.explain.observed import observed_text
 
@@ -17,15 +18,6 @@ from gpustack_render.explain.observed import observed_text
 _GROUPS_SHOWN: Final = 3
 #: A changed value longer than this is cut (the JSON carries it whole).
 _VALUE_WIDTH: Final = 60
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Left-aligned columns two spaces apart, no trailing blanks."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    return [
-        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
 
 
 def _moved(old: object, new: object) -> str:
@@ -139,22 +131,18 @@ def explanation_text(answer: Explanation) -> str:
     lines.extend(f"cannot render the {p.side} object: {p.message}" for p in answer.problems)
     if answer.roles:
         lines.append("")
-        lines.extend(
-            table(
-                [
-                    "ROLE",
-                    "KIND",
-                    "ACTION",
-                    "REPLICAS",
-                    "PODS/REPLICA",
-                    "ENTRANCE",
-                    "ADDED",
-                    "REMOVED",
-                    "REPLACED",
-                ],
-                [_role_row(r) for r in answer.roles],
-            )
-        )
+        header = [
+            "ROLE",
+            "KIND",
+            "ACTION",
+            "REPLICAS",
+            "PODS/REPLICA",
+            "ENTRANCE",
+            "ADDED",
+            "REMOVED",
+            "REPLACED",
+        ]
+        lines.extend(table([header, *(_role_row(r) for r in answer.roles)]))
         for role in answer.roles:
             lines.append("")
             lines.extend(_role_lines(role))
