@@ -180,6 +180,12 @@ def is_complete(pods: Sequence[ObservedPod], size: int) -> bool:
     return len(pods) == want and {p.member for p in pods} == set(range(want))
 
 
+def is_serving(pods: Sequence[ObservedPod], size: int) -> bool:
+    """A replica serves (``status.roles[].ready`` counts it) when it is complete and every
+    member is Ready."""
+    return is_complete(pods, size) and all(p.ready for p in pods)
+
+
 def is_pod_outdated(pod: ObservedPod, role: DesiredRole, *, floor: int) -> bool:
     """Outdated against **its own seat's** render (docs/contract/controller.md §6,
     docs/contract/render.md §7, D4)."""
