@@ -46,7 +46,7 @@ from gpustack_render.core.settings import (
     CONFIGMAP_NAME,
     DEFAULT_SYSTEM_NAMESPACE,
     Settings,
-    settings_from_data,
+    settings_of_config_map,
     settings_to_data,
 )
 from gpustack_render.reconcile.inputs import InputGraph, Read
@@ -265,10 +265,9 @@ def settings_document(
     """The Settings ConfigMap as the controller reads it: absent → the defaults; a bad value
     keeps its default and is a warning. Returns the ConfigMap carrying exactly the Settings in
     force (``None`` when absent), those Settings, and the warnings."""
-    base = Settings(system_namespace=system_namespace)
+    settings, errs = settings_of_config_map(config_map, system_namespace=system_namespace)
     if config_map is None:
-        return None, base, []
-    settings, errs = settings_from_data(config_map.get("data") or {}, base=base)
+        return None, settings, []
     warnings = [
         f"ConfigMap {system_namespace}/{CONFIGMAP_NAME}: {e.message()} (the controller keeps "
         "the default; so does explain)"
