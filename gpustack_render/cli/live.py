@@ -214,13 +214,12 @@ _LOCAL_QUEUES = _kueue("LocalQueue")
 _CLUSTER_QUEUES = _kueue("ClusterQueue")
 
 
-def kubectl_form(obj: Mapping[str, Any], kind: _Kind | None = None) -> dict[str, Any]:
+def kubectl_form(obj: Mapping[str, Any], kind: _Kind) -> dict[str, Any]:
     """``obj`` as ``kubectl get -o yaml`` prints it: ``apiVersion`` and ``kind`` set (list
     items lack them), ``metadata.managedFields`` left out."""
     out = dict(obj)
-    if kind is not None:
-        out.setdefault("apiVersion", kind.api_version)
-        out.setdefault("kind", kind.kind)
+    out.setdefault("apiVersion", kind.api_version)
+    out.setdefault("kind", kind.kind)
     meta = out.get("metadata")
     if isinstance(meta, Mapping) and "managedFields" in meta:
         out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
@@ -466,7 +465,7 @@ async def _read(
         reader.list(_WORKLOADS, namespace),
     )
     warnings += input_warnings
-    settings_doc, settings, settings_warnings = _settings(config_map, system_namespace, reader)
+    settings_doc, settings, settings_warnings = _settings(config_map, system_namespace)
     warnings += settings_warnings
     if settings_doc is not None:
         inputs.append(settings_doc)
@@ -488,7 +487,7 @@ async def _read(
 
 
 def _settings(
-    answer: _Answer, system_namespace: str, reader: _Reader
+    answer: _Answer, system_namespace: str
 ) -> tuple[dict[str, Any] | None, Settings, list[str]]:
     if answer.status == 200:
         return settings_document(answer.body, system_namespace)

@@ -37,6 +37,7 @@ from gpustack_render.reconcile.rollout import (
     Desired,
     DesiredRole,
     Plan,
+    RoleStep,
     expected_size,
     is_complete,
     is_serving,
@@ -216,7 +217,12 @@ def replica_reasons(
 
 
 def _missing(
-    role: DesiredRole, ordinal: int, index: ReplicaIndex, next_pass: Plan, *, waiting: Any
+    role: DesiredRole,
+    ordinal: int,
+    index: ReplicaIndex,
+    next_pass: Plan,
+    *,
+    waiting: RoleStep | None,
 ) -> Reason:
     leaving = index.leaving_at(role.name, ordinal)
     said = f"no live Pod; {len(leaving)} still terminating" if leaving else "no live Pod"
