@@ -205,6 +205,7 @@ def test_reads_the_deployment_its_inputs_settings_and_observed_state(
 def test_namespace_defaults_to_the_contexts(server: _Server, tmp_path: Path) -> None:
     got = _read(kubeconfig(tmp_path, _url(server)), namespace=None)
     assert got.deployment["metadata"]["namespace"] == NS
+    assert got.requests[0] == f"GET {MD}"  # the context's namespace, not "default"
 
 
 def test_edited_deployment_adds_its_inputs(server: _Server, tmp_path: Path) -> None:

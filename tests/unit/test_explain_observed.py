@@ -416,6 +416,15 @@ def test_a_refused_edit_heads_every_chain() -> None:
     md = deployment(role_spec(replicas=1))
     report = explain(md, [], refused=["spec.model.name: Forbidden: the field is frozen"])
     assert kinds(reasons_of(report, "server", 0)) == ["refused", "missing"]
+    # Each replica that is not serving names every cause of the refusal first.
+    two = deployment(role_spec(replicas=2))
+    causes = ["spec.model.name: Forbidden: the field is frozen", "spec.roles[0].size: Invalid"]
+    report = explain(two, replicas_of(rendered(two), "server", [0], ready=False), refused=causes)
+    assert [(r.ordinal, r.reasons[0].kind) for r in report.not_serving] == [
+        (0, "refused"),
+        (1, "refused"),
+    ]
+    assert all(r.reasons[0].message.endswith("; ".join(causes)) for r in report.not_serving)
 
 
 # ---- output ---------------------------------------------------------------------------------
@@ -542,3 +551,19 @@ def test_a_drained_replica_frees_its_slot_through_its_stranded_workload() -> Non
     assert "1 still terminating" in reasons_of(report, "server", 1).reasons[0].message
     assert actions(report) == ["wait", "+server/1", "wait"]
     assert report.converged and report.replaced == 0
+
+
+def test_a_workload_that_outlived_its_pods_is_read_by_its_group_name_and_deleted() -> None:
+    # Replica 1's Pod is gone, its Workload is not (it owns no Pod any more): it is the
+    # deployment's by its name alone, holds the group name, and the next pass deletes it.
+    md = deployment(role_spec(replicas=2))
+    new = rendered(md)
+    objects = replicas_of(new, "server")
+    del objects[2]  # replica 1's Pod
+    report = explain(md, objects)
+    assert report.workloads == 2
+    first = report.next_pass
+    assert first is not None
+    assert first.delete_workloads == (new.role("server").groups()[1],)  # type: ignore[union-attr]
+    assert actions(report) == ["wait", "+server/1", "wait"]
+    assert report.converged
