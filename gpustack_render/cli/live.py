@@ -52,6 +52,7 @@ from gpustack_render.core.settings import (
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.keys import deployment_selector
 from gpustack_render.reconcile.observed import observe_pod, observe_workload
+from gpustack_render.reconcile.queues import cluster_queue_of
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.kinds import BY_KIND, KUEUE_KINDS
 
@@ -533,13 +534,7 @@ async def _cluster_queues(
     reader: _Reader, local_queues: Sequence[Mapping[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The ClusterQueue each LocalQueue points at; one that cannot be read is a warning."""
-    names = sorted(
-        {
-            str(q["spec"]["clusterQueue"])
-            for q in local_queues
-            if isinstance(q.get("spec"), Mapping) and q["spec"].get("clusterQueue")
-        }
-    )
+    names = sorted({cluster_queue_of(q) for q in local_queues} - {""})
     answers = await _all(*(reader.answer(_CLUSTER_QUEUES.path(None, n)) for n in names))
     queues, warnings = [], []
     for queue, answer in zip(names, answers, strict=True):

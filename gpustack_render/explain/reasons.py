@@ -32,6 +32,7 @@ from gpustack_render.reconcile.jointcheck import (
     needs_verdict,
 )
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.queues import cluster_queue_of
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import (
     Desired,
@@ -355,7 +356,7 @@ def _queue_note(queue: str, queues: Queues) -> str:
     local = queues.local.get(queue)
     if local is None:
         return f"; LocalQueue {queue} is not in the observed state" if queues.listed_local else ""
-    cq_name = str(jsonview.view(local.get("spec")).get("clusterQueue") or "")
+    cq_name = cluster_queue_of(local)
     cq = queues.cluster.get(cq_name)
     if cq is None:
         return ""
