@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from gpustack_render.explain.columns import table
-from gpustack_render.explain.model import EntranceLoad, Explanation, RoleExplanation
+from gpustack_render.explain.model import ROLLING, EntranceLoad, Explanation, RoleExplanation
 from gpustack_render.explain.observed import observed_text
 
 #: Group names listed per role before the rest are counted.
@@ -84,15 +84,15 @@ def _role_lines(role: RoleExplanation) -> list[str]:
             change.path if change.source == "ModelDeployment" else f"{change.source}: {change.path}"
         )
         out.append(f"    {where}: {_value(change.old)} -> {_value(change.new)}")
-    if role.action in ("roll", "floor"):
+    if role.action in ROLLING:
         out.append(
             "  each old replica leaves before its replacement is created; a replacement is a "
             "fresh admission, and the next healthy replica leaves only once every replica holds "
             "an admitted Workload"
         )
-    if role.action in ("roll", "floor") and role.added:
+    if role.action in ROLLING and role.added:
         out.append(f"  new ordinals {_ordinals(role.added)} are created with the new configuration")
-    if role.action in ("roll", "floor") and role.removed:
+    if role.action in ROLLING and role.removed:
         out.append(f"  ordinals {_ordinals(role.removed)} leave first, highest first")
     for cost in role.costs:
         out.append(f"  ! {cost.message} [{cost.id}]")
