@@ -33,6 +33,7 @@ from gpustack_render.cli.commands import (
 from gpustack_render.cli.documents import Bundle
 from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, load_documents
+from gpustack_render.core import naming
 from gpustack_render.core.settings import Settings
 from gpustack_render.explain.model import ROLLING, Explanation
 from gpustack_render.explain.report import explanation_json
@@ -94,7 +95,7 @@ def _explain_one(
     from gpustack_render.explain.report import explain_deployment
 
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    namespace = str((meta or {}).get("namespace") or "default")
+    namespace = str((meta or {}).get("namespace") or naming.DEFAULT_NAMESPACE)
     lookups = StaticLookups.of(inputs, default_namespace=namespace)
     old_lookups = (
         StaticLookups.of([*inputs, *old_inputs], default_namespace=namespace)
