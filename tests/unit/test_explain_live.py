@@ -442,3 +442,26 @@ def test_the_client_is_imported_only_when_a_cluster_is_read() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_the_first_failed_read_cancels_the_others_before_it_is_raised() -> None:
+    import asyncio
+
+    cancelled: list[str] = []
+
+    async def fails() -> None:
+        raise LiveError("first")
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append("slow")
+            raise
+
+    async def run() -> list[str]:
+        with pytest.raises(LiveError, match=r"^first$"):
+            await live._all(slow(), fails())
+        return list(cancelled)  # as the error reaches the caller, not later
+
+    assert asyncio.run(run()) == ["slow"]
