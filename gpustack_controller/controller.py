@@ -47,7 +47,7 @@ from gpustack_controller.watches import Informer, object_key
 from gpustack_controller.workqueue import WorkQueue
 from gpustack_render.api.modeldeployment import KIND as MD_KIND
 from gpustack_render.core import labels
-from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
+from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_of_config_map
 from gpustack_render.reconcile.jointcheck import CHECK_NAME
 
 log = logging.getLogger(__name__)
@@ -295,9 +295,8 @@ class Controller:
     def _on_settings(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if _meta(new).get("name") != CONFIGMAP_NAME:
             return
-        data = {} if kind == "DELETED" else (new.get("data") or {})
-        settings, errs = settings_from_data(
-            data, base=Settings(system_namespace=self.options.system_namespace)
+        settings, errs = settings_of_config_map(
+            None if kind == "DELETED" else new, system_namespace=self.options.system_namespace
         )
         for err in errs:
             log.warning("ConfigMap %s: %s (the default is kept)", CONFIGMAP_NAME, err.message())

@@ -226,7 +226,9 @@ class DeploymentReconciler:
         uids = {p.uid for p in pods}
         raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
         workloads = [observe_workload(w) for w in raw_workloads]
-        return ReplicaIndex.of(pods, [w for w in workloads if w.owns_any(uids) or w.name in groups])
+        return ReplicaIndex.of(
+            pods, [w for w in workloads if w.of_deployment(pod_uids=uids, groups=groups)]
+        )
 
     # ---- converge ---------------------------------------------------------------------------
 
@@ -246,7 +248,7 @@ class DeploymentReconciler:
             await self.recorder.record(raw, events.render_failed(exc))
             raise
         desired = desired_from_rendering(rendering)
-        index = await self._observe(md, frozenset(g for r in desired.roles for g in r.groups))
+        index = await self._observe(md, desired.groups)
         step = plan(
             desired=desired,
             index=index,

@@ -33,8 +33,9 @@ from gpustack_render.cli.commands import (
 from gpustack_render.cli.documents import Bundle
 from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, load_documents
+from gpustack_render.core import naming
 from gpustack_render.core.settings import Settings
-from gpustack_render.explain.model import Explanation
+from gpustack_render.explain.model import ROLLING, Explanation
 from gpustack_render.explain.report import explanation_json
 from gpustack_render.explain.text import explanation_text
 from gpustack_render.schema.lookups import StaticLookups
@@ -94,7 +95,7 @@ def _explain_one(
     from gpustack_render.explain.report import explain_deployment
 
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    namespace = str((meta or {}).get("namespace") or "default")
+    namespace = str((meta or {}).get("namespace") or naming.DEFAULT_NAMESPACE)
     lookups = StaticLookups.of(inputs, default_namespace=namespace)
     old_lookups = (
         StaticLookups.of([*inputs, *old_inputs], default_namespace=namespace)
@@ -130,7 +131,7 @@ def gate_failures(
     if "refused" in fail_on and not answer.admission.allowed:
         failed.append("--fail-on refused: admission refuses it")
     if "roll" in fail_on and answer.rolls():
-        rolling = [r.name for r in answer.roles if r.action in ("roll", "floor")]
+        rolling = [r.name for r in answer.roles if r.action in ROLLING]
         which = f"role(s) {', '.join(rolling)}" if rolling else "the observed replicas"
         failed.append(f"--fail-on roll: {which} roll")
     return failed

@@ -41,16 +41,18 @@ from gpustack_render.api.inputs import InputObject
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, dump_yaml, load_documents
-from gpustack_render.core import labels, naming
+from gpustack_render.core import naming
 from gpustack_render.core.settings import (
     CONFIGMAP_NAME,
     DEFAULT_SYSTEM_NAMESPACE,
     Settings,
-    settings_from_data,
+    settings_of_config_map,
     settings_to_data,
 )
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.keys import deployment_selector
+from gpustack_render.reconcile.observed import observe_pod, observe_workload
+from gpustack_render.reconcile.queues import cluster_queue_of
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.kinds import BY_KIND, KUEUE_KINDS
 
@@ -213,13 +215,12 @@ _LOCAL_QUEUES = _kueue("LocalQueue")
 _CLUSTER_QUEUES = _kueue("ClusterQueue")
 
 
-def kubectl_form(obj: Mapping[str, Any], kind: _Kind | None = None) -> dict[str, Any]:
+def kubectl_form(obj: Mapping[str, Any], kind: _Kind) -> dict[str, Any]:
     """``obj`` as ``kubectl get -o yaml`` prints it: ``apiVersion`` and ``kind`` set (list
     items lack them), ``metadata.managedFields`` left out."""
     out = dict(obj)
-    if kind is not None:
-        out.setdefault("apiVersion", kind.api_version)
-        out.setdefault("kind", kind.kind)
+    out.setdefault("apiVersion", kind.api_version)
+    out.setdefault("kind", kind.kind)
     meta = out.get("metadata")
     if isinstance(meta, Mapping) and "managedFields" in meta:
         out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
@@ -236,36 +237,26 @@ def _decoded(raw: Mapping[str, Any] | None, namespace: str) -> ModelDeployment |
     return md
 
 
-def group_names(
-    deployments: Iterable[ModelDeployment], pods: Iterable[Mapping[str, Any]]
-) -> set[str]:
-    """The Kueue group (Workload) names of the deployments' replicas, and those its Pods carry."""
-    names = {
+def workloads_of(
+    workloads: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    deployments: Iterable[ModelDeployment],
+) -> list[dict[str, Any]]:
+    """The namespace's Workloads that are the deployments' (``ObservedWorkload.of_deployment``,
+    the controller's rule): owning one of ``pods`` or named after one of their replicas' groups.
+    """
+    uids = {observe_pod(p).uid for p in pods}
+    groups = {
         naming.group_name(md.metadata.namespace, md.metadata.name, role.name, ordinal)
         for md in deployments
         for role in md.spec.roles
         for ordinal in range(role.replicas)
     }
-    for pod in pods:
-        group = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.POD_GROUP_NAME)
-        if isinstance(group, str):
-            names.add(group)
-    return names
-
-
-def workloads_of(
-    workloads: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], groups: set[str]
-) -> list[dict[str, Any]]:
-    """The Workloads that own one of ``pods`` or are named after one of ``groups`` (a group's
-    Workload outlives its Pods), as the controller picks them."""
-    uids = {str((p.get("metadata") or {}).get("uid")) for p in pods}
-    out = []
-    for workload in workloads:
-        meta = workload.get("metadata") or {}
-        owners = {str(r.get("uid")) for r in meta.get("ownerReferences") or ()}
-        if meta.get("name") in groups or owners & uids:
-            out.append(dict(workload))
-    return out
+    return [
+        dict(w)
+        for w in workloads
+        if observe_workload(w).of_deployment(pod_uids=uids, groups=groups)
+    ]
 
 
 def settings_document(
@@ -274,10 +265,9 @@ def settings_document(
     """The Settings ConfigMap as the controller reads it: absent → the defaults; a bad value
     keeps its default and is a warning. Returns the ConfigMap carrying exactly the Settings in
     force (``None`` when absent), those Settings, and the warnings."""
-    base = Settings(system_namespace=system_namespace)
+    settings, errs = settings_of_config_map(config_map, system_namespace=system_namespace)
     if config_map is None:
-        return None, base, []
-    settings, errs = settings_from_data(config_map.get("data") or {}, base=base)
+        return None, settings, []
     warnings = [
         f"ConfigMap {system_namespace}/{CONFIGMAP_NAME}: {e.message()} (the controller keeps "
         "the default; so does explain)"
@@ -476,7 +466,7 @@ async def _read(
         reader.list(_WORKLOADS, namespace),
     )
     warnings += input_warnings
-    settings_doc, settings, settings_warnings = _settings(config_map, system_namespace, reader)
+    settings_doc, settings, settings_warnings = _settings(config_map, system_namespace)
     warnings += settings_warnings
     if settings_doc is not None:
         inputs.append(settings_doc)
@@ -489,7 +479,7 @@ async def _read(
     pods = pods or []
     observed = [
         *pods,
-        *workloads_of(workloads or (), pods, group_names(deployments, pods)),
+        *workloads_of(workloads or (), pods, deployments),
         *(services or []),
         *(local_queues or []),
     ]
@@ -498,7 +488,7 @@ async def _read(
 
 
 def _settings(
-    answer: _Answer, system_namespace: str, reader: _Reader
+    answer: _Answer, system_namespace: str
 ) -> tuple[dict[str, Any] | None, Settings, list[str]]:
     if answer.status == 200:
         return settings_document(answer.body, system_namespace)
@@ -544,13 +534,7 @@ async def _cluster_queues(
     reader: _Reader, local_queues: Sequence[Mapping[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The ClusterQueue each LocalQueue points at; one that cannot be read is a warning."""
-    names = sorted(
-        {
-            str(q["spec"]["clusterQueue"])
-            for q in local_queues
-            if isinstance(q.get("spec"), Mapping) and q["spec"].get("clusterQueue")
-        }
-    )
+    names = sorted({cluster_queue_of(q) for q in local_queues} - {""})
     answers = await _all(*(reader.answer(_CLUSTER_QUEUES.path(None, n)) for n in names))
     queues, warnings = [], []
     for queue, answer in zip(names, answers, strict=True):

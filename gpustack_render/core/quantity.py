@@ -89,19 +89,23 @@ def format_decimal(amount: Fraction) -> str:
     return f"{int(amount * _pow10(9))}n"
 
 
+def format_binary(amount: Fraction) -> str:
+    """A binary-SI canonical form: whole bytes in the largest exact binary unit, anything else
+    as :func:`format_decimal` writes it."""
+    if amount.denominator != 1 or amount == 0:
+        return format_decimal(amount)
+    whole = int(amount)
+    for suffix, power in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
+        unit = 1024**power
+        if whole % unit == 0:
+            return f"{whole // unit}{suffix}"
+    return str(whole)
+
+
 def canonical(value: str | int) -> str:
     """The canonical Kubernetes spelling of ``value``, keeping its binary or decimal family."""
     amount = parse_quantity(value)
-    if is_binary(value):
-        if amount.denominator == 1 and amount != 0:
-            whole = int(amount)
-            for suffix, power in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
-                unit = 1024**power
-                if whole % unit == 0:
-                    return f"{whole // unit}{suffix}"
-            return str(whole)
-        return format_decimal(amount)
-    return format_decimal(amount)
+    return format_binary(amount) if is_binary(value) else format_decimal(amount)
 
 
 def whole_number(value: str | int) -> int | None:

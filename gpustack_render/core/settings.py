@@ -94,6 +94,19 @@ def settings_from_data(
     return replace(settings, **updates), errs  # type: ignore[arg-type]
 
 
+def settings_of_config_map(
+    config_map: Mapping[str, object] | None, *, system_namespace: str
+) -> tuple[Settings, ErrorList]:
+    """The Settings the controller works with in ``system_namespace``: the ``gpustack-settings``
+    ConfigMap's ``data`` over the defaults (``None``, an absent or deleted ConfigMap, gives the
+    defaults); a bad value keeps its default and is reported (:func:`settings_from_data`)."""
+    data = config_map.get("data") if config_map is not None else None
+    return settings_from_data(
+        data if isinstance(data, Mapping) else None,
+        base=Settings(system_namespace=system_namespace),
+    )
+
+
 def settings_to_data(settings: Settings) -> dict[str, str]:
     """The ConfigMap ``data`` that gives ``settings`` (the system namespace is not in it)."""
     out: dict[str, str] = {}

@@ -23,6 +23,7 @@ from gpustack_render.api import ModelDeployment
 from gpustack_render.core import jsonview, labels
 from gpustack_render.core.paths import FieldPath
 from gpustack_render.core.settings import Settings
+from gpustack_render.explain.columns import table
 from gpustack_render.explain.reasons import (
     REASON_KINDS,
     STAYS,
@@ -195,18 +196,14 @@ def split_observed(documents: Sequence[Mapping[str, Any]]) -> ObservedState:
 # --- the explanation --------------------------------------------------------------------------
 
 
-def _selected(obj: Mapping[str, Any], selector: Mapping[str, str], namespace: str) -> bool:
-    meta = jsonview.view(obj.get("metadata"))
-    ns = meta.get("namespace")
-    if isinstance(ns, str) and ns and namespace and ns != namespace:
-        return False
-    own = jsonview.strings(meta.get("labels"))
-    return all(own.get(k) == v for k, v in selector.items())
-
-
 def _in_namespace(obj: Mapping[str, Any], namespace: str) -> bool:
     ns = jsonview.view(obj.get("metadata")).get("namespace")
     return not (isinstance(ns, str) and ns and namespace and ns != namespace)
+
+
+def _selected(obj: Mapping[str, Any], selector: Mapping[str, str], namespace: str) -> bool:
+    own = jsonview.strings(jsonview.view(obj.get("metadata")).get("labels"))
+    return _in_namespace(obj, namespace) and all(own.get(k) == v for k, v in selector.items())
 
 
 def _with_uid(pod: ObservedPod) -> ObservedPod:
@@ -246,7 +243,7 @@ def explain_observed(
     raw_pods = [p for p in observed.pods if _selected(p, selector, namespace)]
     pods = [_with_uid(observe_pod(p, owner_uid=owner_uid)) for p in raw_pods]
     desired = desired_from_rendering(rendering)
-    groups = {g for r in desired.roles for g in r.groups}
+    groups = desired.groups
     uids = {p.uid for p in pods}
     raw_workloads = []
     workloads = []
@@ -254,7 +251,7 @@ def explain_observed(
         if not _in_namespace(obj, namespace):
             continue
         wl = observe_workload(obj)
-        if wl.owns_any(uids) or wl.name in groups:
+        if wl.of_deployment(pod_uids=uids, groups=groups):
             raw_workloads.append(obj)
             workloads.append(wl)
     services = [s for s in observed.services if _selected(s, selector, namespace)]
@@ -486,21 +483,6 @@ OBSERVED_JSON_SCHEMA: dict[str, Any] = {
 # --- text -------------------------------------------------------------------------------------
 
 
-def _table(rows: Sequence[Sequence[str]], *, indent: str = "  ") -> list[str]:
-    """Rows as left-aligned columns (the last column unpadded)."""
-    if not rows:
-        return []
-    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(map(len, rows)))]
-    return [
-        (
-            indent + "  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:-1])) + "  " + r[-1]
-        ).rstrip()
-        if len(r) > 1
-        else (indent + r[0]).rstrip()
-        for r in rows
-    ]
-
-
 def _seat(role: str, ordinal: int | None) -> str:
     return role if ordinal is None else f"{role}/{ordinal}"
 
@@ -538,12 +520,12 @@ def observed_text(report: ObservedReport) -> list[str]:
             rows.append(["delete", "Workloads", "", ", ".join(step.delete_workloads)])
         rows += [["create", _seat(c.role, c.ordinal), "", ", ".join(c.pods)] for c in step.creates]
         rows += [["wait", _seat(w.role, w.ordinal), w.on, w.message] for w in step.waits]
-        lines += _table(rows) or ["  nothing to do"]
+        lines += table(rows, indent="  ") or ["  nothing to do"]
     outcome = "converged" if report.converged else f"stops short: {report.stuck}"
     lines.append(f"timeline ({len(report.timeline)} pass(es), {outcome}):")
     rows = [["PASS", "ACTIONS", "MIN SERVING"]]
     rows += [[str(s.number), _actions(s), _serving_text(s.min_serving)] for s in report.timeline]
-    lines += _table(rows)
+    lines += table(rows, indent="  ")
     if report.not_serving:
         lines.append("not serving:")
         rows = []
@@ -551,10 +533,12 @@ def observed_text(report: ObservedReport) -> list[str]:
             seat = _seat(replica.role, replica.ordinal)
             for i, reason in enumerate(replica.reasons):
                 rows.append([seat if i == 0 else "", reason.kind, reason.message])
-        lines += _table(rows)
+        lines += table(rows, indent="  ")
     if report.upgrade:
         lines.append("upgrade impact:")
-        lines += _table([[_seat(i.role, i.ordinal), i.verdict, i.reason] for i in report.upgrade])
+        lines += table(
+            [[_seat(i.role, i.ordinal), i.verdict, i.reason] for i in report.upgrade], indent="  "
+        )
     lines.append(
         f"replaced: {report.replaced} replica(s); rolls: {'yes' if report.rolls else 'no'}"
     )

@@ -32,8 +32,17 @@ from gpustack_render.reconcile.jointcheck import (
     needs_verdict,
 )
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.queues import cluster_queue_of
 from gpustack_render.reconcile.replicas import ReplicaIndex
-from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, expected_size
+from gpustack_render.reconcile.rollout import (
+    Desired,
+    DesiredRole,
+    Plan,
+    RoleStep,
+    expected_size,
+    is_complete,
+    is_serving,
+)
 
 #: Reason kinds, in the order a replica's reasons are listed.
 REFUSED = "refused"
@@ -189,7 +198,7 @@ def replica_reasons(
         step = next_pass.role(role.name)
         for ordinal in range(role.replicas):
             live = sorted(index.live_at(role.name, ordinal), key=lambda p: (p.member, p.name))
-            if _serving(live, role):
+            if is_serving(live, role.size):
                 continue
             chain: list[Reason] = []
             if refused:
@@ -208,12 +217,13 @@ def replica_reasons(
     return tuple(out)
 
 
-def _serving(live: Sequence[ObservedPod], role: DesiredRole) -> bool:
-    return bool(live) and len(live) == expected_size(live, role.size) and all(p.ready for p in live)
-
-
 def _missing(
-    role: DesiredRole, ordinal: int, index: ReplicaIndex, next_pass: Plan, *, waiting: Any
+    role: DesiredRole,
+    ordinal: int,
+    index: ReplicaIndex,
+    next_pass: Plan,
+    *,
+    waiting: RoleStep | None,
 ) -> Reason:
     leaving = index.leaving_at(role.name, ordinal)
     said = f"no live Pod; {len(leaving)} still terminating" if leaving else "no live Pod"
@@ -238,10 +248,14 @@ def _links(
     chain: list[Reason] = []
     want = expected_size(live, role.size)
     failed = [p.name for p in live if p.failed]
-    if len(live) != want or failed:
+    complete = is_complete(live, role.size)
+    if not complete or failed:
         parts = []
         if len(live) != want:
             parts.append(f"{len(live)} of {want} member Pods")
+        elif not complete:
+            members = ", ".join(str(p.member) for p in live)
+            parts.append(f"member indexes {members}, where each of 0..{want - 1} is wanted once")
         if failed:
             parts.append(f"Failed member(s) {', '.join(failed)}")
         chain.append(Reason(BROKEN, "; ".join(parts) + ": the planner replaces it first (tier a)"))
@@ -342,7 +356,7 @@ def _queue_note(queue: str, queues: Queues) -> str:
     local = queues.local.get(queue)
     if local is None:
         return f"; LocalQueue {queue} is not in the observed state" if queues.listed_local else ""
-    cq_name = str(jsonview.view(local.get("spec")).get("clusterQueue") or "")
+    cq_name = cluster_queue_of(local)
     cq = queues.cluster.get(cq_name)
     if cq is None:
         return ""

@@ -16,6 +16,7 @@ from typing import Any, Final, Literal
 
 from gpustack_render.admission import review_deployment
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.core import naming
 from gpustack_render.core.errors import RenderError, Verdict
 from gpustack_render.core.labels import MIN_RENDER_VERSION
 from gpustack_render.core.review import AdmissionRequest
@@ -86,7 +87,7 @@ def explain_deployment(
     """
     operation: Literal["CREATE", "UPDATE"] = "UPDATE" if old is not None else "CREATE"
     meta = _meta(new) or _meta(old)
-    namespace = str(meta.get("namespace") or "default")
+    namespace = str(meta.get("namespace") or naming.DEFAULT_NAMESPACE)
     name = str(meta.get("name") or "")
     request = AdmissionRequest(
         operation=operation,

@@ -12,7 +12,13 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from gpustack_render.core.quantity import QuantityError, format_cpu, format_decimal, parse_quantity
+from gpustack_render.core.quantity import (
+    QuantityError,
+    format_binary,
+    format_cpu,
+    format_decimal,
+    parse_quantity,
+)
 
 #: Resources written in binary units (bytes).
 _BYTES = ("memory", "ephemeral-storage")
@@ -76,17 +82,6 @@ def peak(*amounts: Mapping[str, Fraction]) -> Amounts:
     return out
 
 
-def _binary(amount: Fraction) -> str:
-    if amount.denominator != 1 or amount == 0:
-        return format_decimal(amount)
-    whole = int(amount)
-    for suffix, power in (("Ei", 6), ("Pi", 5), ("Ti", 4), ("Gi", 3), ("Mi", 2), ("Ki", 1)):
-        unit = 1024**power
-        if whole % unit == 0:
-            return f"{whole // unit}{suffix}"
-    return str(whole)
-
-
 def formatted(amounts: Mapping[str, Fraction]) -> dict[str, str]:
     """Quantities in the project's spelling (cores or millicores, binary units for bytes),
     ``cpu``, ``memory`` and ``ephemeral-storage`` first, then by name."""
@@ -97,7 +92,7 @@ def formatted(amounts: Mapping[str, Fraction]) -> dict[str, str]:
         if name == "cpu":
             out[name] = format_cpu(amount)
         elif name in _BYTES or name.startswith("hugepages-"):
-            out[name] = _binary(amount)
+            out[name] = format_binary(amount)
         else:
             out[name] = format_decimal(amount)
     return out

@@ -10,22 +10,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gpustack_render.explain.model import EntranceLoad, Explanation, RoleExplanation
+from gpustack_render.explain.columns import table
+from gpustack_render.explain.model import ROLLING, EntranceLoad, Explanation, RoleExplanation
 from gpustack_render.explain.observed import observed_text
 
 #: Group names listed per role before the rest are counted.
 _GROUPS_SHOWN: Final = 3
 #: A changed value longer than this is cut (the JSON carries it whole).
 _VALUE_WIDTH: Final = 60
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Left-aligned columns two spaces apart, no trailing blanks."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    return [
-        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
 
 
 def _moved(old: object, new: object) -> str:
@@ -92,15 +84,15 @@ def _role_lines(role: RoleExplanation) -> list[str]:
             change.path if change.source == "ModelDeployment" else f"{change.source}: {change.path}"
         )
         out.append(f"    {where}: {_value(change.old)} -> {_value(change.new)}")
-    if role.action in ("roll", "floor"):
+    if role.action in ROLLING:
         out.append(
             "  each old replica leaves before its replacement is created; a replacement is a "
             "fresh admission, and the next healthy replica leaves only once every replica holds "
             "an admitted Workload"
         )
-    if role.action in ("roll", "floor") and role.added:
+    if role.action in ROLLING and role.added:
         out.append(f"  new ordinals {_ordinals(role.added)} are created with the new configuration")
-    if role.action in ("roll", "floor") and role.removed:
+    if role.action in ROLLING and role.removed:
         out.append(f"  ordinals {_ordinals(role.removed)} leave first, highest first")
     for cost in role.costs:
         out.append(f"  ! {cost.message} [{cost.id}]")
@@ -139,22 +131,18 @@ def explanation_text(answer: Explanation) -> str:
     lines.extend(f"cannot render the {p.side} object: {p.message}" for p in answer.problems)
     if answer.roles:
         lines.append("")
-        lines.extend(
-            table(
-                [
-                    "ROLE",
-                    "KIND",
-                    "ACTION",
-                    "REPLICAS",
-                    "PODS/REPLICA",
-                    "ENTRANCE",
-                    "ADDED",
-                    "REMOVED",
-                    "REPLACED",
-                ],
-                [_role_row(r) for r in answer.roles],
-            )
-        )
+        header = [
+            "ROLE",
+            "KIND",
+            "ACTION",
+            "REPLICAS",
+            "PODS/REPLICA",
+            "ENTRANCE",
+            "ADDED",
+            "REMOVED",
+            "REPLACED",
+        ]
+        lines.extend(table([header, *(_role_row(r) for r in answer.roles)]))
         for role in answer.roles:
             lines.append("")
             lines.extend(_role_lines(role))

@@ -28,8 +28,8 @@ from gpustack_render.reconcile.rollout import (
     Plan,
     RoleStep,
     Tier,
-    is_complete,
     is_pod_outdated,
+    is_serving,
     plan,
 )
 from gpustack_render.rendering.renderer import Rendering
@@ -137,7 +137,7 @@ def serving_counts(
         serving = 0
         for ordinal in range(role.replicas):
             live = [p for p in index.live_at(role.name, ordinal) if p.uid not in gone]
-            if live and is_complete(live, role.size) and all(p.ready for p in live):
+            if is_serving(live, role.size):
                 serving += 1
         out.append(RoleCount(role.name, serving, role.replicas))
     return tuple(out)

@@ -31,6 +31,7 @@ from gpustack_render.explain.create import (
     replica_amounts,
 )
 from gpustack_render.explain.model import (
+    ROLLING,
     Action,
     Change,
     Cost,
@@ -39,10 +40,6 @@ from gpustack_render.explain.model import (
 )
 from gpustack_render.explain.requests import Amounts, add, peak
 from gpustack_render.rendering.renderer import Rendering, RoleRendering
-
-
-def _ordinals(values: range) -> tuple[int, ...]:
-    return tuple(values)
 
 
 def _highest_first(values: range) -> tuple[int, ...]:
@@ -62,7 +59,7 @@ def update_role(
         old, new, index=index, old_rendering=old_rendering, new_rendering=new_rendering
     )
     survivors = range(min(old.replicas, new.replicas))
-    added = _ordinals(range(old.replicas, new.replicas))
+    added = tuple(range(old.replicas, new.replicas))
     removed = _highest_first(range(new.replicas, old.replicas))
     floor_raised = new_rendering.floor > old_rendering.floor
     action: Action
@@ -74,7 +71,7 @@ def update_role(
         action, replaced = "floor", _highest_first(survivors)
     else:
         action = "scale" if added or removed else "unchanged"
-        untouched = _ordinals(survivors)
+        untouched = tuple(survivors)
     return replace(
         create_role(new),
         action=action,
@@ -105,7 +102,7 @@ def _role_costs(
     rendering: Rendering,
 ) -> list[Cost]:
     out: list[Cost] = []
-    if action not in ("roll", "floor"):
+    if action not in ROLLING:
         return out
     if len(changes) > 1:
         out.append(
@@ -161,7 +158,7 @@ def _pods(n: int) -> str:
 def sibling_costs(roles: Sequence[RoleExplanation]) -> tuple[RoleExplanation, ...]:
     """Roles an edit does not reach get the note that their groups stay as they are, when a
     sibling rolls."""
-    rolling = [r.name for r in roles if r.action in ("roll", "floor")]
+    rolling = [r.name for r in roles if r.action in ROLLING]
     if not rolling:
         return tuple(roles)
     out: list[RoleExplanation] = []
@@ -173,13 +170,9 @@ def sibling_costs(roles: Sequence[RoleExplanation]) -> tuple[RoleExplanation, ..
                 f"names and DNS stay as they are while {', '.join(rolling)} "
                 + ("rolls" if len(rolling) == 1 else "roll"),
             )
-            role = _with_costs(role, (*role.costs, cost))
+            role = replace(role, costs=(*role.costs, cost))
         out.append(role)
     return tuple(out)
-
-
-def _with_costs(role: RoleExplanation, costs: tuple[Cost, ...]) -> RoleExplanation:
-    return replace(role, costs=costs)
 
 
 def explain_update(
@@ -202,7 +195,7 @@ def explain_update(
             names = by_entrance.setdefault(r.queue, [])
             if r.name not in names:
                 names.append(r.name)
-    rolling = any(r.action in ("roll", "floor") for r in explained)
+    rolling = any(r.action in ROLLING for r in explained)
     return explained, entrance_loads(
         new,
         after=after,

@@ -11,7 +11,7 @@ Identity comes from labels and owner references, never from names (conventions.m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,9 +207,16 @@ class ObservedWorkload:
     evicted_reason: str = ""
     evicted_message: str = ""
 
-    def owns_any(self, uids: frozenset[str] | set[str]) -> bool:
+    def owns_any(self, uids: Set[str]) -> bool:
         """True when one of ``uids`` is among this Workload's owner Pods."""
         return not self.owner_pods.isdisjoint(uids)
+
+    def of_deployment(self, *, pod_uids: Set[str], groups: Set[str]) -> bool:
+        """Whether this Workload, one of the namespace's, is the deployment's: it owns one of
+        the deployment's Pods (``pod_uids``) or is named after one of its Kueue ``groups`` (a
+        group's Workload outlives its Pods). The controller's pass, ``explain`` and its live
+        reader all pick the Workloads they read by this rule."""
+        return self.owns_any(pod_uids) or self.name in groups
 
 
 def _transition(condition: Mapping[str, Any] | None) -> str | None:

@@ -37,11 +37,18 @@ class QueueConflict:
         )
 
 
+def cluster_queue_of(local_queue: Mapping[str, Any]) -> str:
+    """The ClusterQueue a LocalQueue object feeds (``spec.clusterQueue``); ``""`` when it names
+    none."""
+    name = jsonview.view(local_queue.get("spec")).get("clusterQueue")
+    return name if isinstance(name, str) else ""
+
+
 def queue_conflict(wanted: Mapping[str, Any], stored: Mapping[str, Any]) -> QueueConflict | None:
     """The conflict between the rendered LocalQueue ``wanted`` and the one the API server holds
     under its name, or ``None`` when the stored one feeds the same ClusterQueue."""
-    want = str(jsonview.view(wanted.get("spec")).get("clusterQueue") or "")
-    found = jsonview.view(stored.get("spec")).get("clusterQueue")
+    want = cluster_queue_of(wanted)
+    found = cluster_queue_of(stored)
     if found == want:
         return None
     meta = jsonview.view(wanted.get("metadata"))
@@ -49,5 +56,5 @@ def queue_conflict(wanted: Mapping[str, Any], stored: Mapping[str, Any]) -> Queu
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
         wanted=want,
-        found=found if isinstance(found, str) else "",
+        found=found,
     )

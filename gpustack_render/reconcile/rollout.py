@@ -77,6 +77,11 @@ class Desired:
                 return role
         return None
 
+    @property
+    def groups(self) -> frozenset[str]:
+        """The Kueue group (Workload) name of every declared replica of every role."""
+        return frozenset(g for r in self.roles for g in r.groups)
+
 
 @dataclass(frozen=True, slots=True)
 class Seat:
@@ -175,6 +180,12 @@ def is_complete(pods: Sequence[ObservedPod], size: int) -> bool:
     return len(pods) == want and {p.member for p in pods} == set(range(want))
 
 
+def is_serving(pods: Sequence[ObservedPod], size: int) -> bool:
+    """A replica serves (``status.roles[].ready`` counts it) when it is complete and every
+    member is Ready."""
+    return is_complete(pods, size) and all(p.ready for p in pods)
+
+
 def is_pod_outdated(pod: ObservedPod, role: DesiredRole, *, floor: int) -> bool:
     """Outdated against **its own seat's** render (docs/contract/controller.md §6,
     docs/contract/render.md §7, D4)."""
@@ -266,7 +277,7 @@ def plan(
     stranded = [wl.name for wl in index.workloads_of(terminating) if not wl.owns_any(standing_uids)]
     # A Workload named after a declared group that owns no standing Pod and is not being
     # deleted is left over (its Pods are gone): delete it, or it holds the ordinal for ever.
-    declared = {g for r in desired.roles for g in r.groups}
+    declared = desired.groups
     stranded += [
         wl.name
         for wl in index.workloads

@@ -48,6 +48,7 @@ from gpustack_render.reconcile.rollout import (
     expected_size,
     is_complete,
     is_pod_outdated,
+    is_serving,
 )
 from gpustack_render.rendering.renderer import Rendering, RoleRendering
 from gpustack_render.rendering.roleplan import (
@@ -162,7 +163,7 @@ class _ReplicaReading:
 
     @property
     def ready(self) -> bool:
-        return self.complete and all(p.ready for p in self.pods)
+        return is_serving(self.pods, self.size)
 
     @property
     def quota_reserved(self) -> bool:

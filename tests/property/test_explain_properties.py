@@ -66,3 +66,37 @@ def test_a_damaged_observation_never_raises(damaged: dict[str, Any]) -> None:
     report = explain_observed(_MD, _RENDERING, split_observed([damaged]), settings=_BUNDLE.settings)
     _VALIDATOR.validate(observed_to_json(report))
     assert all(isinstance(line, str) for line in observed_text(report))
+
+
+#: The fields of an item the readers look at first: a damaged one must be named, not raise.
+_ITEM_FIELDS = ("apiVersion", "kind", "metadata", "spec", "status")
+_META_FIELDS = ("name", "namespace", "uid", "labels", "annotations", "ownerReferences")
+
+
+@st.composite
+def damaged_items(draw: st.DrawFn) -> dict[str, Any]:
+    """The List with an item, one of its top-level fields or one of its metadata fields
+    replaced: the few places every reader starts from, which a walk over every node of the
+    List rarely picks."""
+    items: list[Any] = copy.deepcopy(_ITEMS)
+    for _ in range(draw(st.integers(1, 3))):
+        i = draw(st.integers(0, len(items) - 1))
+        where = draw(st.sampled_from([None, *_ITEM_FIELDS, *_META_FIELDS]))
+        value = draw(json_values)
+        item = items[i]
+        if where is None or not isinstance(item, dict):
+            items[i] = value
+        elif where in _ITEM_FIELDS:
+            item[where] = value
+        elif isinstance(item.get("metadata"), dict):
+            item["metadata"][where] = value
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged=damaged_items())
+def test_a_damaged_item_never_raises(damaged: dict[str, Any]) -> None:
+    assert _MD is not None
+    report = explain_observed(_MD, _RENDERING, split_observed([damaged]), settings=_BUNDLE.settings)
+    _VALIDATOR.validate(observed_to_json(report))
+    assert all(isinstance(line, str) for line in observed_text(report))

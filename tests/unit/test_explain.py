@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpustack_render.cli import commands as cli
 from gpustack_render.cli import explain as verb
@@ -75,6 +76,10 @@ def test_without_observed_nothing_calls_the_observed_part(
         )
         assert code == 0, err
         assert "observed" not in (json.loads(out) if fmt == "json" else {})
+        if fmt == "yaml":
+            assert "observed" not in yaml.safe_load(out)
+        if fmt == "text":
+            assert "\nobserved " not in out and out.startswith("ModelDeployment ")
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,10 @@ def _status(code: int, message: str) -> dict[str, Any]:
     return {"kind": "Status", "status": "Failure", "code": code, "message": message}
 
 
+def _owner_pod(uid: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "name": "chat-server-x", "uid": uid}
+
+
 def cluster() -> dict[str, tuple[int, dict[str, Any]]]:
     """path → (status, body): one deployment Ready on one queue."""
     pod = {"metadata": {"name": "chat-server-x", "uid": "pod-uid", "managedFields": [{}]}}
@@ -78,7 +82,14 @@ def cluster() -> dict[str, tuple[int, dict[str, Any]]]:
             200,
             _list(
                 {"metadata": {"name": "other"}},  # another deployment's
-                {"metadata": {"name": "owned", "ownerReferences": [{"uid": "pod-uid"}]}},
+                {"metadata": {"name": "owned", "ownerReferences": [_owner_pod("pod-uid")]}},
+                # Owned by something of that uid that is not a Pod: not the deployment's.
+                {
+                    "metadata": {
+                        "name": "odd",
+                        "ownerReferences": [{"kind": "Job", "uid": "pod-uid"}],
+                    }
+                },
                 {"metadata": {"name": GROUP0}},  # outlives its Pods
             ),
         ),
@@ -194,6 +205,7 @@ def test_reads_the_deployment_its_inputs_settings_and_observed_state(
 def test_namespace_defaults_to_the_contexts(server: _Server, tmp_path: Path) -> None:
     got = _read(kubeconfig(tmp_path, _url(server)), namespace=None)
     assert got.deployment["metadata"]["namespace"] == NS
+    assert got.requests[0] == f"GET {MD}"  # the context's namespace, not "default"
 
 
 def test_edited_deployment_adds_its_inputs(server: _Server, tmp_path: Path) -> None:
@@ -430,3 +442,26 @@ def test_the_client_is_imported_only_when_a_cluster_is_read() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_the_first_failed_read_cancels_the_others_before_it_is_raised() -> None:
+    import asyncio
+
+    cancelled: list[str] = []
+
+    async def fails() -> None:
+        raise LiveError("first")
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append("slow")
+            raise
+
+    async def run() -> list[str]:
+        with pytest.raises(LiveError, match=r"^first$"):
+            await live._all(slow(), fails())
+        return list(cancelled)  # as the error reaches the caller, not later
+
+    assert asyncio.run(run()) == ["slow"]

@@ -24,6 +24,7 @@ from explain_support import (
 from gpustack_render.api import ModelDeployment
 from gpustack_render.cli.documents import read_bundle
 from gpustack_render.cli.yamlio import load_documents
+from gpustack_render.core import labels
 from gpustack_render.core.settings import Settings
 from gpustack_render.explain.observed import (
     OBSERVED_JSON_SCHEMA,
@@ -201,6 +202,24 @@ def test_a_broken_replica_during_a_roll_is_replaced_first() -> None:
     assert kinds(reasons_of(report, "server", 1)) == ["broken", "not-ready"]
     assert actions(report)[:2] == ["-server/1:broken", "+server/1"]
     assert report.converged and report.replaced == 3
+
+
+def test_a_replica_missing_a_member_index_is_broken_as_the_planner_and_status_read_it() -> None:
+    # Two Ready Pods of a size-2 replica that both read member 0: as many Pods as the group
+    # declares, but not every member 0..n-1, so the status does not count it ready and the
+    # planner replaces it as broken; explain lists it as not serving, broken.
+    md = deployment(role_spec(replicas=1, size=2))
+    objects = replicas_of(rendered(md), "server")
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    pods[1]["metadata"]["labels"][labels.MEMBER_INDEX] = "0"
+    report = explain(md, objects)
+    assert min_serving(report, "server")[0] == 0
+    assert [(c.role, c.serving) for c in report.serving] == [("server", 0)]
+    first = report.next_pass
+    assert first is not None and [(d.ordinal, d.why) for d in first.deletes] == [(0, "broken")]
+    broken = reasons_of(report, "server", 0)
+    assert kinds(broken) == ["broken"]
+    assert "member" in broken.reasons[0].message
 
 
 def test_a_queued_replacement_superseded_by_a_newer_edit_is_rebuilt_at_once() -> None:
@@ -397,6 +416,15 @@ def test_a_refused_edit_heads_every_chain() -> None:
     md = deployment(role_spec(replicas=1))
     report = explain(md, [], refused=["spec.model.name: Forbidden: the field is frozen"])
     assert kinds(reasons_of(report, "server", 0)) == ["refused", "missing"]
+    # Each replica that is not serving names every cause of the refusal first.
+    two = deployment(role_spec(replicas=2))
+    causes = ["spec.model.name: Forbidden: the field is frozen", "spec.roles[0].size: Invalid"]
+    report = explain(two, replicas_of(rendered(two), "server", [0], ready=False), refused=causes)
+    assert [(r.ordinal, r.reasons[0].kind) for r in report.not_serving] == [
+        (0, "refused"),
+        (1, "refused"),
+    ]
+    assert all(r.reasons[0].message.endswith("; ".join(causes)) for r in report.not_serving)
 
 
 # ---- output ---------------------------------------------------------------------------------
@@ -523,3 +551,19 @@ def test_a_drained_replica_frees_its_slot_through_its_stranded_workload() -> Non
     assert "1 still terminating" in reasons_of(report, "server", 1).reasons[0].message
     assert actions(report) == ["wait", "+server/1", "wait"]
     assert report.converged and report.replaced == 0
+
+
+def test_a_workload_that_outlived_its_pods_is_read_by_its_group_name_and_deleted() -> None:
+    # Replica 1's Pod is gone, its Workload is not (it owns no Pod any more): it is the
+    # deployment's by its name alone, holds the group name, and the next pass deletes it.
+    md = deployment(role_spec(replicas=2))
+    new = rendered(md)
+    objects = replicas_of(new, "server")
+    del objects[2]  # replica 1's Pod
+    report = explain(md, objects)
+    assert report.workloads == 2
+    first = report.next_pass
+    assert first is not None
+    assert first.delete_workloads == (new.role("server").groups()[1],)  # type: ignore[union-attr]
+    assert actions(report) == ["wait", "+server/1", "wait"]
+    assert report.converged

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from gpustack_render.core.errors import ErrorType
-from gpustack_render.core.settings import Settings, settings_from_data, settings_to_data
+from gpustack_render.core.settings import (
+    Settings,
+    settings_from_data,
+    settings_of_config_map,
+    settings_to_data,
+)
 
 
 def test_defaults_match_the_specification() -> None:
@@ -46,3 +51,17 @@ def test_the_parking_window_is_a_positive_whole_number_of_seconds() -> None:
         assert [(e.field, e.type) for e in errs] == [
             ("data[model-deployment-park-after-seconds]", ErrorType.INVALID)
         ], bad
+
+
+def test_a_config_map_is_read_over_the_defaults_of_its_system_namespace() -> None:
+    cm = {"data": {"native-sidecars": "false", "instance-privileged-allowed": "maybe"}}
+    s, errs = settings_of_config_map(cm, system_namespace="ops")
+    assert s == Settings(native_sidecars=False, system_namespace="ops")
+    assert [e.field for e in errs] == ["data[instance-privileged-allowed]"]
+    assert settings_of_config_map(None, system_namespace="ops") == (
+        Settings(system_namespace="ops"),
+        [],
+    )
+    assert settings_of_config_map({"data": ["not", "a", "map"]}, system_namespace="ops")[0] == (
+        Settings(system_namespace="ops")
+    )
