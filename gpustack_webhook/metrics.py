@@ -20,6 +20,10 @@ MALFORMED = "malformed"
 #: :data:`MALFORMED`.
 VERDICTS = (*(kind.value for kind in VerdictKind), MALFORMED)
 
+#: ``result`` label values of the certificate reload counter: a new serving certificate in
+#: service, or one that did not load (the previous one stays).
+RELOAD_LOADED, RELOAD_FAILED = "loaded", "failed"
+
 #: Latency buckets in seconds: the API server's budget is ``timeoutSeconds`` (10 s), the target
 #: is milliseconds.
 LATENCY_BUCKETS = (
