@@ -42,6 +42,7 @@ from yarl import URL
 
 from gpustack_render.api.common import GROUP, VERSION
 from gpustack_render.core import nesting
+from gpustack_render.core.clusterconfig import config_problem
 from gpustack_render.schema.kinds import BY_KIND, INPUT_MODELS
 from gpustack_webhook.lookups import ReadError
 from gpustack_webhook.rotation import MUTATING, VALIDATING, ConflictError, WriteError
@@ -115,19 +116,6 @@ def _default_kubeconfig_exists() -> bool:
     return any(os.path.isfile(os.path.expanduser(p)) for p in paths.split(os.pathsep) if p)
 
 
-def _config_problem(source: str | None, exc: BaseException) -> str:
-    """One line saying why no cluster configuration could be loaded from ``source`` (None:
-    neither in a cluster nor with a kubeconfig file)."""
-    lines = str(exc).strip().splitlines()
-    why = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    if source is None:
-        return (
-            f"no cluster configuration: no usable in-cluster service account ({why}), and no "
-            "kubeconfig ($KUBECONFIG, else ~/.kube/config); pass --kubeconfig"
-        )
-    return f"{source}: not a usable kubeconfig ({why})"
-
-
 class KubeReader:
     """Live reads with the API server's configuration from kubernetes_asyncio.
 
@@ -193,13 +181,12 @@ class KubeReader:
                     )
                 except ConfigException as exc:
                     if not _default_kubeconfig_exists():
-                        raise ClusterConfigError(_config_problem(None, exc)) from exc
+                        raise ClusterConfigError(config_problem(exc, nothing_found=True)) from exc
                     await k8s_config.load_kube_config(client_configuration=configuration)
         except ClusterConfigError:
             raise
         except Exception as exc:  # any way a configuration fails to load is the same answer
-            source = f"--kubeconfig {kubeconfig}" if kubeconfig else "the default kubeconfig"
-            raise ClusterConfigError(_config_problem(source, exc)) from exc
+            raise ClusterConfigError(config_problem(exc, kubeconfig=kubeconfig)) from exc
         return cls(configuration, request_timeout=request_timeout, max_connections=max_connections)
 
     async def close(self) -> None:
