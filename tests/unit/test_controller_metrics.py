@@ -339,7 +339,7 @@ def test_a_cancelled_pass_is_not_counted() -> None:
 
     asyncio.run(main())
     assert started == ["ns/a"]  # the pass was under way when it was cancelled
-    for result in (metrics.SUCCESS, metrics.REQUEUE, metrics.ERROR):
+    for result in metrics.RESULTS:
         labels = {"controller": "metrics-cancel", "result": result}
         assert _value("gpustack_controller_reconcile_total", **labels) is None
         assert _value("gpustack_controller_reconcile_duration_seconds_count", **labels) is None

@@ -45,18 +45,14 @@ MATCHER = re.compile(r'^\s*([a-z_]+)\s*(=~|!~|!=|=)\s*"([^"]*)"\s*$')
 #: The values the code gives a label (metric family, label) -> vocabulary, from the code's own
 #: constants: a panel filtering on a value the code never writes shows nothing, silently.
 LABEL_VALUES: dict[tuple[str, str], frozenset[str]] = {
-    ("gpustack_controller_reconcile", "result"): frozenset(
-        (controller_metrics.SUCCESS, controller_metrics.REQUEUE, controller_metrics.ERROR)
-    ),
+    ("gpustack_controller_reconcile", "result"): frozenset(controller_metrics.RESULTS),
     ("gpustack_controller_reconcile_duration_seconds", "result"): frozenset(
-        (controller_metrics.SUCCESS, controller_metrics.REQUEUE, controller_metrics.ERROR)
+        controller_metrics.RESULTS
     ),
     ("gpustack_controller_replicas", "state"): frozenset(controller_metrics.REPLICA_STATES),
     ("gpustack_webhook_reviews", "verdict"): frozenset(webhook_metrics.VERDICTS),
     ("gpustack_webhook_review_duration_seconds", "verdict"): frozenset(webhook_metrics.VERDICTS),
-    ("gpustack_webhook_certificate_reloads", "result"): frozenset(
-        (webhook_metrics.RELOAD_LOADED, webhook_metrics.RELOAD_FAILED)
-    ),
+    ("gpustack_webhook_certificate_reloads", "result"): frozenset(webhook_metrics.RELOAD_RESULTS),
 }
 GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
 

@@ -18,7 +18,7 @@ from gpustack_webhook import certificates as certs
 from gpustack_webhook import rotation
 from gpustack_webhook.__main__ import duration, parse_args
 from gpustack_webhook.certificates import CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, Action
-from gpustack_webhook.metrics import RELOAD_FAILED, RELOAD_LOADED, Metrics
+from gpustack_webhook.metrics import RELOAD_FAILED, RELOAD_LOADED, RELOAD_RESULTS, Metrics
 from gpustack_webhook.tls import load_pem
 
 NOW = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
@@ -381,7 +381,7 @@ def _reloads(metrics: Metrics) -> dict[str, float]:
             "gpustack_webhook_certificate_reloads_total", {"result": result}
         )
         or 0.0
-        for result in (RELOAD_LOADED, RELOAD_FAILED)
+        for result in RELOAD_RESULTS
     }
 
 
