@@ -42,8 +42,8 @@ from .controlplane import (
     start_process,
     webhook_configuration_path,
 )
-from .manifests import Objects, run, yaml_stream
-from .test_chart import CHART, KUBE_VERSION, NAMESPACE
+from .manifests import Objects
+from .test_chart import NAMESPACE, template
 from .webhook_fixtures import (
     GROUP,
     SETTLE_SECONDS,
@@ -65,13 +65,7 @@ POD_ENV = {"$(POD_NAMESPACE)": NAMESPACE, "$(POD_NAME)": "local"}
 
 def chart_objects(helm: Path) -> Objects:
     """``helm template`` with default values, the Deployments scaled to zero."""
-    return yaml_stream(
-        run(
-            helm, "template", "gpustack-render", CHART, "--namespace", NAMESPACE,
-            "--kube-version", KUBE_VERSION,
-            "--set", "controller.replicas=0", "--set", "webhook.replicas=0",
-        )
-    )  # fmt: skip
+    return template(helm, "--set", "controller.replicas=0", "--set", "webhook.replicas=0")
 
 
 def container_args(objects: Objects, deployment: str) -> list[str]:
