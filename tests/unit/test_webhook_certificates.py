@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import copy
 import datetime
+import os
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -42,6 +43,21 @@ def test_a_fresh_secret_serves_every_service_name_from_its_ca() -> None:
     assert cert.not_valid_after_utc - NOW == datetime.timedelta(days=365)
     assert ca.not_valid_after_utc - NOW == datetime.timedelta(days=3650)
     load_pem(data[TLS_CERT], data[TLS_KEY])  # the pair loads into an SSL context
+
+
+@pytest.mark.parametrize("memfd", [True, False], ids=["memfd", "temporary-file"])
+def test_a_pair_loads_from_memory_or_a_private_file_and_a_mismatch_does_not(
+    memfd: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``os.memfd_create`` is missing (not Linux) the pair goes through a private
+    temporary file; either way a key that does not match its certificate is refused."""
+    if not memfd:
+        monkeypatch.delattr(os, "memfd_create", raising=False)
+    data, other = fresh(), fresh()
+    context = load_pem(data[TLS_CERT], data[TLS_KEY])
+    assert isinstance(context, ssl.SSLContext)
+    with pytest.raises(ssl.SSLError):
+        load_pem(data[TLS_CERT], other[TLS_KEY])
 
 
 def test_ip_hosts_become_ip_addresses() -> None:
