@@ -27,6 +27,7 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 
 from gpustack_render.api.common import GROUP, VERSION
 from gpustack_render.core import nesting
+from gpustack_render.core.clusterconfig import config_problem
 from gpustack_render.schema.kinds import BY_KIND, KUEUE_KINDS
 
 #: Where a Pod finds its service account's namespace.
@@ -153,19 +154,6 @@ def default_kubeconfig_exists() -> bool:
     return any(os.path.isfile(os.path.expanduser(p)) for p in paths.split(os.pathsep) if p)
 
 
-def config_problem(source: str | None, exc: BaseException) -> str:
-    """One line saying why no cluster configuration could be loaded from ``source`` (None:
-    neither in a cluster nor with a kubeconfig file)."""
-    lines = str(exc).strip().splitlines()
-    why = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    if source is None:
-        return (
-            f"no cluster configuration: no usable in-cluster service account ({why}), and no "
-            "kubeconfig ($KUBECONFIG, else ~/.kube/config); pass --kubeconfig"
-        )
-    return f"{source}: not a usable kubeconfig ({why})"
-
-
 class ClusterConfigError(Exception):
     """No usable cluster configuration: ``--kubeconfig`` cannot be read, or there is neither the
     in-cluster service account nor a default kubeconfig. Bad usage, not a failure at run time."""
@@ -195,7 +183,7 @@ class Kube:
                     )
                 except ConfigException as exc:
                     if not default_kubeconfig_exists():
-                        raise ClusterConfigError(config_problem(None, exc)) from exc
+                        raise ClusterConfigError(config_problem(exc, nothing_found=True)) from exc
                     await k8s_config.load_kube_config(
                         config_file=os.environ.get("KUBECONFIG"),
                         client_configuration=configuration,
@@ -203,8 +191,7 @@ class Kube:
         except ClusterConfigError:
             raise
         except Exception as exc:  # any way a configuration fails to load is the same answer
-            source = f"--kubeconfig {kubeconfig}" if kubeconfig else "the default kubeconfig"
-            raise ClusterConfigError(config_problem(source, exc)) from exc
+            raise ClusterConfigError(config_problem(exc, kubeconfig=kubeconfig)) from exc
         # Watches each hold a connection for minutes; reconciles create Pods concurrently.
         configuration.connection_pool_maxsize = pool_size
         return cls(k8s.ApiClient(configuration))

@@ -27,6 +27,7 @@ REGISTRY: Final = CollectorRegistry(auto_describe=True)
 SUCCESS: Final = "success"
 REQUEUE: Final = "requeue"
 ERROR: Final = "error"
+RESULTS: Final = (SUCCESS, REQUEUE, ERROR)
 
 #: Reconcile wall time buckets in seconds: a pass is tens of milliseconds of reads and writes,
 #: a large deployment's first pass (hundreds of Pod creates) seconds.
@@ -34,13 +35,13 @@ RECONCILE_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 
 
 RECONCILES: Final = Counter(
     "gpustack_controller_reconcile_total",
-    "Reconcile passes by controller and result (success, requeue, error).",
+    f"Reconcile passes by controller and result ({', '.join(RESULTS)}).",
     ["controller", "result"],
     registry=REGISTRY,
 )
 RECONCILE_SECONDS: Final = Histogram(
     "gpustack_controller_reconcile_duration_seconds",
-    "Wall time of one reconcile pass, by controller and result (success, requeue, error).",
+    f"Wall time of one reconcile pass, by controller and result ({', '.join(RESULTS)}).",
     ["controller", "result"],
     buckets=RECONCILE_BUCKETS,
     registry=REGISTRY,

@@ -42,6 +42,7 @@ from yarl import URL
 
 from gpustack_render.api.common import GROUP, VERSION
 from gpustack_render.core import nesting
+from gpustack_render.core.clusterconfig import config_problem
 from gpustack_render.schema.kinds import BY_KIND, INPUT_MODELS
 from gpustack_webhook.lookups import ReadError
 from gpustack_webhook.rotation import MUTATING, VALIDATING, ConflictError, WriteError
@@ -115,19 +116,6 @@ def _default_kubeconfig_exists() -> bool:
     return any(os.path.isfile(os.path.expanduser(p)) for p in paths.split(os.pathsep) if p)
 
 
-def _config_problem(source: str | None, exc: BaseException) -> str:
-    """One line saying why no cluster configuration could be loaded from ``source`` (None:
-    neither in a cluster nor with a kubeconfig file)."""
-    lines = str(exc).strip().splitlines()
-    why = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    if source is None:
-        return (
-            f"no cluster configuration: no usable in-cluster service account ({why}), and no "
-            "kubeconfig ($KUBECONFIG, else ~/.kube/config); pass --kubeconfig"
-        )
-    return f"{source}: not a usable kubeconfig ({why})"
-
-
 class KubeReader:
     """Live reads with the API server's configuration from kubernetes_asyncio.
 
@@ -193,13 +181,12 @@ class KubeReader:
                     )
                 except ConfigException as exc:
                     if not _default_kubeconfig_exists():
-                        raise ClusterConfigError(_config_problem(None, exc)) from exc
+                        raise ClusterConfigError(config_problem(exc, nothing_found=True)) from exc
                     await k8s_config.load_kube_config(client_configuration=configuration)
         except ClusterConfigError:
             raise
         except Exception as exc:  # any way a configuration fails to load is the same answer
-            source = f"--kubeconfig {kubeconfig}" if kubeconfig else "the default kubeconfig"
-            raise ClusterConfigError(_config_problem(source, exc)) from exc
+            raise ClusterConfigError(config_problem(exc, kubeconfig=kubeconfig)) from exc
         return cls(configuration, request_timeout=request_timeout, max_connections=max_connections)
 
     async def close(self) -> None:
@@ -254,6 +241,13 @@ class KubeReader:
             raise ReadError(f"the API server answered {status} {answer}".rstrip())
         return answer
 
+    async def _get_dict(self, path: str, what: str) -> dict[str, Any] | None:
+        """``GET path`` as an object; None on 404; ReadError when the answer is no object."""
+        obj = await self._get(path)
+        if obj is not None and not isinstance(obj, dict):
+            raise ReadError(f"the API server answered a {what} that is not an object")
+        return obj
+
     async def _write(
         self, method: str, path: str, body: Any, *, content_type: str = "application/json"
     ) -> None:
@@ -279,13 +273,11 @@ class KubeReader:
         return obj
 
     async def get_config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        config_map = await self._get(
-            f"/api/v1/namespaces/{_segment(namespace)}/configmaps/{_segment(name)}"
+        config_map = await self._get_dict(
+            f"/api/v1/namespaces/{_segment(namespace)}/configmaps/{_segment(name)}", "ConfigMap"
         )
         if config_map is None:
             return None
-        if not isinstance(config_map, dict):
-            raise ReadError("the API server answered a ConfigMap that is not an object")
         data = config_map.get("data") or {}
         if not isinstance(data, dict):
             raise ReadError("the API server answered a ConfigMap whose data is not an object")
@@ -295,10 +287,7 @@ class KubeReader:
         return f"/api/v1/namespaces/{_segment(namespace)}/secrets"
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
-        secret = await self._get(f"{self._secrets(namespace)}/{_segment(name)}")
-        if secret is not None and not isinstance(secret, dict):
-            raise ReadError("the API server answered a Secret that is not an object")
-        return secret
+        return await self._get_dict(f"{self._secrets(namespace)}/{_segment(name)}", "Secret")
 
     async def create_secret(self, namespace: str, body: Mapping[str, Any]) -> None:
         await self._write("POST", self._secrets(namespace), body)
@@ -307,10 +296,7 @@ class KubeReader:
         await self._write("PUT", f"{self._secrets(namespace)}/{_segment(name)}", body)
 
     async def get_webhook_configuration(self, kind: str, name: str) -> dict[str, Any] | None:
-        configuration = await self._get(f"{WEBHOOK_CONFIGURATIONS[kind]}/{_segment(name)}")
-        if configuration is not None and not isinstance(configuration, dict):
-            raise ReadError(f"the API server answered a {kind} that is not an object")
-        return configuration
+        return await self._get_dict(f"{WEBHOOK_CONFIGURATIONS[kind]}/{_segment(name)}", kind)
 
     async def patch_webhook_configuration(
         self, kind: str, name: str, patch: Mapping[str, Any]

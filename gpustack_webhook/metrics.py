@@ -20,6 +20,11 @@ MALFORMED = "malformed"
 #: :data:`MALFORMED`.
 VERDICTS = (*(kind.value for kind in VerdictKind), MALFORMED)
 
+#: ``result`` label values of the certificate reload counter: a new serving certificate in
+#: service, or one that did not load (the previous one stays).
+RELOAD_LOADED, RELOAD_FAILED = "loaded", "failed"
+RELOAD_RESULTS = (RELOAD_LOADED, RELOAD_FAILED)
+
 #: Latency buckets in seconds: the API server's budget is ``timeoutSeconds`` (10 s), the target
 #: is milliseconds.
 LATENCY_BUCKETS = (
@@ -48,8 +53,7 @@ class Metrics:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.reviews = Counter(
             "gpustack_webhook_reviews",
-            "Admission reviews answered, by webhook and verdict "
-            "(allowed, invalid, forbidden, internal, malformed).",
+            f"Admission reviews answered, by webhook and verdict ({', '.join(VERDICTS)}).",
             ["webhook", "verdict"],
             registry=self.registry,
         )
@@ -75,7 +79,7 @@ class Metrics:
         )
         self.cert_reloads = Counter(
             "gpustack_webhook_certificate_reloads",
-            "Serving certificate reloads, by result (loaded, failed).",
+            f"Serving certificate reloads, by result ({', '.join(RELOAD_RESULTS)}).",
             ["result"],
             registry=self.registry,
         )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpustack_webhook.logs import LOGGER_NAME, fields
-from gpustack_webhook.metrics import Metrics
+from gpustack_webhook.metrics import RELOAD_FAILED, RELOAD_LOADED, Metrics
 
 log = logging.getLogger(f"{LOGGER_NAME}.tls")
 
@@ -86,9 +86,17 @@ def load_pem(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
 
 
 class _Switching:
-    """The base context's server-name callback hands each handshake ``_current``."""
+    """The base context's server-name callback hands each handshake ``_current``; a new
+    context replaces it (and is counted) through :meth:`_switch`."""
 
-    _current: ssl.SSLContext
+    def __init__(
+        self, initial: ssl.SSLContext, base: ssl.SSLContext, metrics: Metrics | None
+    ) -> None:
+        self._metrics = metrics
+        self._current = initial
+        self.context = base
+        self.context.sni_callback = self._select
+        self.generation = 1
 
     def _select(
         self,
@@ -98,17 +106,22 @@ class _Switching:
     ) -> None:
         connection.context = self._current
 
+    def _count(self, result: str) -> None:
+        if self._metrics is not None:
+            self._metrics.cert_reloads.labels(result).inc()
+
+    def _switch(self, context: ssl.SSLContext) -> None:
+        self._current = context
+        self.generation += 1
+        self._count(RELOAD_LOADED)
+
 
 class MemoryCertificate(_Switching):
     """A server SSL context serving the newest PEM pair it was given."""
 
     def __init__(self, cert_pem: bytes, key_pem: bytes, *, metrics: Metrics | None = None) -> None:
-        self._metrics = metrics
-        self._current = load_pem(cert_pem, key_pem)
+        super().__init__(load_pem(cert_pem, key_pem), load_pem(cert_pem, key_pem), metrics)
         self._pair = (cert_pem, key_pem)
-        self.context = load_pem(cert_pem, key_pem)
-        self.context.sni_callback = self._select
-        self.generation = 1
 
     def install(self, cert_pem: bytes, key_pem: bytes) -> bool:
         """Serve this pair from the next handshake on, unless it is the one in service;
@@ -119,14 +132,10 @@ class MemoryCertificate(_Switching):
         try:
             context = load_pem(cert_pem, key_pem)
         except (OSError, ssl.SSLError):
-            if self._metrics is not None:
-                self._metrics.cert_reloads.labels("failed").inc()
+            self._count(RELOAD_FAILED)
             raise
-        self._current = context
         self._pair = (cert_pem, key_pem)
-        self.generation += 1
-        if self._metrics is not None:
-            self._metrics.cert_reloads.labels("loaded").inc()
+        self._switch(context)
         return True
 
 
@@ -135,13 +144,9 @@ class ReloadingCertificate(_Switching):
 
     def __init__(self, files: CertificateFiles, *, metrics: Metrics | None = None) -> None:
         self.files = files
-        self._metrics = metrics
         self._stamp = files.stamp()
         # Fails loudly at startup: a server without a certificate must not report ready.
-        self._current = files.load()
-        self.context = files.load()
-        self.context.sni_callback = self._select
-        self.generation = 1
+        super().__init__(files.load(), files.load(), metrics)
 
     def check(self) -> bool:
         """Reload when the files changed; returns whether a new certificate is in service."""
@@ -163,18 +168,14 @@ class ReloadingCertificate(_Switching):
                 "certificate change did not load; keeping the current certificate",
                 extra=fields(error=str(exc), cert_file=str(self.files.cert_file)),
             )
-            if self._metrics is not None:
-                self._metrics.cert_reloads.labels("failed").inc()
+            self._count(RELOAD_FAILED)
             return False
-        self._current = context
         self._stamp = stamp
-        self.generation += 1
+        self._switch(context)
         log.info(
             "serving certificate reloaded",
             extra=fields(cert_file=str(self.files.cert_file), generation=self.generation),
         )
-        if self._metrics is not None:
-            self._metrics.cert_reloads.labels("loaded").inc()
         return True
 
     async def watch(self, interval: float) -> None:

@@ -47,9 +47,9 @@ from integration.controlplane import (  # noqa: E402
     free_port,
     load_yaml_documents,
     pid_alive,
-    point_webhooks_at,
     start_process,
 )
+from integration.webhook_fixtures import calling_without_ca_bundle  # noqa: E402
 
 #: Where the cluster keeps its kubeconfig, logs and state (``$GPUSTACK_CLUSTER_DIR`` overrides).
 STATE = Path(os.environ.get("GPUSTACK_CLUSTER_DIR") or REPO_ROOT / ".cluster")
@@ -106,10 +106,7 @@ def _serve() -> int:
         # serving certificate in its Secret and writes the caBundle into them itself.
         port = free_port()
         for configuration in load_yaml_documents(WEBHOOKS):
-            registered = point_webhooks_at(configuration, port, cp.ca.ca_bundle)
-            for hook in registered.get("webhooks", []):
-                hook["clientConfig"].pop("caBundle", None)
-            cluster.apply(registered)
+            cluster.apply(calling_without_ca_bundle(configuration, port))
         env = {**os.environ, "KUBECONFIG": str(KUBECONFIG), "POD_NAMESPACE": SYSTEM_NAMESPACE}
         shells.append(
             start_process(

@@ -36,7 +36,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -56,6 +55,7 @@ from .controlplane import (
     APIError,
     CertificateAuthority,
     ControlPlane,
+    free_port,
     load_yaml_documents,
 )
 from .webhook_fixtures import create_namespace
@@ -215,12 +215,6 @@ def _own_for_image(directory: Path, bundle: Bundle) -> None:
     user = bundle.process["user"]
     for command in (["chown", "-R", f"{user['uid']}:{user['gid']}"], ["chmod", "-R", "u=rX,go="]):
         subprocess.run([*_privileged(), *command, str(directory)], check=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str, context: ssl.SSLContext | None = None) -> tuple[int, str]:
@@ -391,7 +385,7 @@ def test_the_controller_serves_health_from_the_image(
     bundle: Bundle, credentials: Path, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     _own_for_image(credentials, bundle)
-    port = _free_port()
+    port = free_port()
     lease = f"image-{port}"
     process = bundle.start(
         [
@@ -426,7 +420,7 @@ def test_the_webhook_serves_its_probes_from_the_image(
 ) -> None:
     envtest_ca.issue_serving(("127.0.0.1", "localhost")).write(credentials, "serving")
     _own_for_image(credentials, bundle)
-    port, probe_port = _free_port(), _free_port()
+    port, probe_port = free_port(), free_port()
     process = bundle.start(
         [
             *_manifest_command("webhook"),
@@ -458,7 +452,7 @@ def test_the_webhook_keeps_its_own_certificate_from_the_image(
     its CA and serving certificate in the Secret and serves them from memory (memfd), which the
     read-only root must allow."""
     _own_for_image(credentials, bundle)
-    port, probe_port = _free_port(), _free_port()
+    port, probe_port = free_port(), free_port()
     secret = f"image-tls-{port}"
     process = bundle.start(
         [

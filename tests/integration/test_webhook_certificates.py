@@ -31,23 +31,19 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from .controlplane import (
-    APIError,
-    ControlPlane,
-    free_port,
-    point_webhooks_at,
-    webhook_configuration_path,
-)
+from . import webhook_fixtures as fixtures
+from .controlplane import ControlPlane, free_port, webhook_configuration_path
 from .webhook_fixtures import (
-    GROUP,
     SCOPE_LABEL,
     SETTLE_SECONDS,
-    VERSION,
     WebhookProcess,
+    calling_without_ca_bundle,
     create_inputs,
     create_namespace,
+    delete_if_present,
     delete_inputs,
     deployment,
+    dry_run_create,
     scoped_configurations,
 )
 
@@ -80,9 +76,7 @@ class Scope:
     def install(self, ports: dict[str, int]) -> None:
         """Create the configurations, each kind calling ``ports[kind]`` by URL, no caBundle."""
         for configuration in self.configurations:
-            body = point_webhooks_at(configuration, ports[configuration["kind"]], "")
-            for hook in body["webhooks"]:
-                hook["clientConfig"].pop("caBundle")
+            body = calling_without_ca_bundle(configuration, ports[configuration["kind"]])
             self.cp.request(
                 "PATCH",
                 webhook_configuration_path(body),
@@ -135,49 +129,21 @@ def scope(control_plane: ControlPlane) -> Iterator[Scope]:
     configurations = scoped_configurations(scope)
     yield Scope(cp, scope, system, tenant, instance_type, configurations)
     for configuration in configurations:
-        try:
-            cp.request("DELETE", webhook_configuration_path(configuration))
-        except APIError as exc:
-            if exc.status != 404:
-                raise
+        delete_if_present(cp, webhook_configuration_path(configuration))
     delete_inputs(cp, scope)
-
-
-def _create(cp: ControlPlane, body: dict[str, Any]) -> dict[str, Any]:
-    ns = body["metadata"]["namespace"]
-    _, stored = cp.request(
-        "POST",
-        f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/modeldeployments",
-        body,
-        query={"dryRun": "All"},
-    )
-    return dict(stored)
 
 
 def admits_and_refuses(s: Scope, *, settle: float = SETTLE_SECONDS) -> None:
     """Through the API server: a good deployment is admitted and defaulted, a bad one refused
     by the validating webhook (retrying while the API server picks up a new caBundle)."""
     good = deployment(f"md-{s.scope}", s.tenant, s.instance_type)
-    deadline = time.monotonic() + settle
-    while True:
-        try:
-            stored = _create(s.cp, good)
-            break
-        except APIError as exc:
-            assert time.monotonic() < deadline, exc.body
-            time.sleep(0.2)
-    assert str(stored["spec"]["roles"][0]["resources"]["accelerator"]) == "1"
     bad = deployment(
         f"bad-{s.scope}",
         s.tenant,
         s.instance_type,
         env=[{"name": "GPUSTACK_REPLICA_SIZE", "value": "1"}],
     )
-    with pytest.raises(APIError) as info:
-        _create(s.cp, bad)
-    status = json.loads(info.value.body)
-    assert status["code"] == 422, status
-    assert "validate.gpustack-worker-modeldeployment" in status["message"], status
+    fixtures.admits_and_refuses(s.cp, good, bad, settle=settle)
 
 
 def served_certificate(port: int) -> bytes:
@@ -247,7 +213,7 @@ def test_rotation_serves_new_certificates_while_requests_succeed(
         requests = 0
         while time.monotonic() < deadline:
             # No retry: every request must go through while certificates change.
-            stored = _create(s.cp, deployment(f"md-{s.scope}", s.tenant, s.instance_type))
+            stored = dry_run_create(s.cp, deployment(f"md-{s.scope}", s.tenant, s.instance_type))
             assert str(stored["spec"]["roles"][0]["resources"]["accelerator"]) == "1"
             requests += 1
             seen.add(served_certificate(server.port))

@@ -12,7 +12,6 @@ Standard library only (plus the control-plane helpers), so a plain script can us
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import json
@@ -476,23 +475,69 @@ def token_kubeconfig(cp: ControlPlane, namespace: str, account: str, path: Path)
             "spec": {"expirationSeconds": 3600},
         },
     )
-    token = answer["status"]["token"]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "envtest",
-                "cluster": {
-                    "server": cp.url,
-                    "certificate-authority-data": base64.b64encode(cp.ca.cert_pem).decode(),
-                },
-            }
-        ],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": account, "context": {"cluster": "envtest", "user": account}}],
-        "current-context": account,
-    }
+    # The control plane's own kubeconfig (its server and CA), the account's token as the user.
+    config = cp.kubeconfig_dict(account)
+    config["users"] = [{"name": account, "user": {"token": answer["status"]["token"]}}]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config))
     return path
+
+
+# ---- self-managed certificates ---------------------------------------------------------------
+
+
+def calling_without_ca_bundle(configuration: Mapping[str, Any], port: int) -> dict[str, Any]:
+    """A webhook configuration calling ``https://127.0.0.1:port`` by URL with no caBundle (for a
+    server that writes its own, ``--tls-secret``)."""
+    body = point_webhooks_at(configuration, port, "")
+    for hook in body["webhooks"]:
+        hook["clientConfig"].pop("caBundle")
+    return body
+
+
+def delete_if_present(cp: ControlPlane, path: str) -> None:
+    """DELETE ``path``; one already gone is fine."""
+    try:
+        cp.request("DELETE", path)
+    except APIError as exc:
+        if exc.status != 404:
+            raise
+
+
+def dry_run_create(cp: ControlPlane, md: Mapping[str, Any]) -> dict[str, Any]:
+    """Create a ModelDeployment with ``dryRun=All`` (through the webhooks); the object the API
+    server would store."""
+    ns = md["metadata"]["namespace"]
+    _, stored = cp.request(
+        "POST",
+        f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/modeldeployments",
+        md,
+        query={"dryRun": "All"},
+    )
+    return dict(stored)
+
+
+def admits_and_refuses(
+    cp: ControlPlane, good: Mapping[str, Any], bad: Mapping[str, Any], *, settle: float
+) -> None:
+    """Through the API server: ``good`` (its first role without ``resources.accelerator``) is
+    admitted and defaulted to one accelerator by the mutating webhook, retrying for ``settle``
+    seconds while the API server picks up a new caBundle; ``bad`` is refused (422) by the
+    validating webhook."""
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            stored = dry_run_create(cp, good)
+            break
+        except APIError as exc:
+            assert time.monotonic() < deadline, exc.body
+            time.sleep(0.2)
+    assert str(stored["spec"]["roles"][0]["resources"]["accelerator"]) == "1"
+    try:
+        dry_run_create(cp, bad)
+    except APIError as exc:
+        status = json.loads(exc.body)
+    else:
+        raise AssertionError(f"admitted: {bad['metadata']['name']}")
+    assert status["code"] == 422, status
+    assert "validate.gpustack-worker-modeldeployment" in status["message"], status

@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from controller_support import MemoryKube, reconciler
 
 from gpustack_controller import metrics
-from gpustack_controller.kube import ApiError
+from gpustack_controller.controller import Controller
+from gpustack_controller.kube import ApiError, Kube
 from gpustack_controller.metrics import REGISTRY, StatusGauges, error_labels
 from gpustack_controller.server import make_app
 from gpustack_controller.workqueue import WorkQueue
@@ -169,6 +170,21 @@ def test_a_role_dropped_from_the_spec_drops_its_series() -> None:
     assert _replicas("dropped", "a")["desired"] == 0
 
 
+def test_a_deletion_seen_by_the_watch_drops_the_series_without_a_pass() -> None:
+    """A deployment gone without a teardown pass (its finalizer removed by hand, or deleted
+    while another process led): the DELETED event alone removes its series."""
+    controller = Controller(cast(Kube, MemoryKube()))
+    gauges = controller.reconciler.gauges = StatusGauges()
+    gauges.observe(NAMESPACE, "watched", ModelDeploymentStatus(roles=[RoleStatus(name="embed")]))
+    assert _replicas("watched")["desired"] == 0
+    md = {"metadata": {"name": "watched", "namespace": NAMESPACE}}
+    controller._on_deployment("MODIFIED", md, None)
+    assert gauges.tracked() == {(NAMESPACE, "watched")}  # only a deletion forgets
+    controller._on_deployment("DELETED", md, None)
+    assert gauges.tracked() == set()
+    assert _replicas("watched") == dict.fromkeys(metrics.REPLICA_STATES)
+
+
 # ---- passes, durations, errors, the queue ----------------------------------------------------
 
 
@@ -304,26 +320,29 @@ def test_a_key_added_while_it_is_processed_counts_once_more() -> None:
 
 def test_a_cancelled_pass_is_not_counted() -> None:
     queue = WorkQueue("metrics-cancel")
+    started: list[str] = []
 
     async def reconcile(key: str) -> float | None:
+        started.append(key)
         await asyncio.sleep(10)
         return None
 
     async def main() -> None:
         queue.add("ns/a")
         worker = asyncio.create_task(queue.run_workers(reconcile, workers=1))
-        await asyncio.sleep(0.05)
+        for _ in range(200):
+            await asyncio.sleep(0.005)
+            if started:
+                break
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
 
     asyncio.run(main())
-    for result in (metrics.SUCCESS, metrics.REQUEUE, metrics.ERROR):
-        assert (
-            _value(
-                "gpustack_controller_reconcile_total", controller="metrics-cancel", result=result
-            )
-            is None
-        )
+    assert started == ["ns/a"]  # the pass was under way when it was cancelled
+    for result in metrics.RESULTS:
+        labels = {"controller": "metrics-cancel", "result": result}
+        assert _value("gpustack_controller_reconcile_total", **labels) is None
+        assert _value("gpustack_controller_reconcile_duration_seconds_count", **labels) is None
 
 
 async def test_the_health_server_serves_the_new_series() -> None:

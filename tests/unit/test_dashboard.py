@@ -6,7 +6,8 @@ The exported metrics are collected from the real registries: the controller's
 follows the definitions wherever they move. Every panel's every query must name at least one
 exported series (a counter's ``_total``, a histogram's ``_bucket``/``_sum``/``_count``, ...),
 nothing that is not exported, and group or filter only by that metric's labels (or a scrape
-target's); every exported metric is on some panel and in docs/operations.md with its labels.
+target's), filtering by values the code writes (its own constants); every exported metric
+is on some panel and in docs/operations.md with its labels.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
+from gpustack_controller import metrics as controller_metrics
 from gpustack_controller.metrics import REGISTRY as CONTROLLER_REGISTRY
+from gpustack_webhook import metrics as webhook_metrics
 from gpustack_webhook.metrics import Metrics as WebhookMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +40,20 @@ SUFFIXES = {
 #: Metric names in PromQL (every project metric starts with gpustack_), their matchers, groupings.
 SERIES = re.compile(r"\b(gpustack_[a-z0-9_]+)\b")
 MATCHERS = re.compile(r"\b(gpustack_[a-z0-9_]+)\{([^}]*)\}")
+#: One label matcher: label, operator, quoted value.
+MATCHER = re.compile(r'^\s*([a-z_]+)\s*(=~|!~|!=|=)\s*"([^"]*)"\s*$')
+#: The values the code gives a label (metric family, label) -> vocabulary, from the code's own
+#: constants: a panel filtering on a value the code never writes shows nothing, silently.
+LABEL_VALUES: dict[tuple[str, str], frozenset[str]] = {
+    ("gpustack_controller_reconcile", "result"): frozenset(controller_metrics.RESULTS),
+    ("gpustack_controller_reconcile_duration_seconds", "result"): frozenset(
+        controller_metrics.RESULTS
+    ),
+    ("gpustack_controller_replicas", "state"): frozenset(controller_metrics.REPLICA_STATES),
+    ("gpustack_webhook_reviews", "verdict"): frozenset(webhook_metrics.VERDICTS),
+    ("gpustack_webhook_review_duration_seconds", "verdict"): frozenset(webhook_metrics.VERDICTS),
+    ("gpustack_webhook_certificate_reloads", "result"): frozenset(webhook_metrics.RELOAD_RESULTS),
+}
 GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
 
 
@@ -112,6 +129,21 @@ def test_every_query_names_only_exported_metrics_and_their_labels() -> None:
             for metric, matchers in MATCHERS.findall(expr):
                 keys = {m.split("=")[0].strip(" !~") for m in matchers.split(",") if m.strip()}
                 assert keys <= exported[metric].labels | TARGET_LABELS, (panel["title"], keys)
+                for matcher in filter(str.strip, matchers.split(",")):
+                    found = MATCHER.match(matcher)
+                    assert found, f'{panel["title"]}: matcher {matcher!r} is not label op "value"'
+                    label, op, value = found.groups()
+                    if label in TARGET_LABELS:
+                        continue
+                    vocabulary = LABEL_VALUES.get((exported[metric].name, label))
+                    assert vocabulary is not None, (
+                        f"{panel['title']}: {metric}{{{label}}} has no vocabulary in LABEL_VALUES"
+                    )
+                    if op in ("=", "!="):
+                        assert value in vocabulary, (
+                            f"{panel['title']}: {label}{op}{value!r}: the code writes "
+                            f"{sorted(vocabulary)}"
+                        )
             for group in GROUPING.findall(expr):
                 keys = {k.strip() for k in group.split(",") if k.strip()}
                 allowed = labels | ({"le"} if histogram else set())

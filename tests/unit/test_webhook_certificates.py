@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import copy
 import datetime
+import os
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,7 @@ from gpustack_webhook import certificates as certs
 from gpustack_webhook import rotation
 from gpustack_webhook.__main__ import duration, parse_args
 from gpustack_webhook.certificates import CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, Action
+from gpustack_webhook.metrics import RELOAD_FAILED, RELOAD_LOADED, RELOAD_RESULTS, Metrics
 from gpustack_webhook.tls import load_pem
 
 NOW = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
@@ -41,6 +43,21 @@ def test_a_fresh_secret_serves_every_service_name_from_its_ca() -> None:
     assert cert.not_valid_after_utc - NOW == datetime.timedelta(days=365)
     assert ca.not_valid_after_utc - NOW == datetime.timedelta(days=3650)
     load_pem(data[TLS_CERT], data[TLS_KEY])  # the pair loads into an SSL context
+
+
+@pytest.mark.parametrize("memfd", [True, False], ids=["memfd", "temporary-file"])
+def test_a_pair_loads_from_memory_or_a_private_file_and_a_mismatch_does_not(
+    memfd: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``os.memfd_create`` is missing (not Linux) the pair goes through a private
+    temporary file; either way a key that does not match its certificate is refused."""
+    if not memfd:
+        monkeypatch.delattr(os, "memfd_create", raising=False)
+    data, other = fresh(), fresh()
+    context = load_pem(data[TLS_CERT], data[TLS_KEY])
+    assert isinstance(context, ssl.SSLContext)
+    with pytest.raises(ssl.SSLError):
+        load_pem(data[TLS_CERT], other[TLS_KEY])
 
 
 def test_ip_hosts_become_ip_addresses() -> None:
@@ -350,16 +367,38 @@ async def test_the_loser_of_a_race_uses_the_winners_certificate() -> None:
 async def test_rotation_replaces_the_served_certificate_and_keeps_the_bundle() -> None:
     store = _store_with_configurations()
     clock = [NOW]
-    managed = rotation.SelfManagedCertificates(store, SETUP, clock=lambda: clock[0])
+    metrics = Metrics()
+    managed = rotation.SelfManagedCertificates(
+        store, SETUP, clock=lambda: clock[0], metrics=metrics
+    )
     await managed.start()
     first = _secret(store)
+    assert _reloads(metrics) == {RELOAD_LOADED: 0.0, RELOAD_FAILED: 0.0}  # the first is no reload
     clock[0] = NOW + 300 * DAY
     await managed.reconcile()
     second = _secret(store)
     assert managed.last_action is Action.ISSUE_SERVING
     assert second[TLS_CERT] != first[TLS_CERT] and second[CA_CERT] == first[CA_CERT]
     assert managed.certificate is not None and managed.certificate.generation == 2
+    assert managed.certificate._pair == (second[TLS_CERT], second[TLS_KEY])
     assert store.writes == ["create", "patch m", "patch v", "update"]  # the bundle stands
+    assert _reloads(metrics) == {RELOAD_LOADED: 1.0, RELOAD_FAILED: 0.0}
+    # A pair that does not load is refused and counted; the certificate in service stays.
+    with pytest.raises(ssl.SSLError):
+        managed.certificate.install(second[TLS_CERT], first[TLS_KEY])
+    assert managed.certificate._pair == (second[TLS_CERT], second[TLS_KEY])
+    assert managed.certificate.generation == 2
+    assert _reloads(metrics) == {RELOAD_LOADED: 1.0, RELOAD_FAILED: 1.0}
+
+
+def _reloads(metrics: Metrics) -> dict[str, float]:
+    return {
+        result: metrics.registry.get_sample_value(
+            "gpustack_webhook_certificate_reloads_total", {"result": result}
+        )
+        or 0.0
+        for result in RELOAD_RESULTS
+    }
 
 
 async def test_a_broken_secret_is_replaced_and_a_missing_configuration_is_waited_for() -> None:
