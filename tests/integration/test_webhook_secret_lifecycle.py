@@ -12,6 +12,9 @@ tests/integration/test_install.py does.
   namespace and what to do, and never crashes; ``helm upgrade`` puts the Secret back and the
   server fills it and serves; a ``helm upgrade`` with a changed value keeps the Secret's data
   byte for byte (same CA and certificate, nothing re-issued); ``helm uninstall`` deletes it.
+* an install whose server created the Secret itself (before the manifests shipped it): helm
+  refuses to take it over until it is labelled and annotated for the release (as
+  docs/operations.md says), then keeps its type and data;
 * kubectl: the rendered ``deploy/webhook`` (its ServiceAccount, RBAC and Secret) applied
   client-side, filled by the server, applied again client-side and then ``--server-side``
   (without forcing conflicts): the data the server wrote stays; ``kubectl delete`` of the same
@@ -20,16 +23,20 @@ tests/integration/test_install.py does.
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from gpustack_webhook.rotation import SECRET_LABELS
 
 from .cluster import Cluster, ClusterBinaries
 from .controlplane import APIError, ControlPlane, free_port
@@ -50,6 +57,8 @@ CHART_ARGS = (
 )  # fmt: skip
 #: The kinds of deploy/webhook the server's identity and its Secret are made of.
 IDENTITY_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+#: The keys the server writes.
+FILLED_KEYS = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 
 
 def secret(cp: ControlPlane) -> dict[str, Any] | None:
@@ -65,7 +74,7 @@ def filled(cp: ControlPlane) -> dict[str, Any]:
     """The Secret, once the server wrote its four keys."""
     stored = secret(cp)
     assert stored is not None, "the Secret is gone"
-    assert set(stored.get("data") or {}) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}, stored
+    assert set(stored.get("data") or {}) == set(FILLED_KEYS), stored
     assert stored["type"] == "Opaque"  # the shipped type, kept
     return stored
 
@@ -124,28 +133,43 @@ def local_server(
     return server, probe_port
 
 
+@dataclass(frozen=True)
+class Helm:
+    """The real ``helm`` against the test API server, in the release namespace."""
+
+    argv: tuple[str, ...]
+
+    def __call__(self, *args: str) -> str:
+        """Run it; its stdout (a failure fails the test)."""
+        return run(*self.argv, *args)
+
+    def refused(self, *args: str) -> str:
+        """Run what must fail; its stderr."""
+        result = subprocess.run(
+            [*self.argv, *args], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert result.returncode != 0, result.stdout
+        return result.stderr
+
+
 @pytest.fixture
-def helm(cluster: Cluster, envtest_binaries: ClusterBinaries) -> Iterator[Any]:
-    """``helm <args> --kubeconfig <the test API server's>``; the release uninstalled after."""
-    binary = envtest_binaries.path("helm")
+def helm(cluster: Cluster, envtest_binaries: ClusterBinaries) -> Iterator[Helm]:
+    """Helm; the release uninstalled afterwards (gone already when the test passed: its webhook
+    configurations must not outlive it)."""
     kubeconfig = str(cluster.control_plane.kubeconfig)
-
-    def helm(*args: str) -> str:
-        return run(binary, *args, "--kubeconfig", kubeconfig, "--namespace", NAMESPACE)
-
+    binary = str(envtest_binaries.path("helm"))
+    helm = Helm((binary, "--kubeconfig", kubeconfig, "--namespace", NAMESPACE))
     try:
         yield helm
     finally:
-        # Gone already when the test passed; its webhook configurations must not outlive it.
         subprocess.run(
-            [str(binary), "uninstall", RELEASE, "--kubeconfig", kubeconfig, "--namespace",
-             NAMESPACE], capture_output=True, timeout=120, check=False,
-        )  # fmt: skip
+            [*helm.argv, "uninstall", RELEASE], capture_output=True, timeout=120, check=False
+        )
         delete_if_present(cluster.control_plane, SECRET_PATH)
 
 
 def test_helm_ships_the_secret_keeps_its_certificate_on_upgrade_and_deletes_it(
-    cluster: Cluster, helm: Any, tmp_path: Path
+    cluster: Cluster, helm: Helm, tmp_path: Path
 ) -> None:
     cp = cluster.control_plane
     helm("install", RELEASE, str(CHART), "--create-namespace", *CHART_ARGS)
@@ -192,6 +216,38 @@ def test_helm_ships_the_secret_keeps_its_certificate_on_upgrade_and_deletes_it(
     finally:
         server.close()
 
+    helm("uninstall", RELEASE, "--wait")
+    assert secret(cp) is None
+
+
+def test_helm_takes_over_a_secret_the_server_created_once_it_is_marked_for_the_release(
+    cluster: Cluster, helm: Helm
+) -> None:
+    cp = cluster.control_plane
+    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    # What a server that created its own Secret left: its labels, kubernetes.io/tls, data.
+    data = {k: base64.b64encode(f"{k} bytes".encode()).decode() for k in FILLED_KEYS}
+    cp.request(
+        "POST",
+        SECRET_PATH.rsplit("/", 1)[0],
+        {
+            "metadata": {"name": SECRET, "labels": dict(SECRET_LABELS)},
+            "type": "kubernetes.io/tls",
+            "data": data,
+        },
+    )
+    refused = helm.refused("install", RELEASE, str(CHART), *CHART_ARGS)
+    assert SECRET in refused and "ownership" in refused, refused
+    namespaced = ("-n", NAMESPACE, "secret", SECRET)
+    cluster.kubectl("label", *namespaced, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+    cluster.kubectl(
+        "annotate", *namespaced, f"meta.helm.sh/release-name={RELEASE}",
+        f"meta.helm.sh/release-namespace={NAMESPACE}",
+    )  # fmt: skip
+    helm("install", RELEASE, str(CHART), *CHART_ARGS)
+    stored = secret(cp)
+    assert stored is not None
+    assert (stored["type"], stored["data"]) == ("kubernetes.io/tls", data)
     helm("uninstall", RELEASE, "--wait")
     assert secret(cp) is None
 
