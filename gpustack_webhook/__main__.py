@@ -212,7 +212,8 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=10.0,
         help="seconds between checks of the certificate files, or of the Secret when "
-        "self-managed (default 10)",
+        "self-managed (also the longest wait between attempts before the first certificate "
+        "is in service; default 10)",
     )
     p.add_argument(
         "--shutdown-delay",
