@@ -11,7 +11,9 @@ A pass (:meth:`SelfManagedCertificates.reconcile`):
    together both try; the API server accepts one write, the other gets a conflict, reads the
    Secret again and uses the winner's certificate: they agree through the Secret;
 2. writes the Secret's CA bundle into the ``caBundle`` of every webhook of the named
-   configurations that calls this server (a conditional patch; nothing when already there);
+   configurations that calls this server (a conditional patch; nothing when already there).
+   Before a write it reads the Secret again: when another replica rotated the CA since step 1,
+   the pass goes on with that replica's data instead of writing the older bundle back;
 3. serves the Secret's certificate from the next TLS handshake on (after step 2, so the API
    server trusts a certificate before any replica presents it).
 
@@ -129,8 +131,9 @@ class SelfManagedCertificates:
         self.last_action: Action | None = None
         self._missing_reported: set[tuple[str, str]] = set()
 
-    async def _settle_secret(self) -> dict[str, bytes]:
-        """The Secret's data once it holds a usable certificate (written here if needed)."""
+    async def _settle_secret(self) -> tuple[dict[str, bytes], Action]:
+        """The Secret's data once it holds a usable certificate (written here if needed), and
+        what was done to it."""
         setup = self.setup
         for _ in range(MAX_ATTEMPTS):
             secret = await self.store.get_secret(setup.namespace, setup.secret_name)
@@ -138,8 +141,7 @@ class SelfManagedCertificates:
             decision = decide(data, policy=setup.policy, now=self._clock())
             if decision.action is Action.REUSE:
                 assert data is not None
-                self.last_action = decision.action
-                return data
+                return data, decision.action
             new = issue(data, decision.action, policy=setup.policy, now=self._clock())
             try:
                 if secret is None:
@@ -162,8 +164,7 @@ class SelfManagedCertificates:
                     secret=setup.secret_name, action=decision.action.value, reason=decision.reason
                 ),
             )
-            self.last_action = decision.action
-            return new
+            return new, decision.action
         raise WriteError(f"the Secret {setup.secret_name} changed under {MAX_ATTEMPTS} writes")
 
     async def _create_secret(self, data: Mapping[str, bytes]) -> None:
@@ -194,8 +195,33 @@ class SelfManagedCertificates:
                 f"Secrets in {setup.namespace}"
             ) from None
 
-    async def _publish(self, ca_bundle: bytes) -> None:
-        """Write ``ca_bundle`` into the webhooks that call this server."""
+    async def _publish(self, data: dict[str, bytes]) -> dict[str, bytes]:
+        """Write the CA bundle of ``data`` into the webhooks that call this server; returns the
+        data whose bundle is published.
+
+        A configuration whose bundle differs from ours may have been written by a replica that
+        rotated the CA after this pass read the Secret. So before any write the Secret is read
+        again, after the configuration: the API server's reads are current, so that read holds
+        the Secret the configuration's bundle came from, or a newer one. When its bundle is
+        not ours, ours is stale: every configuration is looked at again with the new data,
+        which is also what the caller serves. A bundle is therefore never written over one
+        from a newer Secret.
+        """
+        for _ in range(MAX_ATTEMPTS):
+            newer = await self._publish_each(data)
+            if newer is None:
+                return data
+            log.info(
+                "the certificate Secret changed during the pass; using the newer one",
+                extra=fields(secret=self.setup.secret_name),
+            )
+            data = newer
+        raise WriteError(f"the Secret {self.setup.secret_name} changed under {MAX_ATTEMPTS} reads")
+
+    async def _publish_each(self, data: dict[str, bytes]) -> dict[str, bytes] | None:
+        """One look at each configuration; the Secret's newer data, when a re-read finds ours
+        stale (nothing more is written then)."""
+        ca_bundle = data[CA_CERT]
         for kind, name in self.setup.configurations:
             for _ in range(MAX_ATTEMPTS):
                 configuration = await self.store.get_webhook_configuration(kind, name)
@@ -212,6 +238,11 @@ class SelfManagedCertificates:
                 patch = ca_bundle_patch(configuration, ca_bundle, target=self.setup.target)
                 if patch is None:
                     break
+                current, action = await self._settle_secret()
+                if action is not Action.REUSE:
+                    self.last_action = action
+                if current[CA_CERT] != ca_bundle:
+                    return current
                 try:
                     await self.store.patch_webhook_configuration(kind, name, patch)
                 except ConflictError:
@@ -221,6 +252,7 @@ class SelfManagedCertificates:
                     extra=fields(kind=kind, name=name, webhooks=len(patch["webhooks"])),
                 )
                 break
+        return None
 
     def _serve(self, data: Mapping[str, bytes]) -> None:
         cert, key = data[TLS_CERT], data[TLS_KEY]
@@ -236,9 +268,9 @@ class SelfManagedCertificates:
         """One pass; raises ReadError/WriteError when the Secret cannot be read or written
         (then nothing changed here). A caBundle that cannot be written is logged, not raised:
         the certificate is valid either way."""
-        data = await self._settle_secret()
+        data, self.last_action = await self._settle_secret()
         try:
-            await self._publish(data[CA_CERT])
+            data = await self._publish(data)
         except (ReadError, WriteError) as exc:
             log.warning("cannot write the caBundle", extra=fields(error=str(exc)))
         try:

@@ -243,6 +243,8 @@ class Store:
         self.writes: list[str] = []
         #: Called before a Secret write lands (a rival replica's write in between).
         self.before_write: Any = None
+        #: Called once a Secret read has answered (a rival's pass before the reader goes on).
+        self.after_read: Any = None
 
     def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.version += 1
@@ -252,7 +254,11 @@ class Store:
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         found = self.secrets.get((namespace, name))
-        return copy.deepcopy(found) if found else None
+        answer = copy.deepcopy(found) if found else None
+        if self.after_read:
+            hook, self.after_read = self.after_read, None
+            await hook()
+        return answer
 
     async def create_secret(self, namespace: str, body: Mapping[str, Any]) -> None:
         if self.before_write:
@@ -416,3 +422,30 @@ async def test_a_broken_secret_is_replaced_and_a_missing_configuration_is_waited
     store.configurations = _store_with_configurations().configurations
     await managed.reconcile()
     assert _bundle(store, rotation.VALIDATING, "v") == _secret(store)[CA_CERT]
+
+
+async def test_a_replica_that_read_the_secret_before_a_ca_rotation_keeps_the_new_bundle() -> None:
+    # Two replicas share the Secret. One rotates the CA (its clock is past the CA's window)
+    # between the other's Secret read and its look at the configurations: the stale replica
+    # must not write the bundle it read back over the newer one (the API server would then
+    # distrust the rotating replica's new certificate), and serves the new certificate.
+    store = _store_with_configurations()
+    late = [NOW]
+    rotating = rotation.SelfManagedCertificates(store, SETUP, clock=lambda: late[0])
+    stale = rotation.SelfManagedCertificates(store, SETUP, clock=lambda: NOW)
+    await rotating.start()
+    await stale.start()
+    old = _secret(store)
+    late[0] = NOW + 3600 * DAY  # inside the CA's 90-day renewal window
+    store.after_read = rotating.reconcile
+    writes = len(store.writes)
+    await stale.reconcile()
+    assert rotating.last_action is Action.ISSUE_CA
+    new = _secret(store)
+    assert new[CA_CERT] != old[CA_CERT] and new[CA_CERT].endswith(old[CA_CERT])
+    for kind, name in SETUP.configurations:
+        assert _bundle(store, kind, name) == new[CA_CERT]
+    # The rotation's writes only: the Secret, then each configuration once.
+    assert store.writes[writes:] == ["update", "patch m", "patch v"]
+    assert stale.certificate is not None
+    assert stale.certificate._pair == (new[TLS_CERT], new[TLS_KEY])
