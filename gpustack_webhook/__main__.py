@@ -212,7 +212,8 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=10.0,
         help="seconds between checks of the certificate files, or of the Secret when "
-        "self-managed (default 10)",
+        "self-managed (also the longest wait between attempts before the first certificate "
+        "is in service; default 10)",
     )
     p.add_argument(
         "--shutdown-delay",
@@ -293,25 +294,6 @@ async def serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        if files is not None:
-            context = files.context
-            check = files.watch(args.cert_reload_interval)
-        else:
-            managed = SelfManagedCertificates(
-                reader, certificate_setup(args, namespace), metrics=metrics
-            )
-            starting = asyncio.create_task(managed.start())
-            stopping = asyncio.create_task(stop.wait())
-            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if not starting.done():
-                # Stopped before any certificate was in service: nothing to drain.
-                starting.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await starting
-                return 0
-            context = starting.result()
-            check = managed.watch(args.cert_reload_interval)
         sources = LiveSources(
             reader,
             namespace=namespace,
@@ -332,6 +314,30 @@ async def serve(args: argparse.Namespace) -> int:
                 max_connections=args.max_connections,
             ),
         )
+        if args.probe_port:
+            # Alive and not ready while the certificate is awaited (self-managed: the Secret
+            # may be missing or unwritable for a while; restarting would not help).
+            await server.start_probes(host=args.host, port=args.probe_port)
+        if files is not None:
+            context = files.context
+            check = files.watch(args.cert_reload_interval)
+        else:
+            managed = SelfManagedCertificates(
+                reader, certificate_setup(args, namespace), metrics=metrics
+            )
+            starting = asyncio.create_task(managed.start(retry_max=args.cert_reload_interval))
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not starting.done():
+                # Stopped before any certificate was in service: no review to drain.
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
+                await server.stop()
+                return 0
+            context = starting.result()
+            check = managed.watch(args.cert_reload_interval)
         await server.start(
             host=args.host,
             port=args.port,

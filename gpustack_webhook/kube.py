@@ -4,7 +4,8 @@
 rule reads and the ``gpustack-settings`` ConfigMap; with self-managed certificates it also reads
 and writes the certificate Secret and the webhook configurations' ``caBundle``
 (:class:`gpustack_webhook.rotation.CertificateStore`: a 409 is a
-:class:`~gpustack_webhook.rotation.ConflictError`, another failed write a
+:class:`~gpustack_webhook.rotation.ConflictError`, a 403 a
+:class:`~gpustack_webhook.rotation.ForbiddenError`, another failed write a
 :class:`~gpustack_webhook.rotation.WriteError`). It implements
 :class:`gpustack_webhook.lookups.ObjectReader`: 404 is ``None``; every other failure is a
 :class:`~gpustack_webhook.lookups.ReadError` naming the status or the transport error, never the
@@ -45,7 +46,13 @@ from gpustack_render.core import nesting
 from gpustack_render.core.clusterconfig import config_problem
 from gpustack_render.schema.kinds import BY_KIND, INPUT_MODELS
 from gpustack_webhook.lookups import ReadError
-from gpustack_webhook.rotation import MUTATING, VALIDATING, ConflictError, WriteError
+from gpustack_webhook.rotation import (
+    MUTATING,
+    VALIDATING,
+    ConflictError,
+    ForbiddenError,
+    WriteError,
+)
 
 #: Where a Pod finds its service account's namespace.
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -251,14 +258,16 @@ class KubeReader:
     async def _write(
         self, method: str, path: str, body: Any, *, content_type: str = "application/json"
     ) -> None:
-        """A write; ConflictError on 409, WriteError on any other failure."""
+        """A write; ConflictError on 409, ForbiddenError on 403, WriteError on any other
+        failure."""
         status, answer = await self._request(
             method, path, body=body, content_type=content_type, error=WriteError
         )
         if status == 409:
             raise ConflictError(f"{path}: {answer}")
         if not 200 <= status < 300:
-            raise WriteError(f"{method} {path}: the API server answered {status} {answer}".rstrip())
+            refused = ForbiddenError if status == 403 else WriteError
+            raise refused(f"{method} {path}: the API server answered {status} {answer}".rstrip())
 
     async def get_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         resource = RESOURCES.get(kind)

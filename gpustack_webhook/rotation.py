@@ -4,10 +4,12 @@ the certificate in service, kept in step by one pass run at start and then perio
 A pass (:meth:`SelfManagedCertificates.reconcile`):
 
 1. reads the Secret; when :func:`~gpustack_webhook.certificates.decide` finds it missing,
-   invalid, not naming the Service's DNS names or near expiry, issues new data and creates the
-   Secret, or updates it with the ``resourceVersion`` it read. Two replicas starting together
-   both try; the API server accepts one write, the other gets a conflict, reads the Secret
-   again and uses the winner's certificate: they agree through the Secret;
+   empty, invalid, not naming the Service's DNS names or near expiry, issues new data and
+   updates the Secret with the ``resourceVersion`` it read (the manifests ship it empty), or
+   creates it when it does not exist and the server may (a refused create is one warning per
+   pass naming the Secret and the way out; the server keeps retrying). Two replicas starting
+   together both try; the API server accepts one write, the other gets a conflict, reads the
+   Secret again and uses the winner's certificate: they agree through the Secret;
 2. writes the Secret's CA bundle into the ``caBundle`` of every webhook of the named
    configurations that calls this server (a conditional patch; nothing when already there).
    Before a write it reads the Secret again: when another replica rotated the CA since step 1,
@@ -71,6 +73,10 @@ class ConflictError(Exception):
 
 class WriteError(Exception):
     """A write the API server refused or did not answer (the message names the status)."""
+
+
+class ForbiddenError(WriteError):
+    """A write the server's identity is not allowed to make (HTTP 403)."""
 
 
 class CertificateStore(Protocol):
@@ -139,20 +145,7 @@ class SelfManagedCertificates:
             new = issue(data, decision.action, policy=setup.policy, now=self._clock())
             try:
                 if secret is None:
-                    await self.store.create_secret(
-                        setup.namespace,
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Secret",
-                            "metadata": {
-                                "name": setup.secret_name,
-                                "namespace": setup.namespace,
-                                "labels": dict(SECRET_LABELS),
-                            },
-                            "type": SECRET_TYPE,
-                            "data": secret_data(new),
-                        },
-                    )
+                    await self._create_secret(new)
                 else:
                     # The resourceVersion read makes the update conditional; the type is kept
                     # (immutable), every other key of the Secret is replaced.
@@ -173,6 +166,34 @@ class SelfManagedCertificates:
             )
             return new, decision.action
         raise WriteError(f"the Secret {setup.secret_name} changed under {MAX_ATTEMPTS} writes")
+
+    async def _create_secret(self, data: Mapping[str, bytes]) -> None:
+        """Create the Secret holding ``data``; a refusal for want of ``create`` (the manifests
+        ship the Secret and grant none) is a WriteError saying what to do."""
+        setup = self.setup
+        try:
+            await self.store.create_secret(
+                setup.namespace,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": setup.secret_name,
+                        "namespace": setup.namespace,
+                        "labels": dict(SECRET_LABELS),
+                    },
+                    "type": SECRET_TYPE,
+                    "data": secret_data(data),
+                },
+            )
+        except ForbiddenError as exc:
+            raise WriteError(
+                f"the Secret {setup.namespace}/{setup.secret_name} does not exist and this "
+                f"server may not create it ({exc}): apply the empty Secret the manifests ship "
+                "(deploy/webhook/secret.yaml; the chart renders it with "
+                "certificates.mode=selfManaged), or grant this service account create on "
+                f"Secrets in {setup.namespace}"
+            ) from None
 
     async def _publish(self, data: dict[str, bytes]) -> dict[str, bytes]:
         """Write the CA bundle of ``data`` into the webhooks that call this server; returns the
@@ -265,15 +286,21 @@ class SelfManagedCertificates:
                 ) from exc
 
     async def start(self, *, retry_max: float = 30.0) -> ssl.SSLContext:
-        """Reconcile until a certificate is in service (retrying with backoff); its context."""
-        delay = 0.5
+        """Reconcile until a certificate is in service (retrying with backoff up to
+        ``retry_max`` seconds; one warning per failed pass); its context."""
+        delay = min(0.5, retry_max)
         while True:
             try:
                 await self.reconcile()
             except (ReadError, WriteError) as exc:
                 log.warning(
                     "no serving certificate yet; retrying",
-                    extra=fields(error=str(exc), retry_in=delay),
+                    extra=fields(
+                        namespace=self.setup.namespace,
+                        secret=self.setup.secret_name,
+                        error=str(exc),
+                        retry_in=delay,
+                    ),
                 )
             if self.certificate is not None:
                 return self.certificate.context
@@ -289,5 +316,9 @@ class SelfManagedCertificates:
             except (ReadError, WriteError) as exc:
                 log.warning(
                     "certificate check failed; keeping the current certificate",
-                    extra=fields(error=str(exc)),
+                    extra=fields(
+                        namespace=self.setup.namespace,
+                        secret=self.setup.secret_name,
+                        error=str(exc),
+                    ),
                 )

@@ -496,17 +496,22 @@ class WebhookServer:
         probe_port: int | None = None,
     ) -> None:
         """Listen for reviews on ``host:port`` (TLS; an empty host is every address);
-        optionally probes and metrics on plain HTTP."""
+        optionally probes and metrics on plain HTTP (unless :meth:`start_probes` already
+        does); then report ready."""
         self.port = await self._listen(self.app(), host, port, ssl_context, self.guards[0])
-        if probe_port is not None:
-            self.probe_port = await self._listen(
-                self.probe_app(), probe_host or host, probe_port, None, self.guards[1]
-            )
+        if probe_port is not None and not self.probe_port:
+            await self.start_probes(host=probe_host or host, port=probe_port)
         self.ready = True
         log.info(
             "listening",
             extra=fields(host=host, port=self.port, probePort=self.probe_port or None),
         )
+
+    async def start_probes(self, *, host: str, port: int) -> None:
+        """Listen for probes and metrics on plain HTTP, not ready yet: before :meth:`start`,
+        a server still waiting for its certificate answers ``/healthz`` (alive) and ``/readyz``
+        503, so it is neither restarted nor sent reviews."""
+        self.probe_port = await self._listen(self.probe_app(), host, port, None, self.guards[1])
 
     async def _listen(
         self, app: web.Application, host: str, port: int, ssl_context: Any, guard: Guard

@@ -103,7 +103,8 @@ def _serve() -> int:
         )
         # The webhook server with self-managed certificates, as the manifests run it: the
         # configurations are registered by URL (no caBundle yet); the server creates its CA and
-        # serving certificate in its Secret and writes the caBundle into them itself.
+        # serving certificate in its Secret (the manifests ship the Secret empty; the admin's
+        # credentials here may create it) and writes the caBundle into them itself.
         port = free_port()
         for configuration in load_yaml_documents(WEBHOOKS):
             cluster.apply(calling_without_ca_bundle(configuration, port))

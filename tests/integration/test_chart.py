@@ -183,6 +183,7 @@ def test_values_reach_the_objects(helm: Path, tmp_path: Path) -> None:
             assert hook["clientConfig"]["caBundle"] == "Q0EK"
     kinds = {o["kind"] for o in objects}
     assert "CustomResourceDefinition" not in kinds
+    assert "Secret" not in kinds  # existingSecret: the user's, never the chart's
     assert not [o for o in objects if o["metadata"]["name"].startswith("gpustack-render-")]
 
 
@@ -206,7 +207,12 @@ def test_self_managed_values_reach_the_server_and_its_rbac(helm: Path) -> None:
     certificate_args = [a for a in container["args"] if a.split("=")[0] in CERT_FLAGS]
     assert certificate_args == ["--tls-secret=my-tls", "--cert-lifetime=30d", "--renew-before=7d"]
     role = _one(objects, "Role", "gpustack-webhook-certificates")
-    assert role["rules"][0]["resourceNames"] == ["my-tls"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["my-tls"],
+         "verbs": ["get", "update"]},
+    ]  # fmt: skip
+    secret = _one(objects, "Secret", "my-tls")  # shipped empty for the server to fill
+    assert set(secret) == {"apiVersion", "kind", "metadata"}
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         for hook in _one(objects, kind, _hook_config_name(kind))["webhooks"]:
             assert "caBundle" not in hook["clientConfig"]  # the server writes it

@@ -13,12 +13,14 @@ a cluster without containers allows:
   ``url: https://127.0.0.1:<port>/<path>`` (the Service has no endpoints here, and the API server
   runs on this host), with no caBundle. The server is started with ``--cert-host=127.0.0.1`` so
   its certificate names that address and it recognises those webhooks as its own;
-* then: the server creates its Secret and writes the caBundle, the API server admits a
-  ModelDeployment and refuses a bad one through the webhook, and ``kubectl wait
-  --for=condition=Ready`` returns for the bundled example (examples/qwen-chat.yaml: 2 replicas
-  of 2 GPUs on the 8-GPU KWOK Nodes, admitted by the real Kueue).
+* then: the server fills the empty Secret the chart ships (its Role grants no ``create`` and no
+  ``patch`` on Secrets) and writes the caBundle, the API server admits a ModelDeployment and
+  refuses a bad one through the webhook, and ``kubectl wait --for=condition=Ready`` returns for
+  the bundled example (examples/qwen-chat.yaml: 2 replicas of 2 GPUs on the 8-GPU KWOK Nodes,
+  admitted by the real Kueue).
 
-A permission the chart lacks shows up here as a failed step (fix the RBAC, not the test).
+A permission the chart lacks shows up here as a failed step (fix the RBAC, not the test); so does
+one it must not grant (``create`` or ``patch`` on Secrets: ship the Secret instead).
 """
 
 from __future__ import annotations
@@ -170,6 +172,24 @@ def installed(
         )
 
 
+def secret_verbs(objects: Objects, account: str) -> set[str]:
+    """Every verb on Secrets the rendered roles bound to the ServiceAccount ``account`` grant."""
+    bound = {
+        (o["roleRef"]["kind"], o["roleRef"]["name"])
+        for o in objects
+        if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and any(s["kind"] == "ServiceAccount" and s["name"] == account for s in o["subjects"])
+    }
+    return {
+        verb
+        for o in objects
+        if (o["kind"], o["metadata"]["name"]) in bound
+        for rule in o.get("rules") or []
+        if "" in rule.get("apiGroups", []) and {"secrets", "*"} & set(rule.get("resources", []))
+        for verb in rule["verbs"]
+    }
+
+
 def stored_configurations(cluster: Cluster, objects: Objects) -> list[dict[str, Any]]:
     """The chart's webhook configurations as the API server holds them."""
     return [
@@ -193,6 +213,9 @@ def test_the_chart_with_self_managed_certificates_serves_the_example(
 ) -> None:
     objects, port = installed
     cp = cluster.control_plane
+    # The server may read and rewrite its Secret, never create one (create cannot be limited
+    # to a name) or patch it: the chart ships it.
+    assert secret_verbs(objects, "gpustack-webhook") == {"get", "update"}
     inputs, md = example_objects()
     namespace = md["metadata"]["namespace"]
     cluster.kubectl("create", "namespace", namespace, check=False)
@@ -228,8 +251,11 @@ def test_the_chart_with_self_managed_certificates_serves_the_example(
             tmp_path / "controller.log",
         )  # fmt: skip
 
-        # The server created its Secret and wrote its CA into every webhook of the chart.
+        # The server filled the chart's Secret (not one of its own: it kept the chart's labels
+        # and type) and wrote its CA into every webhook of the chart.
         _, secret = cp.request("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/{SECRET}")
+        assert secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert secret["type"] == "Opaque"
         ca = base64.b64decode(secret["data"]["ca.crt"])
         assert bundles(cluster, objects) == {ca}  # a webhook without one would add b""
 

@@ -3,11 +3,13 @@ base, adds exactly its objects and wires them to the base's.
 
 * base: the ModelDeployment CRD only, no cert-manager or Prometheus Operator object, no CA
   injection annotation; self-managed certificates (the server names its Secret, mounts none,
-  and its RBAC reaches that Secret and the two webhook configurations by name);
-* existing-secret: the Secret mounted and loaded from files, the self-managed RBAC gone;
+  the Secret is shipped empty for it to fill, and its RBAC reaches that Secret, get and update
+  only, and the two webhook configurations by name);
+* existing-secret: the Secret mounted and loaded from files, the shipped empty Secret and the
+  self-managed RBAC gone;
 * input-crds: the CRDs of every other generated kind, byte for byte the committed ones;
-* cert-manager: existing-secret's changes, plus Issuers and a Certificate whose Secret is the one
-  the webhook Deployment mounts,
+* cert-manager: existing-secret's changes (no shipped Secret: cert-manager creates it), plus
+  Issuers and a Certificate whose Secret is the one the webhook Deployment mounts,
   for the webhook Service's DNS name, and the CA injection annotation on both webhook
   configurations naming that Certificate;
 * servicemonitors: one ServiceMonitor each for the controller and the webhook, each selecting a
@@ -75,6 +77,8 @@ CERTIFICATE_RBAC = {
     (kind, "gpustack-webhook-certificates")
     for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 }
+#: The empty Secret the base ships for the server to fill.
+SHIPPED_SECRET = ("Secret", "gpustack-webhook-tls")
 
 
 def _webhook_container(objects: Objects) -> dict[str, Any]:
@@ -92,10 +96,14 @@ def test_the_base_manages_its_own_certificates(base: Objects) -> None:
     assert not [a for a in args if a.startswith(("--cert-file", "--key-file"))]
     assert {(o["kind"], o["metadata"]["name"]) for o in base} >= CERTIFICATE_RBAC
     (role,) = [o for o in of_kind(base, "Role").values() if "certificates" in o["metadata"]["name"]]
-    named = [r for r in role["rules"] if r.get("resourceNames")]
-    assert [(r["resourceNames"], r["verbs"]) for r in named] == [
-        (["gpustack-webhook-tls"], ["get", "update", "patch"])
+    # The Secret by name, get and update only: no `create` (not limitable to a name; the Secret
+    # is shipped instead) and no `patch` (never sent).
+    assert [(r["resources"], r.get("resourceNames"), r["verbs"]) for r in role["rules"]] == [
+        (["secrets"], ["gpustack-webhook-tls"], ["get", "update"])
     ]
+    secret = of_kind(base, "Secret")["gpustack-webhook-tls"]
+    assert set(secret) == {"apiVersion", "kind", "metadata"}  # no data, no type: the server's
+    assert secret["metadata"]["namespace"] == NAMESPACE
     cluster_role = of_kind(base, "ClusterRole")["gpustack-webhook-certificates"]
     configurations = {
         name for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -111,6 +119,7 @@ def test_existing_secret_mounts_the_secret_and_drops_the_certificate_rbac(
     assert not added(objects, base)
     ids = {(o["kind"], o["metadata"]["name"]) for o in objects}
     assert not CERTIFICATE_RBAC & ids
+    assert SHIPPED_SECRET not in ids  # yours: applying or deleting the manifests never touches it
     container = _webhook_container(objects)
     assert container["args"][:2] == [
         "--cert-file=/etc/gpustack-webhook/tls/tls.crt",
@@ -152,6 +161,7 @@ def test_cert_manager_issues_the_mounted_secret_and_injects_its_ca(
 ) -> None:
     objects = render(kubectl, tmp_path, "cert-manager")
     assert {kind for kind, _ in added(objects, base)} == {"Issuer", "Certificate"}
+    assert SHIPPED_SECRET not in {(o["kind"], o["metadata"]["name"]) for o in objects}
     issuers = of_kind(objects, "Issuer")
     certificates = of_kind(objects, "Certificate")
     for cert in certificates.values():

@@ -45,6 +45,7 @@ from .webhook_fixtures import (
     deployment,
     dry_run_create,
     scoped_configurations,
+    wait_for,
 )
 
 SECRET = "gpustack-webhook-tls"
@@ -154,16 +155,6 @@ def served_certificate(port: int) -> bytes:
 def der(pem: bytes) -> bytes:
     """The first certificate of a PEM bundle, DER-encoded."""
     return x509.load_pem_x509_certificates(pem)[0].public_bytes(Encoding.DER)
-
-
-def wait_for(what: str, check: Any, timeout: float = SETTLE_SECONDS) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def test_first_start_then_a_restart_reuses_the_certificate(

@@ -4,9 +4,10 @@
   and the webhook among them) passes a server-side dry run (``dryRun=All``, strict field
   validation), and nothing is persisted.
 * The ServiceAccount, ClusterRoles, Roles and bindings, applied for real, allow ``get`` on the four
-  input kinds and on the Settings ConfigMap, and for self-managed certificates get/update/patch
-  of the one Secret and the two webhook configurations by name plus ``create`` of Secrets (which
-  cannot be limited by name), and nothing more (SubjectAccessReview).
+  input kinds and on the Settings ConfigMap, and for self-managed certificates get/update of the
+  one Secret (shipped empty: no ``create``, which cannot be limited by name, and no ``patch``)
+  and get/update/patch of the two webhook configurations by name, and nothing more
+  (SubjectAccessReview).
 * The server, authenticated as that ServiceAccount (a TokenRequest token), answers reviews that
   need every read; before the RBAC exists the same reviews are internal errors, not verdicts.
 """
@@ -319,17 +320,34 @@ def test_the_shipped_rbac_is_exactly_enough(
         cp, "get", "configmaps", group="", namespace=SYSTEM_NAMESPACE, name="gpustack-settings"
     )
     registrations = "admissionregistration.k8s.io"
-    for verb in ("get", "update", "patch"):
+    for verb in ("get", "update"):
         assert access(
             cp, verb, "secrets", group="", namespace=SYSTEM_NAMESPACE, name="gpustack-webhook-tls"
         ), verb
+    for verb in ("get", "update", "patch"):
         for resource, name in (
             ("mutatingwebhookconfigurations", "gpustack-worker-mutation"),
             ("validatingwebhookconfigurations", "gpustack-worker-validation"),
         ):
             assert access(cp, verb, resource, group=registrations, name=name), (verb, resource)
-    assert access(cp, "create", "secrets", group="", namespace=SYSTEM_NAMESPACE)
     denied = [
+        # The Secret is shipped: creating Secrets (any name: create cannot be limited to one)
+        # is not granted, nor patching the one the server rewrites with update.
+        dict(verb="create", resource="secrets", group="", namespace=SYSTEM_NAMESPACE),
+        dict(
+            verb="create",
+            resource="secrets",
+            group="",
+            namespace=SYSTEM_NAMESPACE,
+            name="gpustack-webhook-tls",
+        ),
+        dict(
+            verb="patch",
+            resource="secrets",
+            group="",
+            namespace=SYSTEM_NAMESPACE,
+            name="gpustack-webhook-tls",
+        ),
         dict(
             verb="delete",
             resource="secrets",

@@ -486,6 +486,17 @@ def token_kubeconfig(cp: ControlPlane, namespace: str, account: str, path: Path)
 # ---- self-managed certificates ---------------------------------------------------------------
 
 
+def wait_for(what: str, check: Any, timeout: float = SETTLE_SECONDS) -> Any:
+    """Poll ``check`` until it answers something truthy (that answer); fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
 def calling_without_ca_bundle(configuration: Mapping[str, Any], port: int) -> dict[str, Any]:
     """A webhook configuration calling ``https://127.0.0.1:port`` by URL with no caBundle (for a
     server that writes its own, ``--tls-secret``)."""

@@ -1,9 +1,17 @@
 """The webhook server's Secret and webhook-configuration requests (self-managed certificates)
 against a small HTTP server: what is sent, and how each answer is reported (404 is None, 409 a
-ConflictError the pass retries, any other failure a WriteError or ReadError naming the status)."""
+ConflictError the pass retries, 403 a ForbiddenError, any other failure a WriteError or
+ReadError naming the status); and the passes of a server whose Secret is missing and may not be
+created (the manifests ship it and grant no `create`): one warning per pass, never a crash,
+served once the Secret is applied."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import datetime
+import logging
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,9 +20,18 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s
 
+from gpustack_webhook import certificates
 from gpustack_webhook.kube import KubeReader
 from gpustack_webhook.lookups import ReadError
-from gpustack_webhook.rotation import MUTATING, ConflictError, WriteError
+from gpustack_webhook.rotation import (
+    MUTATING,
+    VALIDATING,
+    ConflictError,
+    ForbiddenError,
+    SelfManagedCertificates,
+    Setup,
+    WriteError,
+)
 
 SECRET = "/api/v1/namespaces/gpustack-system/secrets/gpustack-webhook-tls"
 CONFIGURATION = (
@@ -91,7 +108,11 @@ async def test_writes_send_json_and_a_conflict_is_a_conflict_error(
     api.answers[("PUT", SECRET)] = (500, {})
     with pytest.raises(WriteError, match=r"PUT .* 500") as info:
         await reader.update_secret("gpustack-system", "gpustack-webhook-tls", body)
-    assert not isinstance(info.value, ConflictError)
+    assert not isinstance(info.value, ConflictError | ForbiddenError)
+
+    api.answers[("POST", collection)] = (403, {"reason": "Forbidden"})
+    with pytest.raises(ForbiddenError, match=r"POST .* 403"):
+        await reader.create_secret("gpustack-system", body)
 
 
 async def test_the_ca_bundle_is_a_strategic_merge_patch(served: tuple[Api, KubeReader]) -> None:
@@ -109,3 +130,68 @@ async def test_the_ca_bundle_is_a_strategic_merge_patch(served: tuple[Api, KubeR
     api.answers[("PATCH", CONFIGURATION)] = (409, {})
     with pytest.raises(ConflictError):
         await reader.patch_webhook_configuration(MUTATING, "gpustack-worker-mutation", patch)
+
+
+SETUP = Setup(
+    namespace="gpustack-system",
+    secret_name="gpustack-webhook-tls",
+    policy=certificates.Policy(
+        hosts=certificates.service_hosts("gpustack-webhook", "gpustack-system")
+    ),
+    target=certificates.Target("gpustack-system", "gpustack-webhook", ()),
+    configurations=((MUTATING, "gpustack-worker-mutation"), (VALIDATING, "v")),
+)
+
+
+def _passes(api: Api) -> int:
+    return sum(1 for method, *_ in api.seen if method == "POST")
+
+
+async def test_a_missing_secret_that_may_not_be_created_is_one_warning_per_pass(
+    served: tuple[Api, KubeReader], caplog: pytest.LogCaptureFixture
+) -> None:
+    api, reader = served
+    collection = SECRET.rsplit("/", 1)[0]
+    api.answers[("POST", collection)] = (403, {"reason": "Forbidden"})
+    managed = SelfManagedCertificates(reader, SETUP)
+    caplog.set_level(logging.INFO, logger="gpustack_webhook")
+    starting = asyncio.create_task(managed.start(retry_max=0.01))
+    try:
+        async with asyncio.timeout(10):
+            while _passes(api) < 3:
+                await asyncio.sleep(0.01)
+        assert not starting.done()  # still retrying, nothing raised
+        assert managed.certificate is None
+        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        # One line per refused pass (a pass in flight may not have logged yet).
+        assert _passes(api) - 1 <= len(warnings) <= _passes(api)
+        for record in warnings:
+            assert record.getMessage() == "no serving certificate yet; retrying"
+            line = record.fields  # type: ignore[attr-defined]
+            assert (line["namespace"], line["secret"]) == (
+                "gpustack-system",
+                "gpustack-webhook-tls",
+            )
+            error = line["error"]
+            assert "gpustack-system/gpustack-webhook-tls does not exist" in error
+            assert "403" in error
+            assert "apply the empty Secret the manifests ship" in error
+            assert "grant this service account create on Secrets in gpustack-system" in error
+
+        # The shipped Secret is applied (empty, Opaque): the next pass fills it and serves.
+        api.answers[("GET", SECRET)] = (
+            200,
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"resourceVersion": "5"}},
+        )
+        api.answers[("PUT", SECRET)] = (200, {})
+        async with asyncio.timeout(10):
+            context = await starting
+    finally:
+        starting.cancel()
+    assert isinstance(context, ssl.SSLContext)
+    (put,) = [body for method, path, _, body in api.seen if method == "PUT" and path == SECRET]
+    assert put["metadata"] == {"resourceVersion": "5"}  # conditional on what was read
+    assert "type" not in put  # the shipped Secret's type is kept
+    written = {k: base64.b64decode(v) for k, v in put["data"].items()}
+    now = datetime.datetime.now(datetime.UTC)
+    assert certificates.decide(written, policy=SETUP.policy, now=now).action.value == "reuse"

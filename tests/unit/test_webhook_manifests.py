@@ -216,16 +216,28 @@ def test_self_managed_certificates_name_the_shipped_objects() -> None:
     }
     assert one("MutatingWebhookConfiguration")["metadata"]["name"] == DEFAULT_MUTATING
     assert one("ValidatingWebhookConfiguration")["metadata"]["name"] == DEFAULT_VALIDATING
+    # The Secret by name, read (GET) and rewritten (PUT): no `create`, which RBAC cannot limit
+    # to a name (the Secret is shipped instead), and no `patch`, which the server never sends.
     role = one("Role", "gpustack-webhook-certificates")
     assert role["rules"] == [
         {
             "apiGroups": [""],
             "resources": ["secrets"],
             "resourceNames": [args.tls_secret],
-            "verbs": ["get", "update", "patch"],
+            "verbs": ["get", "update"],
         },
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
     ]
+
+
+def test_the_self_managed_secret_is_shipped_empty() -> None:
+    """The Secret the server fills: no data (the server's field, which an apply leaves alone)
+    and no type (a kubernetes.io/tls Secret needs its keys at creation), labelled as the other
+    webhook objects."""
+    (container,) = one("Deployment")["spec"]["template"]["spec"]["containers"]
+    secret = one("Secret")
+    assert secret["metadata"]["name"] == parser().parse_args(container["args"]).tls_secret
+    assert set(secret) == {"apiVersion", "kind", "metadata"}
+    assert secret["metadata"]["labels"] == one("Deployment")["metadata"]["labels"]
 
 
 def test_deployment_runs_two_guarded_replicas_with_the_servers_flags() -> None:

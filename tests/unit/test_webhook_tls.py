@@ -194,6 +194,27 @@ def _review() -> dict[str, Any]:
     }
 
 
+async def test_probes_answer_before_the_certificate_alive_and_not_ready(tmp_path: Path) -> None:
+    """While a self-managed server waits for its Secret the kubelet sees it alive (no restart)
+    and not ready (no endpoint); once the certificate is in service the same port says ready."""
+    server = WebhookServer(StaticSources())
+    await server.start_probes(host="127.0.0.1", port=0)
+    plain = f"http://127.0.0.1:{server.probe_port}"
+    probe_port = server.probe_port
+    try:
+        async with aiohttp.ClientSession() as session:
+            assert (await session.get(f"{plain}/healthz")).status == 200
+            assert (await session.get(f"{plain}/readyz")).status == 503
+            assert (await session.get(f"{plain}/metrics")).status == 200
+            cert_path, key_path = write_pair(tmp_path, "webhook")
+            context = ReloadingCertificate(CertificateFiles(cert_path, key_path)).context
+            await server.start(host="127.0.0.1", port=0, ssl_context=context, probe_port=0)
+            assert server.probe_port == probe_port  # the listener already bound is kept
+            assert (await session.get(f"{plain}/readyz")).status == 200
+    finally:
+        await server.stop()
+
+
 async def test_server_lifecycle_tls_probes_and_graceful_stop(tmp_path: Path) -> None:
     cert_path, key_path = write_pair(tmp_path, "webhook")
     cert = ReloadingCertificate(CertificateFiles(cert_path, key_path))
