@@ -210,9 +210,13 @@ def test_self_managed_certificates_name_the_shipped_objects() -> None:
     assert args.service_name == one("Service")["metadata"]["name"]
     assert {h["clientConfig"]["service"]["name"] for h in hooks().values()} == {args.service_name}
     cluster_role = one("ClusterRole", "gpustack-webhook-certificates")
-    assert {(r["resources"][0], r["resourceNames"][0]) for r in cluster_role["rules"]} == {
-        ("mutatingwebhookconfigurations", DEFAULT_MUTATING),
-        ("validatingwebhookconfigurations", DEFAULT_VALIDATING),
+    # Each configuration by name, read and patched (the caBundle is a strategic merge patch
+    # by webhook name): no `update`, which the server never sends.
+    assert {
+        (r["resources"][0], r["resourceNames"][0], tuple(r["verbs"])) for r in cluster_role["rules"]
+    } == {
+        ("mutatingwebhookconfigurations", DEFAULT_MUTATING, ("get", "patch")),
+        ("validatingwebhookconfigurations", DEFAULT_VALIDATING, ("get", "patch")),
     }
     assert one("MutatingWebhookConfiguration")["metadata"]["name"] == DEFAULT_MUTATING
     assert one("ValidatingWebhookConfiguration")["metadata"]["name"] == DEFAULT_VALIDATING
