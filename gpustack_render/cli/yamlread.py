@@ -9,12 +9,21 @@ The text is read in one pass over libyaml's parser events: the values are built 
 the events (no node graph, no second parse) while the limits are counted as they go: the
 document count, the nesting depth and the node budget, an alias counting as every node of what
 it names, so neither an alias bomb nor deep nesting can exhaust time or the stack. An alias
-gives the very object its anchor built (as PyYAML's constructor does), never a copy.
+gives the very object its anchor built (as PyYAML's constructor does), never a copy. A plain
+scalar goes to the table only if it starts with a character the table resolves, and each text
+is resolved once per stream.
 
-Which error a stream gets is decided as a two-pass reader would decide it: a syntax error or a
-limit anywhere in the stream comes first; then, document by document, an anchor or alias error
-(``found undefined alias``, ``found duplicate anchor``), then an error of a value (a repeated
-key, a refused tag, a key that is not a scalar, a merge of something that is not a mapping).
+Every value, tag and refusal is PyYAML's safe constructor's (its messages too), with two
+deliberate exceptions: a number or boolean its tag cannot read (``0x_``, ``!!int x``) is a
+:class:`yaml.YAMLError` naming the scalar, where PyYAML let a ``ValueError`` out; and merge keys
+follow go-yaml's rules whatever the PyYAML release (own keys win, then the first mapping
+merged; a merged mapping is merged as it reads), where PyYAML's releases disagree.
+
+Which error a stream gets is decided as a two-pass reader decides it: a syntax error or a limit
+anywhere in the stream comes first; then, document by document, an anchor or alias error
+(``found undefined alias``, ``found duplicate anchor``), then the first error of a value in the
+text (a repeated key, a refused tag, a key that is not a scalar, a merge of something that is no
+mapping).
 """
 
 from __future__ import annotations
