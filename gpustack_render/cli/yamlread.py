@@ -13,11 +13,12 @@ gives the very object its anchor built (as PyYAML's constructor does), never a c
 scalar goes to the table only if it starts with a character the table resolves, and each text
 is resolved once per stream.
 
-Every value, tag and refusal is PyYAML's safe constructor's (its messages too), with two
+Every value, tag and refusal is PyYAML's safe constructor's (its messages too), with three
 deliberate exceptions: a number or boolean its tag cannot read (``0x_``, ``!!int x``) is a
-:class:`yaml.YAMLError` naming the scalar, where PyYAML let a ``ValueError`` out; and merge keys
+:class:`yaml.YAMLError` naming the scalar, where PyYAML let a ``ValueError`` out; merge keys
 follow go-yaml's rules whatever the PyYAML release (own keys win, then the first mapping
-merged; a merged mapping is merged as it reads), where PyYAML's releases disagree.
+merged; a merged mapping is merged as it reads), where PyYAML's releases disagree; and a
+mapping under a scalar tag is refused, where PyYAML read its ``!!value`` entry.
 
 Which error a stream gets is decided as a two-pass reader decides it: a syntax error or a limit
 anywhere in the stream comes first; then, document by document, an anchor or alias error

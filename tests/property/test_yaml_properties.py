@@ -147,6 +147,9 @@ class _Gen:
     #: Anchored mappings a merge may name: their keys are their own, so two of them never
     #: share one (PyYAML's releases disagree on which of two merged mappings wins a key).
     sources: list[tuple[str, frozenset[str]]] = field(default_factory=list)
+    #: Anchored scalars that read as a merge key (``<<``, ``!!merge``): never aliased as a key,
+    #: so merge keys come from :meth:`merge` only.
+    merge_like: set[str] = field(default_factory=set)
     serial: int = 0
 
     def name(self) -> str:
@@ -163,22 +166,29 @@ class _Gen:
         if anchor is not None:
             self.anchors.append(anchor)
 
-    def scalar(self, value: str, *, anchor: str | None = None, tagged: bool = True) -> None:
+    def scalar(
+        self, value: str, *, anchor: str | None = None, tagged: bool = True, key: bool = False
+    ) -> None:
         tag = None
         if tagged and self.draw(st.integers(0, 11)) == 0:
             tag = self.draw(st.sampled_from(SCALAR_TAGS))
+        if key and (tag == _T + "merge" or value == "<<"):
+            tag, value = None, "x"
+        if anchor is not None and (tag == _T + "merge" or value == "<<"):
+            self.merge_like.add(anchor)
         style = self.draw(st.sampled_from([None, None, None, "'", '"']))
         implicit = (tag is None, tag is None)
         self.events.append(ScalarEvent(anchor, tag, implicit, value, style=style))
         self.done(anchor)
 
-    def alias(self) -> bool:
-        if not self.anchors:
+    def alias(self, *, key: bool = False) -> bool:
+        names = [a for a in self.anchors if not (key and a in self.merge_like)]
+        if not names:
             return False
         if self.draw(st.integers(0, 40)) == 0:
             self.events.append(AliasEvent("undefined"))
         else:
-            self.events.append(AliasEvent(self.draw(st.sampled_from(self.anchors))))
+            self.events.append(AliasEvent(self.draw(st.sampled_from(names))))
         return True
 
     def node(self, depth: int) -> None:
@@ -210,11 +220,11 @@ class _Gen:
     def key(self, depth: int) -> None:
         choice = self.draw(st.integers(0, 19))
         if choice == 0 and depth < 3:
-            self.node(depth + 1)  # a collection key (refused), or an alias
-        elif choice == 1 and self.alias():
+            self.sequence(depth + 1)  # a collection key: refused
+        elif choice == 1 and self.alias(key=True):
             pass
         else:
-            self.scalar(self.draw(st.sampled_from(KEYS)), anchor=self.anchor())
+            self.scalar(self.draw(st.sampled_from(KEYS)), anchor=self.anchor(), key=True)
 
     def mapping(self, depth: int) -> None:
         anchor, tag = self.anchor(), self.collection_tag()
@@ -298,7 +308,7 @@ def streams(draw: Any) -> str:
     gen = _Gen(draw)
     gen.events.append(StreamStartEvent())
     for _ in range(draw(st.integers(1, 2))):
-        gen.anchors, gen.sources = [], []
+        gen.anchors, gen.sources, gen.merge_like = [], [], set()
         gen.events.append(DocumentStartEvent(explicit=True))
         gen.mapping(0)
         gen.events.append(DocumentEndEvent())

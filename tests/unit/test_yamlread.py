@@ -192,3 +192,12 @@ def test_merges_follow_the_merge_key_spec(text: str, expected: dict[str, Any]) -
     (6.0.4 keeps the first of two merged keys spelled with one character and the last of
     longer ones, and refuses the last two streams with a spurious duplicate key)."""
     assert load(text) == [expected]
+
+
+def test_a_mapping_under_a_scalar_tag_is_refused() -> None:
+    """PyYAML read ``!!str {!!value k: v}`` as ``"v"`` (its ``!!value`` key rule, which no
+    Kubernetes YAML uses); the reader refuses a mapping under a scalar tag."""
+    kind, message = _error(yamlread.load_all, "a: !!str {!!value k: v}\n")
+    assert kind is yaml.constructor.ConstructorError
+    assert "expected a scalar node, but found mapping" in message
+    assert yaml_oracle.load_all("a: !!str {!!value k: v}\n", **LIMITS) == [{"a": "v"}]
