@@ -1,0 +1,203 @@
+"""The one-pass YAML reader: each refusal with its message (the two-pass reader's, kept as the
+test oracle in tests/property/yaml_oracle.py), which error a stream with several gets, what an
+alias and a merge give, and the cases where the reader deliberately differs from the old one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from property import yaml_oracle
+
+from gpustack_render.cli import yamlread
+from gpustack_render.cli.yamlread import LimitError
+
+LIMITS: dict[str, int] = {"max_documents": 3, "max_depth": 5, "max_nodes": 100}
+
+
+def load(text: str) -> list[Any]:
+    return yamlread.load_all(text, **LIMITS)
+
+
+def _error(read: Any, text: str) -> tuple[type[BaseException], str]:
+    with pytest.raises((yaml.YAMLError, LimitError)) as info:
+        read(text, **LIMITS)
+    return type(info.value), str(info.value)
+
+
+def _bomb(levels: int) -> str:
+    lines = ["a0: &a0 [x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+REFUSED = [
+    pytest.param("a: 1\na: 2\n", "found duplicate key 'a'", id="duplicate-key"),
+    pytest.param("on: 1\ntrue: 2\n", "found duplicate key 'true'", id="on-and-true-collide"),
+    pytest.param("1: a\n'1': b\n", "found duplicate key '1'", id="int-and-string-collide"),
+    pytest.param("? [1]\n: 2\n", "a mapping key must be a scalar", id="sequence-key"),
+    pytest.param("? {a: 1}\n: 2\n", "a mapping key must be a scalar", id="mapping-key"),
+    pytest.param("a: &k [1]\n*k : 2\n", "a mapping key must be a scalar", id="alias-key-list"),
+    pytest.param("a: *nope\n", "found undefined alias", id="undefined-alias"),
+    pytest.param("a: &x 1\nb: &x 2\n", "found duplicate anchor", id="anchor-redefined"),
+    pytest.param("a: &x [&x 1]\n", "found duplicate anchor", id="anchor-redefined-inside"),
+    pytest.param("a: !!binary aGVsbG8=\n", "binary has no JSON form", id="binary"),
+    pytest.param("a: !!set {x}\n", "set has no JSON form", id="set"),
+    pytest.param("a: !!timestamp 2024-01-01\n", "timestamp has no JSON form", id="timestamp"),
+    pytest.param("a: !!omap [{x: 1}]\n", "omap has no JSON form", id="omap"),
+    pytest.param("a: !!pairs [{x: 1}]\n", "pairs has no JSON form", id="pairs"),
+    pytest.param("a: !custom x\n", "constructor for the tag '!custom'", id="unknown-tag"),
+    pytest.param("a: !!str [1]\n", "expected a scalar node, but found sequence", id="str-list"),
+    pytest.param("a: !!seq {x: 1}\n", "expected a sequence node, but found mapping", id="seq-map"),
+    pytest.param("a: !!map [1]\n", "expected a mapping, found sequence", id="map-list"),
+    pytest.param("a: <<\n", "constructor for the tag 'tag:yaml.org,2002:merge'", id="merge-value"),
+    pytest.param("a: {<<: 1}\n", "list of mappings for merging, but found scalar", id="merge-1"),
+    pytest.param("a: {<<: [1]}\n", "a mapping for merging, but found scalar", id="merge-[1]"),
+    pytest.param("s: &s x\na: {<<: *s}\n", "merging, but found scalar", id="merge-alias-scalar"),
+    pytest.param("a: {<<: {x: !!binary a}}\n", "binary has no JSON form", id="merged-value"),
+    pytest.param("a: [[[[[[1]]]]]]\n", "nested deeper than 5 levels", id="depth"),
+    pytest.param("a: &x [*x]\n", "alias *x refers to itself", id="self-reference"),
+    pytest.param("a: &x {b: [*x]}\n", "alias *x refers to itself", id="self-reference-deep"),
+    pytest.param(_bomb(4), "more than 100 nodes once aliases are expanded", id="alias-bomb"),
+    pytest.param("[" + "1, " * 100 + "1]", "more than 100 nodes", id="too-many-nodes"),
+    pytest.param("---\na: 1\n" * 4, "more than 3 documents", id="too-many-documents"),
+    pytest.param("a:\n\tb: 1\n", "cannot start any token", id="tab"),
+    pytest.param("a: [1,\n", "did not find expected node content", id="unclosed-flow"),
+]
+
+
+@pytest.mark.parametrize(("text", "fragment"), REFUSED)
+def test_each_refusal_is_the_two_pass_readers_error(text: str, fragment: str) -> None:
+    kind, message = _error(yamlread.load_all, text)
+    assert fragment in message
+    assert (kind, message) == _error(yaml_oracle.load_all, text)
+
+
+SEVERAL = [
+    pytest.param("a: 1\na: 2\n---\nb: [1,\n", "expected node", id="syntax-later-beats-key"),
+    pytest.param("a: 1\na: 2\n---\n" + "---\n" * 3, "documents", id="limit-later-beats-key"),
+    pytest.param("a: !!binary x\nb: &x [*x]\n", "refers to itself", id="limit-beats-tag"),
+    pytest.param("a: 1\na: 2\nb: *nope\n", "undefined alias", id="alias-beats-key"),
+    pytest.param("a: 1\na: 2\n---\nb: *nope\n", "duplicate key", id="first-document-first"),
+    pytest.param("a: *x\nb: &y 1\nc: &y 2\n", "undefined alias", id="first-alias-error"),
+]
+
+
+@pytest.mark.parametrize(("text", "fragment"), SEVERAL)
+def test_of_several_errors_the_same_one_is_reported(text: str, fragment: str) -> None:
+    """Syntax errors and limits anywhere come first, then anchor and alias errors, then the
+    errors of values, document by document."""
+    kind, message = _error(yamlread.load_all, text)
+    assert fragment in message
+    assert (kind, message) == _error(yaml_oracle.load_all, text)
+
+
+READ = [
+    pytest.param("a: y\nb: n\nc: Off\n", {"a": True, "b": False, "c": False}, id="bools"),
+    pytest.param("a: 0755\nb: 0o17\nc: 0x1F\nd: 0b11\ne: 1_0\n", {}, id="ints"),
+    pytest.param("a: 08\nb: 1.\nc: .5\nd: -.inf\ne: 1e3\n", {}, id="floats"),
+    pytest.param("a: ~\nb: null\nc:\nd: ''\ne: 2024-01-01\n", {}, id="null-and-strings"),
+    pytest.param("a: ! 12\nb: ! '12'\nc: !!str 12\nd: !!int '12'\n", {}, id="explicit-tags"),
+    pytest.param("a: !!float 1\nb: !!int 1:20\nc: !!bool yes\nd: !!null x\n", {}, id="tags-2"),
+    pytest.param("? !!value yes\n: 1\n'<<': 2\n", {"yes": 1, "<<": 2}, id="value-and-quoted"),
+    pytest.param("a: &k yes\n*k : 1\n", {"a": True, "true": 1}, id="alias-key"),
+    pytest.param("a: &a {x: 1, z: 1}\nb: {<<: *a, x: 2}\n", {}, id="merge-own-wins"),
+    pytest.param("a: {<<: [{x: 1, y: 1}, {x: 2, z: 2}], w: 0}\n", {}, id="merge-list"),
+    pytest.param("a: {w: 0, <<: {xx: 1}, <<: {yy: 2}}\n", {}, id="merge-keys-come-first"),
+    pytest.param("a: {!!merge x: {z: 1}}\n", {"a": {"z": 1}}, id="explicit-merge-tag"),
+    pytest.param("a: {<<: !!set {x: 1}}\n", {"a": {"x": 1}}, id="merged-tag-unread"),
+    pytest.param("---\n---\na: 1\n...\n", [None, {"a": 1}], id="empty-document"),
+    pytest.param("", [], id="empty-stream"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), READ)
+def test_values_read_as_the_two_pass_reader_read_them(text: str, expected: Any) -> None:
+    got = load(text)
+    assert got == yaml_oracle.load_all(text, **LIMITS)
+    assert [list(d) if isinstance(d, dict) else d for d in got] == [
+        list(d) if isinstance(d, dict) else d for d in yaml_oracle.load_all(text, **LIMITS)
+    ]
+    if expected:
+        assert got == (expected if isinstance(expected, list) else [expected])
+
+
+def test_an_alias_gives_the_object_its_anchor_built() -> None:
+    (doc,) = load("a: &a {x: [1]}\nb: *a\nc: [*a]\n")
+    assert doc["b"] is doc["a"] and doc["c"][0] is doc["a"]
+
+
+def test_an_alias_bomb_costs_no_more_than_its_limit() -> None:
+    with pytest.raises(LimitError, match="aliases"):
+        yamlread.load_all(_bomb(40), max_documents=1, max_depth=50, max_nodes=10_000)
+
+
+def test_the_limits_count_an_alias_at_its_expanded_size() -> None:
+    text = "a: &a [1, 2, 3]\nb: [*a, *a]\n"  # 1 + (1 + 4) + (1 + 1 + 4 + 4) nodes
+    assert yamlread.load_all(text, max_documents=1, max_depth=5, max_nodes=16)
+    for read in (yamlread.load_all, yaml_oracle.load_all):
+        with pytest.raises(LimitError):
+            read(text, max_documents=1, max_depth=5, max_nodes=15)
+
+
+# --- where the reader deliberately differs from the two-pass reader -------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "scalar"),
+    [
+        pytest.param("a: 0x_\n", "'0x_'", id="hex-without-digits"),
+        pytest.param("a: 0b_\n", "'0b_'", id="binary-without-digits"),
+        pytest.param("a: !!int x\n", "'x'", id="int-tag"),
+        pytest.param("a: !!float x\n", "'x'", id="float-tag"),
+        pytest.param("a: !!bool maybe\n", "'maybe'", id="bool-tag"),
+        pytest.param("a: !!int ''\n", "''", id="empty-int"),
+    ],
+)
+def test_a_number_the_old_reader_crashed_on_is_refused(text: str, scalar: str) -> None:
+    """The old reader let PyYAML's ValueError/KeyError/IndexError out (an internal error of the
+    command line); the new one refuses the stream as YAML, naming the scalar."""
+    kind, message = _error(yamlread.load_all, text)
+    assert kind is yaml.constructor.ConstructorError
+    assert message.startswith(f"{scalar} is not a valid tag:yaml.org,2002:")
+    with pytest.raises((ValueError, KeyError, IndexError)):
+        yaml_oracle.load_all(text, **LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("a: {<<: [{xx: 1}, {xx: 2}]}\n", {"a": {"xx": 1}}, id="first-listed-wins"),
+        pytest.param(
+            "b: &b {x: 2}\na: &a {<<: *b, x: 1}\nc: {<<: *a}\n",
+            {"b": {"x": 2}, "a": {"x": 1}, "c": {"x": 1}},
+            id="merge-of-a-merge",
+        ),
+        pytest.param(
+            "b: &b {x: 2}\na: {d: &a {<<: *b, x: 1}}\nc: {<<: *a}\n",
+            {"b": {"x": 2}, "a": {"d": {"x": 1}}, "c": {"x": 1}},
+            id="merge-of-a-deeper-merge",
+        ),
+        pytest.param(
+            "b: &b {&k x: 1}\nc: {<<: *b, *k : 2}\n",
+            {"b": {"x": 1}, "c": {"x": 2}},
+            id="own-alias-key-over-merged",
+        ),
+    ],
+)
+def test_merges_follow_the_merge_key_spec(text: str, expected: dict[str, Any]) -> None:
+    """Own keys win, then the first mapping merged, and a merged mapping is merged as it reads
+    (go-yaml's rules, so kubectl's). PyYAML's releases the project allows disagree on these
+    (6.0.4 keeps the first of two merged keys spelled with one character and the last of
+    longer ones, and refuses the last two streams with a spurious duplicate key)."""
+    assert load(text) == [expected]
+
+
+def test_a_mapping_under_a_scalar_tag_is_refused() -> None:
+    """PyYAML read ``!!str {!!value k: v}`` as ``"v"`` (its ``!!value`` key rule, which no
+    Kubernetes YAML uses); the reader refuses a mapping under a scalar tag."""
+    kind, message = _error(yamlread.load_all, "a: !!str {!!value k: v}\n")
+    assert kind is yaml.constructor.ConstructorError
+    assert "expected a scalar node, but found mapping" in message
+    assert yaml_oracle.load_all("a: !!str {!!value k: v}\n", **LIMITS) == [{"a": "v"}]
