@@ -4,6 +4,7 @@ page says what CI users trip on (generateName, the status fields, the exit codes
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from gpustack_render.cli import commands as cli
@@ -47,3 +48,11 @@ def test_the_page_says_what_ci_users_trip_on() -> None:
         "--validate=strict",
     ):
         assert needle in text, needle
+
+
+def test_old_names_only_the_operations_the_verb_takes() -> None:
+    """``--old``'s help names the operations it is for; ``inject`` takes no DELETE."""
+    for verb in ("admit", "inject"):
+        actions = {a.dest: a for a in _parsers()[verb]._actions}
+        named = set(re.findall(r"[A-Z]{6}", actions["old"].help or ""))
+        assert named and named <= set(actions["operation"].choices or ()), (verb, named)
