@@ -1,8 +1,8 @@
 """``python -m gpustack_controller``: run the controller until SIGTERM/SIGINT or a lost lease.
 
-The namespace the process runs in (the service account's, else ``--namespace``) is the system
-namespace of the Settings (D24): the settings ConfigMap, the leader Lease and the place no
-LocalQueue is created.
+The system namespace of the Settings (D24: the settings ConfigMap, the leader Lease and the place
+no LocalQueue is created) is ``--namespace``, else the namespace of the Pod the process runs in,
+else gpustack-system.
 """
 
 from __future__ import annotations
@@ -39,23 +39,42 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpustack-controller", description=__doc__)
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    p.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file (default: the in-cluster service account, else $KUBECONFIG, "
+        "else ~/.kube/config)",
+    )
     p.add_argument(
         "--namespace",
         help=f"system namespace (default: the Pod's own, else {DEFAULT_SYSTEM_NAMESPACE})",
     )
-    p.add_argument("--workers", type=int, default=8, help="concurrent deployment reconciles")
-    p.add_argument("--health-port", type=int, default=8081, help="/healthz and /metrics port")
-    p.add_argument("--health-host", default="0.0.0.0", help="address of the health server")
+    p.add_argument(
+        "--workers", type=int, default=8, help="concurrent deployment reconciles (default 8)"
+    )
+    p.add_argument(
+        "--health-port",
+        type=int,
+        default=8081,
+        help="/healthz, /readyz and /metrics port (default 8081)",
+    )
+    p.add_argument(
+        "--health-host", default="0.0.0.0", help="address of the health server (default 0.0.0.0)"
+    )
     p.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="hold a coordination.k8s.io Lease before reconciling",
+        help="hold a coordination.k8s.io Lease before reconciling (default: on)",
     )
-    p.add_argument("--lease-name", default="gpustack-controller", help="the leader Lease's name")
+    p.add_argument(
+        "--lease-name",
+        default="gpustack-controller",
+        help="the leader Lease's name (default gpustack-controller)",
+    )
     p.add_argument("--identity", default=None, help="lease holder identity (default: hostname)")
-    p.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="log threshold")
+    p.add_argument(
+        "--log-level", default="info", choices=LOG_LEVELS, help="log threshold (default info)"
+    )
     return p
 
 

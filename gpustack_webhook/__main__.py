@@ -152,7 +152,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kubeconfig",
         default="",
-        help="kubeconfig file (default: in-cluster service account, else $KUBECONFIG)",
+        help="kubeconfig file (default: the in-cluster service account, else $KUBECONFIG, "
+        "else ~/.kube/config)",
     )
     p.add_argument(
         "--max-body-bytes",
@@ -231,7 +232,7 @@ def parser() -> argparse.ArgumentParser:
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
-        help="log threshold",
+        help="log threshold (default info)",
     )
     return p
 

@@ -2,10 +2,10 @@
 
 ``up`` builds the components when needed (hack/envtest/build.sh), then starts, in the background,
 one supervisor process that runs the cluster of tests/integration/cluster.py (etcd,
-kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with 8 fake Nodes of 8 GPUs, Kueue)
-plus the project's controller and webhook server as local processes, with the webhook
-configurations of deploy/webhook pointed at the local server. It writes the admin kubeconfig to
-``.cluster/kubeconfig`` and waits until everything is ready.
+kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with 8 fake Nodes of 8 GPUs and 2
+of 8 Ascend NPUs, Kueue) plus the project's controller and webhook server as local processes,
+with the webhook configurations of deploy/webhook pointed at the local server. It writes the
+admin kubeconfig to ``.cluster/kubeconfig`` and waits until everything is ready.
 
 ``demo`` applies the bundled examples (with the InstanceTypes, pools and bindings they name and a
 ClusterQueue per entrance), waits with ``kubectl wait --for=condition=Ready`` until every
@@ -237,7 +237,8 @@ def up(timeout: float) -> int:
     ready = json.loads(READY_FILE.read_text())
     print(
         f"simulated GPU cluster ready in {time.monotonic() - started:.0f}s "
-        f"(8 KWOK Nodes x 8 nvidia.com/gpu, Kueue, the controller and the webhook server)\n"
+        f"(8 KWOK Nodes x 8 nvidia.com/gpu, 2 x 8 huawei.com/npu, Kueue, the controller and the "
+        f"webhook server)\n"
         f"  export KUBECONFIG={KUBECONFIG}\n"
         f"  {binaries.kubectl} get nodes\n"
         f"  make cluster-demo     # apply examples/ and wait until they are Ready\n"

@@ -150,8 +150,8 @@ def _parser() -> argparse.ArgumentParser:
             + ("each ModelDeployment" if verb == "admit" else "the first Pod"),
         )
         files(a, batch=verb == "admit")
-        a.add_argument("--old", metavar="FILE", help="the stored object (UPDATE/DELETE)")
         ops = ["CREATE", "UPDATE", "DELETE"] if verb == "admit" else ["CREATE", "UPDATE"]
+        a.add_argument("--old", metavar="FILE", help=f"the stored object ({'/'.join(ops[1:])})")
         a.add_argument(
             "--operation",
             choices=ops,

@@ -13,7 +13,8 @@ base, adds exactly its objects and wires them to the base's.
   for the webhook Service's DNS name, and the CA injection annotation on both webhook
   configurations naming that Certificate;
 * servicemonitors: one ServiceMonitor each for the controller and the webhook, each selecting a
-  Service whose named port reaches the container port that serves ``/metrics``;
+  Service whose named port reaches the container port that serves ``/metrics``, a port the
+  webhook's NetworkPolicy admits;
 * all three together render without a conflict.
 
 Only ``kubectl`` is needed (no cluster is started).
@@ -230,6 +231,23 @@ def test_servicemonitors_scrape_both_metrics_ports(
         assert endpoint["path"] == "/metrics"
         (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
         assert _serves_metrics(deployment, port["targetPort"]), (name, port)
+        assert _admitted(objects, deployment, port["targetPort"]), (name, port)
+
+
+def _admitted(objects: Objects, deployment: dict[str, Any], port_name: str) -> bool:
+    """Whether Prometheus, from another namespace, may reach ``port_name`` of the Deployment's
+    Pods: no NetworkPolicy selects them, or one admits that port from anywhere."""
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    policies = [
+        p
+        for p in of_kind(objects, "NetworkPolicy").values()
+        if p["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    ]
+    return not policies or any(
+        "from" not in rule and any(p["port"] == port_name for p in rule.get("ports", []))
+        for policy in policies
+        for rule in policy["spec"].get("ingress", [])
+    )
 
 
 def test_all_components_together(kubectl: Path, tmp_path: Path, base: Objects) -> None:
