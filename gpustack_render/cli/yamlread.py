@@ -16,8 +16,10 @@ is resolved once per stream.
 Every value, tag and refusal is PyYAML's safe constructor's (its messages too), with three
 deliberate exceptions: a number or boolean its tag cannot read (``0x_``, ``!!int x``) is a
 :class:`yaml.YAMLError` naming the scalar, where PyYAML let a ``ValueError`` out; merge keys
-follow go-yaml's rules whatever the PyYAML release (own keys win, then the first mapping
-merged; a merged mapping is merged as it reads), where PyYAML's releases disagree; and a
+follow go-yaml's rules whatever the PyYAML release (in the order of the text: a merge sets its
+keys over the own keys before it, an own key after it wins; of a list, the first mapping
+listed; a merged mapping is merged as it reads), where PyYAML let own keys win wherever they
+stand and its releases disagree on the rest; and a
 mapping under a scalar tag is refused, where PyYAML read its ``!!value`` entry.
 
 Which error a stream gets is decided as a two-pass reader decides it: a syntax error or a limit
@@ -223,7 +225,8 @@ class _Open:
         self.start = 0
         self.node_err: Exception | None = None  # a repeated key: only if it is read as a value
         self.body_err: Exception | None = None  # its entries or items: also when merged
-        self.merges: list[dict[str, Any]] | None = None  # mappings merged in, in order
+        #: The merge keys' mappings, in order, each with how many own keys came before it.
+        self.merges: list[tuple[int, list[dict[str, Any]]]] | None = None
         self.items: list[_Node] | None = None  # a sequence's items, kept for a merge
 
 
@@ -493,21 +496,18 @@ class _Reader:
             )
 
     def close(self, frame: list[Any], value: Any, nodes: int) -> _Node:
-        """The node of a collection that took the slow path, with its merges applied: the
-        mapping's own keys win, then the mappings merged in, the first one first."""
+        """The node of a collection that took the slow path, with its merges applied as go-yaml
+        applies them (sigs.k8s.io/yaml's, so kubectl's): in the order of the text, a merge key
+        sets every key of its mappings (of a list, the first listed wins) over the own keys
+        before it, and an own key after it sets its own value. The keys come in the order
+        PyYAML gives them: the merged ones first, then the other own ones."""
         info: _Open = frame[4]
         event = frame[3]
         mark = event.start_mark
         tag = event.tag
         node = _Node(value, info.kind, mark, tag)
         if info.merges:
-            merged: dict[str, Any] = {}
-            for source in info.merges:
-                for k, v in source.items():
-                    if k not in merged:
-                        merged[k] = v
-            merged.update(value)
-            node.value = merged
+            node.value = _merged(value, info.merges)
         node.items = info.items
         node.err = _first(_first(_tag_error(tag, info.kind, mark), info.node_err), info.body_err)
         node.body = info.body_err
@@ -530,7 +530,7 @@ class _Reader:
             info.items.append(node)
             return key, is_map
         if is_map is None or key is _MERGEKEY:
-            self.merge(top, node)
+            self.merge(top, node, len(cur))
             return _NOKEY, True
         if not is_map:
             cur.append(node.value)
@@ -564,26 +564,50 @@ class _Reader:
             self.duplicate(top, spelled, node.mark)
         return spelled, is_map
 
-    def merge(self, top: list[Any], node: _Node) -> None:
-        """A merge key's value: a mapping, or a list of mappings."""
+    def merge(self, top: list[Any], node: _Node, own_before: int) -> None:
+        """A merge key's value: a mapping, or a list of mappings; ``own_before`` own keys of the
+        mapping came before it."""
         info = self.info(top)
         if info.merges is None:
             info.merges = []
         mark = info.event.start_mark
         if node.kind == "mapping":
-            info.merges.append(node.value)
+            info.merges.append((own_before, [node.value]))
             self.fail(top, node.body)
         elif node.kind == "sequence":
+            sources: list[dict[str, Any]] = []
             for item in node.items or ():
                 if item.kind != "mapping":
                     problem = f"expected a mapping for merging, but found {item.kind}"
                     self.fail(top, _error(problem, item.mark, context=mark))
                     return
-                info.merges.append(item.value)
+                sources.append(item.value)
                 self.fail(top, item.body)
+            info.merges.append((own_before, sources))
         else:
             problem = f"expected a mapping or list of mappings for merging, but found {node.kind}"
             self.fail(top, _error(problem, node.mark, context=mark))
+
+
+def _merged(own: dict[str, Any], merges: list[tuple[int, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """A mapping's own keys and its merges, each merge written over the own keys before it
+    (go-yaml's order; a repeated own key is refused before this)."""
+    final: dict[str, Any] = {}
+    own_items = list(own.items())
+    done = 0
+    for own_before, sources in merges:
+        final.update(own_items[done:own_before])
+        done = max(done, own_before)
+        for source in reversed(sources):
+            final.update(source)
+    final.update(own_items[done:])
+    order: dict[str, Any] = {}
+    for _, sources in merges:
+        for source in sources:
+            for k in source:
+                order.setdefault(k, None)
+    order.update(dict.fromkeys(own))
+    return {k: final[k] for k in order}
 
 
 _NOKEY: Any = object()  # a mapping waits for a key

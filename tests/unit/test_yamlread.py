@@ -184,11 +184,24 @@ def test_a_number_the_old_reader_crashed_on_is_refused(text: str, scalar: str) -
             {"b": {"x": 1}, "c": {"x": 2}},
             id="own-alias-key-over-merged",
         ),
+        pytest.param(
+            "a: {xx: 1, <<: {xx: 2, zz: 3}}\n",
+            {"a": {"xx": 2, "zz": 3}},
+            id="merge-over-own-before",
+        ),
+        pytest.param(
+            "a: {xx: 0, <<: {xx: 1}, zz: 5, <<: {xx: 2, zz: 6}}\n",
+            {"a": {"xx": 2, "zz": 6}},
+            id="merges-in-the-order-of-the-text",
+        ),
     ],
 )
 def test_merges_follow_the_merge_key_spec(text: str, expected: dict[str, Any]) -> None:
-    """Own keys win, then the first mapping merged, and a merged mapping is merged as it reads
-    (go-yaml's rules, so kubectl's). PyYAML's releases the project allows disagree on these
+    """In the order of the text, a merge sets its keys over the own keys before it and an own
+    key after it wins; of a list the first mapping listed wins; a merged mapping is merged as
+    it reads. These are go-yaml's rules, so kubectl's: each case gives what sigs.k8s.io/yaml
+    1.6.0's YAMLToJSON gives (PyYAML let own keys win wherever they stand). PyYAML's releases
+    the project allows disagree on these
     (6.0.4 keeps the first of two merged keys spelled with one character and the last of
     longer ones, and refuses the last two streams with a spurious duplicate key)."""
     assert load(text) == [expected]
