@@ -1,42 +1,48 @@
-"""Reading YAML as kubectl does: libyaml's C parser, YAML 1.1 scalars, and bounded work.
+"""Reading YAML as kubectl does: libyaml's C parser, go-yaml v2's scalars, and bounded work.
 
-kubectl (and the API server) read YAML with a YAML 1.1 resolver: ``yes``/``no``/``on``/``off``
-and ``y``/``n`` in any of their three casings are booleans, ``0755`` is octal, a timestamp-looking
-scalar stays a string. This module reproduces that resolver exactly, refuses a mapping that
-repeats a key, and spells every key as the JSON the API server receives.
+kubectl reads YAML with sigs.k8s.io/yaml's YAMLToJSON over go.yaml.in/yaml/v2 (non-strict).
+:func:`resolve` is go-yaml's resolver, rule for rule: ``yes``/``no``/``on``/``off`` and
+``y``/``n`` in any of their three casings are booleans; a scalar starting with a digit or a sign
+is whatever Go's ``ParseInt``/``ParseUint``/``ParseFloat`` make of it once its underscores are
+gone (``0755`` and ``0o755`` octal, ``0X1F`` hex, ``08`` the number 8, ``0x_`` the string
+``"0x_"``, a number past uint64 a float); a date stays a string. An explicit scalar tag must name
+what its text reads as (``!!float`` takes an integer too), else the scalar is refused. A key is
+spelled as the JSON kubectl sends (``on:`` is ``"true"``, ``1.0:`` is ``"1"``); what kubectl
+cannot send is refused: a null key, an integer key past int64, an infinity or NaN as a value.
+Merge keys follow go-yaml (in the order of the text: a merge sets its keys over the own keys
+before it, an own key after it wins; of a list, the first mapping listed; an alias of a list is
+refused). tests/integration/test_yaml_kubectl.py compares the reader with kubectl's converter.
+
+Deliberately stricter than kubectl: a repeated key (once spelled as JSON; kubectl keeps the last,
+or one at random), in a merged mapping too; an anchor defined twice; ``!!binary``,
+``!!timestamp``, ``!!set``, ``!!omap``, ``!!pairs`` and unknown tags; a collection under a tag
+that contradicts it; ``!!merge`` on a key other than ``<<``. Each is refused naming its line.
 
 The text is read in one pass over libyaml's parser events: the values are built straight from
 the events (no node graph, no second parse) while the limits are counted as they go: the
 document count, the nesting depth and the node budget, an alias counting as every node of what
 it names, so neither an alias bomb nor deep nesting can exhaust time or the stack. An alias
-gives the very object its anchor built (as PyYAML's constructor does), never a copy. A plain
-scalar goes to the table only if it starts with a character the table resolves, and each text
-is resolved once per stream.
-
-Every value, tag and refusal is PyYAML's safe constructor's (its messages too), with three
-deliberate exceptions: a number or boolean its tag cannot read (``0x_``, ``!!int x``) is a
-:class:`yaml.YAMLError` naming the scalar, where PyYAML let a ``ValueError`` out; merge keys
-follow go-yaml's rules whatever the PyYAML release (in the order of the text: a merge sets its
-keys over the own keys before it, an own key after it wins; of a list, the first mapping
-listed; a merged mapping is merged as it reads), where PyYAML let own keys win wherever they
-stand and its releases disagree on the rest; and a
-mapping under a scalar tag is refused, where PyYAML read its ``!!value`` entry.
+gives the very object its anchor built, never a copy. A plain scalar is resolved only if it
+starts with a character that can make it something other than a string, and each text is
+resolved once per stream.
 
 Which error a stream gets is decided as a two-pass reader decides it: a syntax error or a limit
 anywhere in the stream comes first; then, document by document, an anchor or alias error
 (``found undefined alias``, ``found duplicate anchor``), then the first error of a value in the
 text (a repeated key, a refused tag, a key that is not a scalar, a merge of something that is no
-mapping).
+mapping). The messages are PyYAML's constructor's.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import struct
 from typing import Any, ClassVar
 
 import yaml
 from yaml.composer import ComposerError
-from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.constructor import ConstructorError
 from yaml.events import (
     AliasEvent,
     DocumentEndEvent,
@@ -59,8 +65,8 @@ class LimitError(ValueError):
 
 
 class _Loader(_Base):  # type: ignore[misc]
-    """libyaml's parser (its events are all the reader takes) and kubectl's table of plain
-    scalars, which the writer reads too."""
+    """libyaml's parser (its events are all the reader takes), and the table of patterns of
+    kubectl's plain scalars that the writer quotes (:func:`implicit_resolvers`)."""
 
     yaml_implicit_resolvers: ClassVar[dict[str | None, list[tuple[str, re.Pattern[str]]]]] = {}
 
@@ -77,17 +83,20 @@ def _resolver(tag: str, pattern: str, first: str) -> None:
     _Loader.add_implicit_resolver(f"{_T}{tag}", re.compile(pattern, re.X), first)
 
 
-# go-yaml v2's table (the one kubectl's sigs.k8s.io/yaml uses).
-_BOOLS = "y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF"
+# The writer's table (see implicit_resolvers): go-yaml v2's words and number shapes as regular
+# expressions, for a writer that must quote a string kubectl would read as something else.
+_TRUE = "y Y yes Yes YES true True TRUE on On ON"
+_FALSE = "n N no No NO false False FALSE off Off OFF"
+_BOOLS = f"{_TRUE} {_FALSE}"
 _resolver("bool", "^(?:" + "|".join(_BOOLS.split()) + ")$", "yYnNtTfFoO")
 _resolver(
     "int",
-    r"^[-+]?(?:0b[01_]+|0o?[0-7_]+|0x[0-9a-fA-F_]+|0|[1-9][0-9_]*)$",
+    r"^[-+]?(?:0[bB][-+]?[01_]+|0[oO]?[0-7_]+|0[xX][0-9a-fA-F_]+|0|[1-9_][0-9_]*)$",
     "-+0123456789",
 )
 _resolver(
     "float",
-    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9_]+(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9_]+)?"
     r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
     "-+0123456789.",
 )
@@ -95,102 +104,182 @@ _resolver("merge", r"^(?:<<)$", "<")
 _Loader.add_implicit_resolver(_NULL, re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""])
 
 _TABLE = _Loader.yaml_implicit_resolvers
-#: The first characters the table resolves; a plain scalar starting with any other is a string
-#: (``""`` is in any string, so the empty scalar goes to the table too).
-_FIRST = "".join(sorted(k for k in _TABLE if k))
-_BOOL_VALUES: dict[str, bool] = {**SafeConstructor.bool_values, "y": True, "n": False}
 
 
 def implicit_resolvers() -> dict[str | None, list[tuple[str, re.Pattern[str]]]]:
-    """kubectl's plain-scalar resolution, for a writer that must quote what it would misread."""
+    """kubectl's plain scalars as a table of patterns, for a writer that must quote what it
+    would misread: every plain scalar :func:`resolve` reads as no string matches one (the
+    table matches some more, which the writer then quotes needlessly but harmlessly)."""
     return _TABLE
 
 
-def _int(text: str) -> int:
-    """A YAML 1.1 integer, spelled as PyYAML's constructor reads it (``0755`` octal, ``0x``,
-    ``0b``, underscores, ``1:20`` sexagesimal under an explicit tag)."""
-    value = text.replace("_", "")
-    sign = -1 if value[0] == "-" else 1
-    if value[0] in "+-":
-        value = value[1:]
-    if value == "0":
-        return 0
-    if value.startswith("0b"):
-        return sign * int(value[2:], 2)
-    if value.startswith("0x"):
-        return sign * int(value[2:], 16)
-    if value[0] == "0":
-        return sign * int(value, 8)
-    if ":" in value:
-        return sign * int(_base60(value, int))
-    return sign * int(value)
+# --- go-yaml v2's resolver (go.yaml.in/yaml/v2 resolve.go), which kubectl's sigs.k8s.io/yaml
+# calls: a word table, then the first character decides what else a plain scalar may be.
+_WORDS: dict[str, Any] = {
+    **dict.fromkeys(_TRUE.split(), True),
+    **dict.fromkeys(_FALSE.split(), False),
+    **dict.fromkeys(["", "~", "null", "Null", "NULL"], None),
+    **dict.fromkeys([".nan", ".NaN", ".NAN"], math.nan),
+    **dict.fromkeys([".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"], math.inf),
+    **dict.fromkeys(["-.inf", "-.Inf", "-.INF"], -math.inf),
+}
+#: The first characters that can make a plain scalar anything but a string (``<`` for the
+#: merge key ``<<``; ``""`` is in any string, so the empty scalar is looked up too).
+_FIRST = "+-0123456789yYnNtTfFoO~.<"
+_NUMBER_FIRST = "+-0123456789"
+#: go-yaml's yamlStyleFloat, and what strconv.ParseFloat takes of a text starting with ``.``.
+_FLOAT_SHAPE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z")
+#: (Go's syntax: an underscore only between two digits.)
+_DOT_FLOAT = re.compile(r"\.[0-9](?:_?[0-9])*(?:[eE][-+]?[0-9](?:_?[0-9])*)?\Z")
+_PREFIX_BASE = {"b": 2, "B": 2, "o": 8, "O": 8, "x": 16, "X": 16}
+_INT64 = 1 << 63
+_UINT64 = 1 << 64
 
 
-def _float(text: str) -> float:
-    """A YAML 1.1 float, as PyYAML's constructor reads it (``.inf``, ``.nan``, sexagesimal)."""
-    value = text.replace("_", "").lower()
-    sign = -1 if value[0] == "-" else 1
-    if value[0] in "+-":
-        value = value[1:]
-    if value == ".inf":
-        return sign * float(SafeConstructor.inf_value)
-    if value == ".nan":
-        return float(SafeConstructor.nan_value)
-    if ":" in value:
-        return sign * float(_base60(value, float))
-    return sign * float(value)
+def _go_uint(s: str, base: int = 0) -> int | None:
+    """strconv.ParseUint(s, base, 64) of a text without underscores, or None."""
+    if base == 0:
+        base = 10
+        if s[:1] == "0":
+            if len(s) >= 3 and s[1] in _PREFIX_BASE:
+                base, s = _PREFIX_BASE[s[1]], s[2:]
+            else:
+                base, s = 8, s[1:]
+                if not s:
+                    return 0
+    if not (s.isascii() and s.isalnum()):
+        return None
+    try:
+        value = int(s, base)
+    except ValueError:
+        return None
+    return value if value < _UINT64 else None
 
 
-def _base60(value: str, number: Any) -> Any:
-    """``1:20`` is 80: YAML 1.1's sexagesimal numbers (read under an explicit tag only)."""
-    total, base = number(0), 1
-    for part in reversed(value.split(":")):
-        total += number(part) * base
-        base *= 60
-    return total
+def _go_int(s: str, base: int = 0) -> int | None:
+    """strconv.ParseInt(s, base, 64), or None."""
+    negative = s[:1] == "-"
+    if s[:1] in ("-", "+"):
+        s = s[1:]
+    if not s:
+        return None
+    value = _go_uint(s, base)
+    if value is None:
+        return None
+    if negative:
+        return -value if value <= _INT64 else None
+    return value if value < _INT64 else None
 
 
-def _bool(text: str) -> bool:
-    return _BOOL_VALUES[text.lower()]
+def _go_float(s: str) -> float | None:
+    value = float(s)
+    return value if math.isfinite(value) else None  # out of range: ParseFloat's error
 
 
-_CONVERT: dict[str, Any] = {_INT: _int, _FLOAT: _float, _BOOL: _bool}
-#: Returned by :func:`_plain` for a scalar the slow path must read (a merge key, a bad number).
+def resolve(text: str) -> Any:
+    """What go-yaml v2 reads a plain scalar as: a string, None, a bool, an int (int64 or
+    uint64) or a float (a number past uint64 too, as ParseInt and ParseUint fail); a
+    date stays a string. ``0x_`` has no digits, so it is the string ``"0x_"``; ``08`` is no
+    octal, so it is the number 8."""
+    if text in _WORDS:
+        return _WORDS[text]
+    first = text[:1]
+    if first == ".":
+        number: Any = _go_float(text.replace("_", "")) if _DOT_FLOAT.match(text) else None
+        return text if number is None else number
+    if first == "" or first not in _NUMBER_FIRST:
+        return text
+    plain = text.replace("_", "")
+    number = _go_int(plain)
+    if number is None:
+        number = _go_uint(plain)
+    if number is None and _FLOAT_SHAPE.match(plain):
+        number = _go_float(plain)
+    if number is None and plain.startswith("0b"):
+        # go-yaml's own base-2 retry, which takes a sign after the prefix (``0b-1`` is -1).
+        number = _go_int(plain[2:], 2)
+        if number is None:
+            number = _go_uint(plain[2:], 2)
+    return text if number is None else number
+
+
+_KINDS: dict[type, str] = {str: _STR, bool: _BOOL, int: _INT, float: _FLOAT, type(None): _NULL}
+
+
+def _tagged(text: str, tag: str) -> Any:
+    """A scalar under an explicit scalar tag, as go-yaml reads it: the tag must name what the
+    text reads as (``!!float`` takes an int64 too); raises ``ValueError`` otherwise."""
+    if tag == _STR:
+        return text
+    value = resolve(text)
+    kind = _KINDS[type(value)]
+    if kind == tag:
+        return value
+    if tag == _FLOAT and kind == _INT and value < _INT64:  # not a uint64 (go-yaml's rule)
+        return float(value)
+    raise ValueError(text)
+
+
+def _float_key(value: float) -> str:
+    """A float key as sigs.k8s.io/yaml spells it: strconv.FormatFloat(key, 'g', -1, 32), the
+    shortest text of the nearest float32, an exponent from 1e+06 and below 1e-04."""
+    if math.isnan(value):
+        return ".nan"
+    try:
+        single = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        single = math.copysign(math.inf, value)
+    if math.isinf(single):
+        return ".inf" if single > 0 else "-.inf"
+    sign = "-" if math.copysign(1.0, single) < 0 else ""
+    if single == 0:
+        return sign + "0"
+    for precision in range(1, 10):
+        text = f"{abs(single):.{precision - 1}e}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == abs(single):
+            break
+    mantissa, _, exponent_text = text.partition("e")
+    digits = mantissa.replace(".", "").rstrip("0") or "0"
+    exponent = int(exponent_text)
+    if exponent < -4 or exponent >= 6:
+        fraction = f".{digits[1:]}" if len(digits) > 1 else ""
+        return f"{sign}{digits[0]}{fraction}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    if exponent < 0:
+        return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
+    whole = digits[: exponent + 1].ljust(exponent + 1, "0")
+    rest = digits[exponent + 1 :]
+    return f"{sign}{whole}.{rest}" if rest else f"{sign}{whole}"
+
+
+def _key(value: Any) -> str | None:
+    """A scalar key as the JSON kubectl sends spells it; None for a key it refuses (null, or
+    an integer only uint64 holds: sigs.k8s.io/yaml has no spelling for either)."""
+    if type(value) is str:
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return str(value) if value < _INT64 else None
+    if type(value) is float:
+        return _float_key(value)
+    return None
+
+
+#: Returned by :func:`_plain` for a scalar the slow path must read (a merge key, a number
+#: JSON has no form for).
 _SLOW: Any = object()
-
-
-def _resolve(text: str) -> str:
-    """The tag of a plain scalar: the first pattern of the table that matches, else a string."""
-    for tag, pattern in _TABLE.get(text[:1], ()):
-        if pattern.match(text):
-            return tag
-    return _STR
 
 
 def _plain(text: str) -> Any:
     """The value of an untagged plain scalar, or :data:`_SLOW`."""
-    tag = _resolve(text)
-    if tag == _STR:
-        return text
-    if tag == _NULL:
-        return None
-    convert = _CONVERT.get(tag)
-    if convert is None:
+    if text == "<<":
         return _SLOW
-    try:
-        return convert(text)
-    except (ValueError, IndexError, KeyError):
+    value = resolve(text)
+    if type(value) is float and not math.isfinite(value):
         return _SLOW
-
-
-#: How Go's YAML-to-JSON conversion spells a key that is not a string.
-_KEY_SPELLING: dict[Any, str] = {True: "true", False: "false", None: "null"}
-
-
-def _spell(key: Any) -> str:
-    if isinstance(key, bool) or key is None:
-        return _KEY_SPELLING[key]
-    return str(key)
+    return value
 
 
 class _Node:
@@ -198,13 +287,14 @@ class _Node:
     expanded size, its error if it is read), a merge (a mapping's value and the error of its
     entries, a sequence's items) or a key (its tag and text)."""
 
-    __slots__ = ("body", "err", "items", "kind", "mark", "raw", "size", "tag", "value")
+    __slots__ = ("body", "dup", "err", "items", "kind", "mark", "raw", "size", "tag", "value")
 
     def __init__(self, value: Any, kind: str, mark: Any, tag: str | None = None) -> None:
         self.value = value
         self.kind = kind  # "scalar", "sequence" or "mapping", as PyYAML's messages name them
         self.err: Exception | None = None  # the error of reading it as a value
         self.body: Exception | None = None  # the error of merging it (a mapping's entries)
+        self.dup: Exception | None = None  # a mapping's repeated key: merged or not, refused
         self.items: list[_Node] | None = None  # a sequence's items, when kept for a merge
         self.mark = mark
         self.size = 1
@@ -271,20 +361,23 @@ def _tag_refused(tag: str, mark: Any) -> Exception:
 def _scalar(event: Any) -> _Node:
     """A scalar with a tag, an anchor or a value only the slow path reads."""
     text: str = event.value
-    tag: str = event.tag
+    tag: str | None = event.tag
     mark = event.start_mark
-    if tag is None or tag == "!":
-        tag = _resolve(text) if event.implicit[0] else _STR
     node = _Node(None, "scalar", mark, tag)
     node.raw = text
-    if tag == _STR:
+    if tag is None or tag == "!":
+        if text == "<<" and event.implicit[0]:
+            node.tag, node.value = _MERGE, text  # a merge as a key, the string as a value
+            return node
+        # Only an untagged plain scalar is resolved (``! 12`` is a string, as in go-yaml).
+        node.value = resolve(text) if tag is None and event.implicit[0] else text
+        node.tag = _KINDS[type(node.value)]
+    elif tag == _MERGE and text == "<<":
         node.value = text
-    elif tag == _NULL:
-        pass
-    elif tag in _CONVERT:
+    elif tag in _SCALAR_TAGS:
         try:
-            node.value = _CONVERT[tag](text)
-        except (ValueError, IndexError, KeyError):
+            node.value = _tagged(text, tag)
+        except ValueError:
             node.err = _error(f"{text!r} is not a valid {tag}", mark)
     elif tag == _MAP:
         node.err = _error("expected a mapping, found scalar", mark)
@@ -292,6 +385,9 @@ def _scalar(event: Any) -> _Node:
         node.err = _error("expected a sequence node, but found scalar", mark)
     else:
         node.err = _tag_refused(tag, mark)
+    if type(node.value) is float and not math.isfinite(node.value):
+        # A key spells it (".inf"); as a value JSON has no number for it.
+        node.err = _error(f"{text!r} has no JSON form (JSON has no infinity or NaN)", mark)
     return node
 
 
@@ -353,7 +449,10 @@ class _Reader:
                         r = value
                     if is_map:
                         if key is nokey:
-                            key = r if type(r) is str else _spell(r)
+                            if type(r) is not str:  # a key spelled as JSON, or refused
+                                key, is_map = self.place(_scalar(event), top, cur, is_map, key)
+                                continue
+                            key = r
                             if key in cur:
                                 self.duplicate(top, key, event.start_mark)
                         else:
@@ -423,7 +522,7 @@ class _Reader:
                     nodes += target.size
                     if nodes > max_nodes:
                         raise LimitError(f"more than {max_nodes} nodes once aliases are expanded")
-                key, is_map = self.place(target, top, cur, is_map, key)
+                key, is_map = self.place(target, top, cur, is_map, key, alias=True)
             elif cls is DocumentStartEvent:
                 documents += 1
                 if documents > self.max_documents:
@@ -511,6 +610,7 @@ class _Reader:
         node.items = info.items
         node.err = _first(_first(_tag_error(tag, info.kind, mark), info.node_err), info.body_err)
         node.body = info.body_err
+        node.dup = info.node_err
         if info.anchor is not None:
             node.size = nodes - info.start + 1
             self.opened.pop(info.anchor, None)
@@ -518,7 +618,14 @@ class _Reader:
         return node
 
     def place(
-        self, node: _Node, top: list[Any], cur: Any, is_map: bool | None, key: Any
+        self,
+        node: _Node,
+        top: list[Any],
+        cur: Any,
+        is_map: bool | None,
+        key: Any,
+        *,
+        alias: bool = False,
     ) -> tuple[Any, bool | None]:
         """Put ``node`` where the parent expects it: a key, a merge, a value or an item.
         Returns the parent's next key and kind."""
@@ -530,7 +637,7 @@ class _Reader:
             info.items.append(node)
             return key, is_map
         if is_map is None or key is _MERGEKEY:
-            self.merge(top, node, len(cur))
+            self.merge(top, node, len(cur), alias=alias)
             return _NOKEY, True
         if not is_map:
             cur.append(node.value)
@@ -540,7 +647,8 @@ class _Reader:
             cur[key] = node.value
             self.fail(top, node.err)
             return _NOKEY, is_map
-        if node.tag == _MERGE:
+        if node.tag == _MERGE and node.err is None and not alias:
+            # ``<<`` written as a key (``!!merge x`` is refused; an alias of ``<<`` is the key).
             return _MERGEKEY, None
         if node.tag == _VALUE and node.kind == "scalar":
             # PyYAML retags a ``!!value`` key a string in place: an alias of it reads so too.
@@ -551,7 +659,7 @@ class _Reader:
             problem = f"expected a scalar node, but found {node.kind}"
             self.fail(top, _error(problem, node.mark))
             return _BADKEY, is_map
-        elif node.err is not None:
+        elif node.err is not None and type(node.value) is not float:
             self.fail(top, node.err)
             return _BADKEY, is_map
         elif node.kind != "scalar":
@@ -559,22 +667,32 @@ class _Reader:
             self.fail(top, _error(problem, node.mark))
             return _BADKEY, is_map
         else:
-            spelled = node.value if type(node.value) is str else _spell(node.value)
+            key_text = _key(node.value)
+            if key_text is None:
+                problem = (
+                    "a null key has no JSON form (kubectl refuses it)"
+                    if node.value is None
+                    else f"the key {node.value} has no JSON form (kubectl refuses an integer "
+                    "key past 2**63 - 1)"
+                )
+                self.fail(top, _error(problem, node.mark))
+                return _BADKEY, is_map
+            spelled = key_text
         if spelled in cur:
             self.duplicate(top, spelled, node.mark)
         return spelled, is_map
 
-    def merge(self, top: list[Any], node: _Node, own_before: int) -> None:
-        """A merge key's value: a mapping, or a list of mappings; ``own_before`` own keys of the
-        mapping came before it."""
+    def merge(self, top: list[Any], node: _Node, own_before: int, *, alias: bool) -> None:
+        """A merge key's value: a mapping, or a list of mappings written there (go-yaml
+        refuses an alias of a list); ``own_before`` own keys of the mapping came before it."""
         info = self.info(top)
         if info.merges is None:
             info.merges = []
         mark = info.event.start_mark
         if node.kind == "mapping":
             info.merges.append((own_before, [node.value]))
-            self.fail(top, node.body)
-        elif node.kind == "sequence":
+            self.fail(top, _first(node.dup, node.body))
+        elif node.kind == "sequence" and not alias:
             sources: list[dict[str, Any]] = []
             for item in node.items or ():
                 if item.kind != "mapping":
@@ -582,10 +700,11 @@ class _Reader:
                     self.fail(top, _error(problem, item.mark, context=mark))
                     return
                 sources.append(item.value)
-                self.fail(top, item.body)
+                self.fail(top, _first(item.dup, item.body))
             info.merges.append((own_before, sources))
         else:
-            problem = f"expected a mapping or list of mappings for merging, but found {node.kind}"
+            found = "an alias of a sequence" if node.kind == "sequence" else node.kind
+            problem = f"expected a mapping or list of mappings for merging, but found {found}"
             self.fail(top, _error(problem, node.mark, context=mark))
 
 

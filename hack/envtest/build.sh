@@ -6,6 +6,8 @@
 #   kueue/       sigs.k8s.io/kueue     kueue (the manager; its CRDs and webhook manifests are copied too)
 #   kwok/        sigs.k8s.io/kwok      kwok (fake Nodes and the Pod lifecycle)
 #   helm/        helm.sh/helm/v3       helm (the chart's lint, template and dry-run tests)
+#   yaml2json/   sigs.k8s.io/yaml      yaml2json (kubectl's YAML-to-JSON converter, for the YAML
+#                                      reader's differential test; a small main of our own)
 #
 # The kubernetes, kueue, kwok and helm modules name their upstream commands with go.mod `tool`
 # directives, so `go build <upstream package>` builds the release code as it is; etcd has a
@@ -18,6 +20,7 @@
 #       kueue-<v>/kueue  kueue-<v>/crds/{bases,patches,kustomization.yaml}  kueue-<v>/webhook/manifests.yaml
 #       kwok-<v>/kwok  kwok-<v>/stages/*.yaml
 #       helm-<v>/helm
+#       yaml2json-<sigs.k8s.io/yaml v>-<go.yaml.in/yaml/v2 v>/yaml2json
 #       bin-<k8s>-<etcd>-<kueue>-<kwok>/   symbolic links to all of the above (printed on stdout)
 #
 # A binary that already exists is not rebuilt; delete its directory to force a rebuild. The only
@@ -60,6 +63,8 @@ etcd_version="$(module_version "${here}/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 kueue_version="$(module_version "${here}/kueue/go.mod" sigs.k8s.io/kueue)"
 kwok_version="$(module_version "${here}/kwok/go.mod" sigs.k8s.io/kwok)"
 helm_version="$(module_version "${here}/helm/go.mod" helm.sh/helm/v3)"
+sigsyaml_version="$(module_version "${here}/yaml2json/go.mod" sigs.k8s.io/yaml)"
+goyaml_version="$(module_version "${here}/yaml2json/go.mod" go.yaml.in/yaml/v2)"
 for v in k8s_version etcd_version kueue_version kwok_version; do
     if [[ -z "${!v}" ]]; then
         echo "build.sh: cannot read ${v%_version}'s pinned version from hack/envtest/*/go.mod" >&2
@@ -127,6 +132,11 @@ if wanted helm; then
         "-X helm.sh/helm/v3/internal/version.version=${helm_version}"
 fi
 
+yaml2json_dir="${cache_root}/yaml2json-${sigsyaml_version}-${goyaml_version}"
+if wanted yaml2json; then
+    build "${here}/yaml2json" . "${yaml2json_dir}/yaml2json"
+fi
+
 # Sets mod_dir to the source directory of a module pinned by hack/envtest/<dir>/go.mod (called
 # directly, not in $(...), so `set -e` stops the script when a go command fails).
 module_dir() { # <dir under hack/envtest> <module path>
@@ -188,6 +198,7 @@ done
 link "${kueue_dir}/kueue"
 link "${kwok_dir}/kwok"
 link "${cache_root}/helm-${helm_version}/helm"
+link "${yaml2json_dir}/yaml2json"
 ln -sfn "${kueue_dir}/crds" "${bin_dir}/kueue-crds"
 ln -sfn "${kueue_dir}/webhook" "${bin_dir}/kueue-webhook"
 ln -sfn "${kwok_dir}/stages" "${bin_dir}/kwok-stages"

@@ -1,20 +1,25 @@
 """The test oracle for the YAML reader: the reader as it was before it read in one pass.
+PyYAML's composer and safe constructor, with kubectl's plain scalars, keys spelled as JSON,
+duplicate keys and the tags with no JSON form refused; a first walk over the events refuses a
+stream past the limits. Slow (it parses twice and builds a node graph) and only ever used by the
+tests, which compare :func:`gpustack_render.cli.yamlread.load_all` with :func:`load_all` here.
 
-PyYAML's composer and safe constructor, with kubectl's YAML 1.1 table of plain scalars (its own
-copy, so the production table cannot drift unnoticed), keys spelled as JSON, duplicate keys and
-the tags with no JSON form refused; a first walk over the events refuses a stream past the
-limits. Slow (it parses twice and builds a node graph) and only ever used by the tests, which
-compare :func:`gpustack_render.cli.yamlread.load_all` with :func:`load_all` here.
+What a scalar is (go-yaml's resolver: :func:`gpustack_render.cli.yamlread.resolve`, and its rule
+for a scalar under an explicit tag) is taken from the reader: it is checked against kubectl's
+own converter (tests/integration/test_yaml_kubectl.py), and this oracle checks what the one
+pass does with it: structure, order, aliases, merges and which error a stream gets.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, ClassVar
 
 import yaml
 from yaml.constructor import ConstructorError
 
+from gpustack_render.cli import yamlread
 from gpustack_render.cli.yamlread import LimitError
 
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -24,7 +29,6 @@ class OracleLoader(_Base):  # type: ignore[misc]
     """The safe loader with kubectl's scalars and duplicate keys refused."""
 
     yaml_implicit_resolvers: ClassVar[dict[str | None, list[tuple[str, re.Pattern[str]]]]] = {}
-    bool_values: ClassVar[dict[str, bool]] = {**yaml.SafeLoader.bool_values, "y": True, "n": False}
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[str, Any]:
         if not isinstance(node, yaml.MappingNode):
@@ -36,7 +40,7 @@ class OracleLoader(_Base):  # type: ignore[misc]
         out: dict[str, Any] = {}
         seen: set[str] = set()
         for key_node, value_node in node.value:
-            key = _spell(self.construct_object(key_node, deep=True), key_node)
+            key = self.construct_key(key_node)
             if id(key_node) in own:
                 if key in seen:
                     raise ConstructorError(
@@ -59,47 +63,70 @@ class OracleLoader(_Base):  # type: ignore[misc]
             None, None, f"{node.tag} has no JSON form (the API server reads JSON)", node.start_mark
         )
 
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        """go-yaml's resolver for a plain scalar (``<<`` is the merge key)."""
+        if kind is yaml.ScalarNode and implicit[0]:
+            if value == "<<":
+                return _T + "merge"
+            return _KINDS[type(yamlread.resolve(value))]
+        return super().resolve(kind, value, implicit)
 
-_KEY_SPELLING: dict[Any, str] = {True: "true", False: "false", None: "null"}
+    def scalar_value(self, node: Any) -> Any:
+        """A scalar under its tag as go-yaml reads it; a refusal names the scalar."""
+        try:
+            return yamlread._tagged(node.value, node.tag)
+        except ValueError:
+            raise ConstructorError(
+                None, None, f"{node.value!r} is not a valid {node.tag}", node.start_mark
+            ) from None
+
+    def construct_json_scalar(self, node: Any) -> Any:
+        value = self.scalar_value(node)
+        if isinstance(value, float) and not math.isfinite(value):
+            problem = f"{node.value!r} has no JSON form (JSON has no infinity or NaN)"
+            raise ConstructorError(None, None, problem, node.start_mark)
+        return value
+
+    def construct_merge_value(self, node: Any) -> str:
+        """``<<`` as a value is the string (go-yaml's merge key is a key only)."""
+        return str(node.value)
+
+    def construct_key(self, node: Any) -> str:
+        if isinstance(node, yaml.ScalarNode) and node.tag in _KINDS.values():
+            value = self.scalar_value(node)  # an infinity is a key (".inf")
+        else:
+            value = self.construct_object(node, deep=True)
+        if not isinstance(value, str | int | float | bool | None):
+            raise ConstructorError(None, None, "a mapping key must be a scalar", node.start_mark)
+        spelled = yamlread._key(value)
+        if spelled is None:
+            problem = (
+                "a null key has no JSON form (kubectl refuses it)"
+                if value is None
+                else f"the key {value} has no JSON form (kubectl refuses an integer key past "
+                "2**63 - 1)"
+            )
+            raise ConstructorError(None, None, problem, node.start_mark)
+        return spelled
 
 
-def _spell(key: Any, node: Any) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, bool) or key is None:
-        return _KEY_SPELLING[key]
-    if isinstance(key, int | float):
-        return str(key)
-    raise ConstructorError(None, None, "a mapping key must be a scalar", node.start_mark)
+_T = "tag:yaml.org,2002:"
+_KINDS: dict[type, str] = {
+    str: _T + "str",
+    bool: _T + "bool",
+    int: _T + "int",
+    float: _T + "float",
+    type(None): _T + "null",
+}
 
 
 OracleLoader.yaml_constructors = dict(OracleLoader.yaml_constructors)
 OracleLoader.add_constructor("tag:yaml.org,2002:map", OracleLoader.construct_yaml_map)
 for _tag in ("binary", "set", "timestamp", "omap", "pairs"):
     OracleLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", OracleLoader.refuse)
-
-
-def _resolver(tag: str, pattern: str, first: str) -> None:
-    OracleLoader.add_implicit_resolver(f"tag:yaml.org,2002:{tag}", re.compile(pattern, re.X), first)
-
-
-_BOOLS = "y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF"
-_resolver("bool", "^(?:" + "|".join(_BOOLS.split()) + ")$", "yYnNtTfFoO")
-_resolver(
-    "int",
-    r"^[-+]?(?:0b[01_]+|0o?[0-7_]+|0x[0-9a-fA-F_]+|0|[1-9][0-9_]*)$",
-    "-+0123456789",
-)
-_resolver(
-    "float",
-    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
-    "-+0123456789.",
-)
-_resolver("merge", r"^(?:<<)$", "<")
-OracleLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
-)
+OracleLoader.add_constructor(_T + "merge", OracleLoader.construct_merge_value)
+for _tag in ("bool", "int", "float", "null"):
+    OracleLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", OracleLoader.construct_json_scalar)
 
 
 def _check(text: str, *, max_documents: int, max_depth: int, max_nodes: int) -> None:
