@@ -54,6 +54,7 @@ from .webhook_fixtures import (
     admits_and_refuses,
     calling_without_ca_bundle,
     delete_if_present,
+    forbidden_answers,
     token_kubeconfig,
 )
 
@@ -287,11 +288,9 @@ def test_the_chart_with_self_managed_certificates_serves_the_example(
         )
         assert "condition met" in waited.stdout
         assert controller.popen.poll() is None, controller.log_tail()
-        forbidden = [
-            line
-            for line in [*webhook.log_lines(), *controller.log_path.read_text().splitlines()]
-            if "403" in line
-        ]
+        forbidden = forbidden_answers(
+            [*webhook.log_lines(), *controller.log_path.read_text().splitlines()]
+        )
         assert not forbidden, "\n".join(forbidden[:10])
 
         # Teardown while the controller runs (its finalizer), then the inputs.

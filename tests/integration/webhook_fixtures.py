@@ -16,6 +16,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -484,6 +485,36 @@ def token_kubeconfig(cp: ControlPlane, namespace: str, account: str, path: Path)
 
 
 # ---- self-managed certificates ---------------------------------------------------------------
+
+
+# How the two servers log an API answer of 403: the webhook's reads and writes say "answered 403",
+# the controller's ApiError says "HTTP 403", and the Status body names its code and reason.
+_FORBIDDEN = re.compile(
+    r"\b(?:answered|HTTP) 403\b"
+    r"|\b403 Forbidden\b"
+    r'|"code\\?":\s*403\b'
+    r'|"reason\\?":\s*\\?"Forbidden'
+)
+
+
+def forbidden_answers(lines: Sequence[str]) -> list[str]:
+    """The log lines that record the API server refusing a request with 403.
+
+    Lines are searched for a 403 answer as the servers word it, never for the bare digits: a
+    JSON record's uid, time and duration are left out first, since their digits may hold "403".
+    """
+    found = []
+    for line in lines:
+        searched = line
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict):
+                for volatile in ("uid", "time", "durationMs"):
+                    record.pop(volatile, None)
+                searched = json.dumps(record)
+        if _FORBIDDEN.search(searched):
+            found.append(line)
+    return found
 
 
 def wait_for(what: str, check: Any, timeout: float = SETTLE_SECONDS) -> Any:
