@@ -4,8 +4,10 @@
 one supervisor process that runs the cluster of tests/integration/cluster.py (etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with 8 fake Nodes of 8 GPUs and 2
 of 8 Ascend NPUs, Kueue) plus the project's controller and webhook server as local processes,
-with the webhook configurations of deploy/webhook pointed at the local server. It writes the
-admin kubeconfig to ``.cluster/kubeconfig`` and waits until everything is ready.
+with the webhook configurations of deploy/webhook pointed at the local server. The two shells run
+as their shipped ServiceAccounts (deploy/'s identities, RBAC, Settings and empty Secret are
+applied first), so the shipped RBAC judges them. It writes the admin kubeconfig to
+``.cluster/kubeconfig`` and waits until everything is ready.
 
 ``demo`` applies the bundled examples (with the InstanceTypes, pools and bindings they name and a
 ClusterQueue per entrance), waits with ``kubectl wait --for=condition=Ready`` until every
@@ -49,7 +51,10 @@ from integration.controlplane import (  # noqa: E402
     pid_alive,
     start_process,
 )
-from integration.webhook_fixtures import calling_without_ca_bundle  # noqa: E402
+from integration.webhook_fixtures import (  # noqa: E402
+    calling_without_ca_bundle,
+    token_kubeconfig,
+)
 
 #: Where the cluster keeps its kubeconfig, logs and state (``$GPUSTACK_CLUSTER_DIR`` overrides).
 STATE = Path(os.environ.get("GPUSTACK_CLUSTER_DIR") or REPO_ROOT / ".cluster")
@@ -58,6 +63,16 @@ PID_FILE = STATE / "supervisor.pid"
 READY_FILE = STATE / "ready.json"
 LOG = STATE / "supervisor.log"
 WEBHOOKS = REPO_ROOT / "deploy" / "webhook" / "webhooks.yaml"
+DEPLOY = REPO_ROOT / "deploy"
+#: What the supervisor applies of ``kubectl kustomize deploy``: the identities, their RBAC, the
+#: Settings and the empty webhook Secret (the Deployments, Services and webhook configurations
+#: are left out: the shells run as local processes and the configurations call them by URL).
+SHIPPED_KINDS = frozenset(
+    {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+    | {"ConfigMap", "Secret"}
+)
+#: The shells' tokens last this long (a TokenRequest; the kubelet would rotate them).
+TOKEN_SECONDS = 30 * 24 * 3600
 EXAMPLES = REPO_ROOT / "examples"
 SYSTEM_NAMESPACE = "gpustack-system"
 
@@ -101,14 +116,31 @@ def _serve() -> int:
         cluster.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}
         )
+        # The shipped identities, RBAC, Settings and empty Secret; each shell then runs as its
+        # own ServiceAccount, so every request it makes is judged by the shipped RBAC.
+        rendered = STATE / "deploy.yaml"
+        rendered.write_text(cluster.kubectl("kustomize", str(DEPLOY)).stdout)
+        for obj in load_yaml_documents(rendered):
+            if obj.get("kind") in SHIPPED_KINDS:
+                cluster.apply(obj)
+        kubeconfigs = {
+            account: token_kubeconfig(
+                cp,
+                SYSTEM_NAMESPACE,
+                account,
+                STATE / f"{account}.kubeconfig",
+                expires_in=TOKEN_SECONDS,
+            )
+            for account in ("gpustack-webhook", "gpustack-controller")
+        }
         # The webhook server with self-managed certificates, as the manifests run it: the
-        # configurations are registered by URL (no caBundle yet); the server creates its CA and
-        # serving certificate in its Secret (the manifests ship the Secret empty; the admin's
-        # credentials here may create it) and writes the caBundle into them itself.
+        # configurations are registered by URL (no caBundle yet); the server fills the empty
+        # Secret with its CA and serving certificate and writes the caBundle into them itself.
         port = free_port()
         for configuration in load_yaml_documents(WEBHOOKS):
             cluster.apply(calling_without_ca_bundle(configuration, port))
-        env = {**os.environ, "KUBECONFIG": str(KUBECONFIG), "POD_NAMESPACE": SYSTEM_NAMESPACE}
+        env = {**os.environ, "POD_NAMESPACE": SYSTEM_NAMESPACE}
+        env.pop("KUBECONFIG", None)
         shells.append(
             start_process(
                 "gpustack-webhook",
@@ -120,7 +152,7 @@ def _serve() -> int:
                     "--cert-host=127.0.0.1",
                     "--host=127.0.0.1",
                     f"--port={port}",
-                    f"--kubeconfig={KUBECONFIG}",
+                    f"--kubeconfig={kubeconfigs['gpustack-webhook']}",
                 ],
                 STATE / "webhook.log",
                 env=env,
@@ -136,7 +168,7 @@ def _serve() -> int:
                     sys.executable,
                     "-m",
                     "gpustack_controller",
-                    f"--kubeconfig={KUBECONFIG}",
+                    f"--kubeconfig={kubeconfigs['gpustack-controller']}",
                     f"--health-port={health}",
                     "--health-host=127.0.0.1",
                 ],

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from .cluster import ClusterBinaries
+from .webhook_fixtures import forbidden_answers
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,6 +31,22 @@ def _alive(pid: int) -> bool:
         return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
     except OSError:
         return False
+
+
+def _identity(binaries: ClusterBinaries, pid: int) -> str:
+    """Who the process ``pid`` is to the API server: ``kubectl auth whoami`` with its kubeconfig."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    kubeconfig = next(
+        a.removeprefix("--kubeconfig=") for a in argv if a.startswith("--kubeconfig=")
+    )
+    whoami = subprocess.run(
+        [str(binaries.kubectl), f"--kubeconfig={kubeconfig}", "auth", "whoami", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return str(json.loads(whoami.stdout)["status"]["userInfo"]["username"])
 
 
 def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None:
@@ -60,6 +77,21 @@ def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None
         assert demo.returncode == 0, demo.stdout + demo.stderr
         examples = len(list((REPO_ROOT / "examples").glob("*.yaml")))
         assert demo.stdout.count("condition met") == examples, demo.stdout
+        # The shells ran as the shipped ServiceAccounts (not the admin), and the shipped RBAC let
+        # them do all of it.
+        for pid, account in zip(
+            pids[-2:], ("gpustack-webhook", "gpustack-controller"), strict=True
+        ):
+            assert (
+                _identity(envtest_binaries, pid)
+                == f"system:serviceaccount:gpustack-system:{account}"
+            )
+        logs = [
+            line
+            for log in ("webhook.log", "controller.log")
+            for line in (state / log).read_text(errors="replace").splitlines()
+        ]
+        assert forbidden_answers(logs) == []
     finally:
         down = run("down", 120)
     assert down.returncode == 0, down.stdout + down.stderr

@@ -464,16 +464,19 @@ def wait_until_called(cp: ControlPlane, namespace: str, instance_type: str) -> N
             time.sleep(0.1)
 
 
-def token_kubeconfig(cp: ControlPlane, namespace: str, account: str, path: Path) -> Path:
+def token_kubeconfig(
+    cp: ControlPlane, namespace: str, account: str, path: Path, *, expires_in: int = 3600
+) -> Path:
     """A kubeconfig authenticating as the ServiceAccount ``namespace/account`` with a token from
-    the TokenRequest API (what the kubelet mounts into the account's Pods)."""
+    the TokenRequest API (what the kubelet mounts into the account's Pods), valid for
+    ``expires_in`` seconds."""
     _, answer = cp.request(
         "POST",
         f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
         {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
+            "spec": {"expirationSeconds": expires_in},
         },
     )
     # The control plane's own kubeconfig (its server and CA), the account's token as the user.
