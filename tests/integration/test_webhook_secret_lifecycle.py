@@ -18,13 +18,16 @@ tests/integration/test_install.py does.
 * kubectl: the rendered ``deploy/webhook`` (its ServiceAccount, RBAC and Secret) applied
   client-side, filled by the server, applied again client-side and then ``--server-side``
   (without forcing conflicts): the data the server wrote stays; ``kubectl delete`` of the same
-  objects deletes the Secret.
+  objects deletes the Secret; a ``kubectl replace`` of the shipped Secret in between empties it,
+  and the server issues a new CA into it and serves the new certificate.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -77,6 +80,25 @@ def filled(cp: ControlPlane) -> dict[str, Any]:
     assert set(stored.get("data") or {}) == set(FILLED_KEYS), stored
     assert stored["type"] == "Opaque"  # the shipped type, kept
     return stored
+
+
+def _filled_or_none(cp: ControlPlane) -> dict[str, Any] | None:
+    stored = secret(cp)
+    return stored if stored and set(stored.get("data") or {}) == set(FILLED_KEYS) else None
+
+
+def _verifies(port: int, ca_pem: str) -> bool:
+    """Whether the server on ``port`` presents a certificate that ``ca_pem`` signed."""
+    context = ssl.create_default_context(cadata=ca_pem)
+    context.check_hostname = False  # the certificate names the Service, not this address
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=2) as raw,
+            context.wrap_socket(raw),
+        ):
+            return True
+    except (ssl.SSLError, OSError):
+        return False
 
 
 def http_status(url: str) -> int | None:
@@ -282,6 +304,20 @@ def test_kubectl_apply_client_and_server_side_keeps_the_data_the_server_wrote(
         time.sleep(1.5)  # the server's next passes find nothing to write
         assert filled(cp)["data"] == first["data"]
         assert count(server, "wrote the certificate Secret") == 1
+
+        # A replace (kubectl replace, helm upgrade --force) empties the Secret: the server issues a
+        # new CA and certificate into it within an interval, keeps the shipped type, and serves
+        # the new certificate.
+        shipped = next(o for o in applied if o["kind"] == "Secret")
+        replaced = cluster.kubectl("replace", "-f", "-", input=json.dumps(shipped), check=False)
+        assert replaced.returncode == 0, replaced.stderr
+        again = wait_for("the replaced Secret to be filled", lambda: _filled_or_none(cp))
+        assert again["type"] == "Opaque"
+        assert again["data"]["ca.crt"] != first["data"]["ca.crt"]
+        new_ca = base64.b64decode(again["data"]["ca.crt"]).decode()
+        wait_for("the server to serve the new certificate", lambda: _verifies(server.port, new_ca))
+        assert not _verifies(server.port, base64.b64decode(first["data"]["ca.crt"]).decode())
+        assert count(server, "wrote the certificate Secret") == 2
     finally:
         server.close()
         result = cluster.kubectl(
