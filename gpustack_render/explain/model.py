@@ -17,6 +17,8 @@ Action = Literal["create", "unchanged", "scale", "roll", "floor"]
 
 #: The role actions that replace running replicas (``--fail-on roll``).
 ROLLING: Final = ("roll", "floor")
+#: The cost of a role whose roll the controller holds while the store connection is unresolved.
+HELD_BY_CACHE: Final = "explain.held-by-cache"
 
 
 @dataclass(frozen=True, slots=True)

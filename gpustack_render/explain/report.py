@@ -34,6 +34,7 @@ from gpustack_render.explain.model import (
 )
 from gpustack_render.explain.observed import ObservedState, explain_observed, observed_to_json
 from gpustack_render.explain.update import dropped_fields, explain_update
+from gpustack_render.reconcile.status import cache_hold
 from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment
@@ -116,7 +117,9 @@ def explain_deployment(
     roles: tuple[RoleExplanation, ...]
     entrances: tuple[EntranceLoad, ...]
     if isinstance(previous, Rendering):
-        roles, entrances = explain_update(previous, rendered)
+        stored = _decoded(old) if old is not None else None
+        held = stored is not None and cache_hold(stored, rendered.cache)
+        roles, entrances = explain_update(previous, rendered, held=held)
         old_floor = previous.floor
         notes.extend(dropped_fields(old or {}, new))
         notes.extend(_floor_notes(previous.floor, rendered.floor, roles))

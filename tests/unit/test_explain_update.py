@@ -1,0 +1,74 @@
+"""Offline ``explain`` of an update says what the rollout planner will do (the rest of its
+outputs are golden cases)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpustack_render.api import KVCachePool
+from gpustack_render.cli import yamlio
+from gpustack_render.cli.documents import read_bundle
+from gpustack_render.core.settings import Settings
+from gpustack_render.explain.report import explain_deployment
+from gpustack_render.schema.lookups import StaticLookups
+
+ROOT = Path(__file__).resolve().parents[2]
+POOL_CASE = ROOT / "golden" / "render-vllm-pool" / "input.yaml"
+HELD_BY_CACHE = "explain.held-by-cache"
+KV_STATUS = {
+    "binding": "team-a-dram",
+    "pool": "dram-pool",
+    "domain": {"name": "team-a-shared", "blockSize": 16, "dtype": "bfloat16"},
+}
+
+
+def _pool_inputs(*, endpoint: str) -> tuple[dict[str, Any], StaticLookups]:
+    text = POOL_CASE.read_text()
+    docs = yamlio.load_documents(text)
+    bundle = read_bundle([("input.yaml", text)])
+    for obj in bundle.inputs:
+        if isinstance(obj, KVCachePool):
+            status = obj.status.model_copy(update={"client_endpoint": endpoint})
+            inputs = [
+                o if o is not obj else obj.model_copy(update={"status": status})
+                for o in bundle.inputs
+            ]
+            return docs[0], StaticLookups.of(inputs, default_namespace="team-a")
+    raise AssertionError("no KVCachePool in the case")
+
+
+@pytest.mark.parametrize("edit_image", [False, True])
+def test_a_roll_the_cache_holds_replaces_nothing(edit_image: bool) -> None:
+    # The stored object resolved a store connection before (status.kvCache); the pool has lost
+    # its endpoint since: the controller deletes no outdated replica (RolloutHeldByCache).
+    md, old_lookups = _pool_inputs(endpoint="dram-pool-master.gpustack-system.svc:50051")
+    _, lookups = _pool_inputs(endpoint="")
+    stored = copy.deepcopy(md)
+    stored["status"] = {"kvCache": KV_STATUS}
+    new = copy.deepcopy(md)
+    if edit_image:
+        new["spec"]["engine"]["image"] = "vllm/vllm-openai:v0.26.0"
+    answer = explain_deployment(
+        new, lookups=lookups, settings=Settings(), old=stored, old_lookups=old_lookups
+    )
+    (role,) = answer.roles
+    assert role.action == "roll" and role.changes
+    assert role.replaced == () and role.untouched == (0, 1)
+    assert HELD_BY_CACHE in {c.id for c in role.costs}
+    assert answer.replaced() == 0
+
+
+def test_without_a_resolved_connection_before_nothing_holds() -> None:
+    # status.kvCache absent: the connection never resolved, so nothing holds the roll.
+    md, old_lookups = _pool_inputs(endpoint="dram-pool-master.gpustack-system.svc:50051")
+    _, lookups = _pool_inputs(endpoint="")
+    answer = explain_deployment(
+        md, lookups=lookups, settings=Settings(), old=md, old_lookups=old_lookups
+    )
+    (role,) = answer.roles
+    assert role.action == "roll" and role.replaced == (1, 0)
+    assert HELD_BY_CACHE not in {c.id for c in role.costs}
