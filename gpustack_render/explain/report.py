@@ -121,7 +121,7 @@ def explain_deployment(
         held = stored is not None and cache_hold(stored, rendered.cache)
         roles, entrances = explain_update(previous, rendered, held=held)
         old_floor = previous.floor
-        notes.extend(dropped_fields(old or {}, new))
+        notes.extend(dropped_fields(old or {}, new, old_rendering=previous, new_rendering=rendered))
         notes.extend(_floor_notes(previous.floor, rendered.floor, roles))
     else:
         if isinstance(previous, RenderProblem):

@@ -263,23 +263,46 @@ def _peaks(old: Rendering, new: Rendering, roles: Sequence[RoleExplanation]) -> 
     return {name: peak(*(s.get(name, {}) for s in states)) for name in names}
 
 
-def dropped_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+def dropped_fields(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    *,
+    old_rendering: Rendering,
+    new_rendering: Rendering,
+) -> list[str]:
     """Notes for role fields the stored object carries and the new object omits: a merge patch
-    replaces the roles list wholesale, so an omitted field falls back to its default."""
+    replaces the roles list wholesale, so an omitted field falls back to its default. A field
+    whose default is the value it had (``kind: Server``, ``size: 1`` as the API server stores
+    them) changes nothing and gets no note."""
     notes: list[str] = []
     old_roles = _roles_by_name(old)
     for index, role in enumerate(_roles(new)):
-        before = old_roles.get(str(role.get("name")))
+        name = str(role.get("name"))
+        before = old_roles.get(name)
         if before is None:
             continue
+        was, now = old_rendering.role(name), new_rendering.role(name)
         for key in before:
-            if key not in role:
+            if key not in role and not _same_after_defaults(key, was, now):
                 notes.append(
                     f"{ROLES.index(index).child(key)} is not in the new object: it falls back "
                     f"to its default (it was {_short(before[key])}); a merge patch replaces the "
                     "roles list wholesale, so restate the role in full or use a JSON patch"
                 )
     return notes
+
+
+def _same_after_defaults(key: str, old: RoleRendering | None, new: RoleRendering | None) -> bool:
+    """Whether role field ``key`` reads the same in both renderings once defaulted (the
+    pod-spec-hash input holds the defaulted role; ``replicas`` is read on its own)."""
+    if old is None or new is None:
+        return False
+    if key == "replicas":
+        return old.replicas == new.replicas
+    was, now = old.hash_input.get("role"), new.hash_input.get("role")
+    if not isinstance(was, Mapping) or not isinstance(now, Mapping) or key not in was:
+        return False
+    return bool(was[key] == now.get(key))
 
 
 def _roles(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:

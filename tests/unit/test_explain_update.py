@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from explain_support import INSTANCE_TYPE
 
 from gpustack_render.api import KVCachePool
 from gpustack_render.cli import yamlio
@@ -72,3 +73,40 @@ def test_without_a_resolved_connection_before_nothing_holds() -> None:
     (role,) = answer.roles
     assert role.action == "roll" and role.replaced == (1, 0)
     assert HELD_BY_CACHE not in {c.id for c in role.costs}
+
+
+def _md(**role: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "qwen-chat", "namespace": "team-a"},
+        "spec": {
+            "model": {"name": "Qwen/Qwen2.5-7B-Instruct"},
+            "engine": {"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
+            "roles": [{"name": "server", "replicas": 2, "instanceType": "a10g", **role}],
+        },
+    }
+
+
+def test_a_default_the_api_server_stored_is_no_dropped_field() -> None:
+    # `kubectl get -o yaml` prints the schema defaults and the mutating accelerator default; a
+    # manifest omitting them changes nothing, so no "falls back to its default" note.
+    stored = _md(
+        kind="Server",
+        size=1,
+        privileged=False,
+        startupTimeoutSeconds=1800,
+        resources={"accelerator": "1"},
+    )
+    lookups = StaticLookups.of([INSTANCE_TYPE])
+    answer = explain_deployment(_md(), lookups=lookups, settings=Settings(), old=stored)
+    assert [r.action for r in answer.roles] == ["unchanged"]
+    assert answer.notes == ()
+
+
+def test_a_dropped_field_that_moves_is_still_noted() -> None:
+    stored = _md(size=2, resources={"accelerator": "1"})
+    lookups = StaticLookups.of([INSTANCE_TYPE])
+    answer = explain_deployment(_md(), lookups=lookups, settings=Settings(), old=stored)
+    assert [r.action for r in answer.roles] == ["roll"]
+    assert [n.split(" ", 1)[0] for n in answer.notes] == ["spec.roles[0].size"]
