@@ -191,13 +191,20 @@ def _observed_refused(
 def _previous(
     old: Mapping[str, Any] | None, *, lookups: Lookups, settings: Settings
 ) -> Rendering | RenderProblem | None:
-    """The stored object's rendering; ``None`` without one (or when it no longer decodes, as
-    admission treats it)."""
+    """The stored object's rendering; ``None`` without one. A stored object that no longer
+    decodes cannot be rendered either: its replicas cannot be compared, which the answer says."""
     if old is None:
         return None
-    md, _ = decode_deployment(dict(old))
+    md, errs = decode_deployment(dict(old))
     if md is None:
-        return None
+        first = errs[0] if errs else None
+        detail = "; ".join(e.message() for e in errs) or "not a ModelDeployment"
+        return RenderProblem(
+            "old",
+            f"the stored object does not decode: {detail}",
+            first.field if first is not None else "",
+            first.origin if first is not None else "schema",
+        )
     return _render(md, lookups=lookups, settings=settings, side="old")
 
 

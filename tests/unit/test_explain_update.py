@@ -110,3 +110,14 @@ def test_a_dropped_field_that_moves_is_still_noted() -> None:
     answer = explain_deployment(_md(), lookups=lookups, settings=Settings(), old=stored)
     assert [r.action for r in answer.roles] == ["roll"]
     assert [n.split(" ", 1)[0] for n in answer.notes] == ["spec.roles[0].size"]
+
+
+def test_a_stored_object_that_no_longer_decodes_is_named_as_not_compared() -> None:
+    # Its replicas cannot be compared: the answer says so rather than showing a silent create.
+    stored = _md(replicas=2000, resources={"accelerator": "1"})
+    lookups = StaticLookups.of([INSTANCE_TYPE])
+    answer = explain_deployment(_md(), lookups=lookups, settings=Settings(), old=stored)
+    assert answer.operation == "UPDATE"
+    (problem,) = answer.problems
+    assert problem.side == "old" and problem.field == "spec.roles[0].replicas"
+    assert any("cannot be compared" in n for n in answer.notes)
