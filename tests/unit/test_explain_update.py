@@ -8,13 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from explain_support import INSTANCE_TYPE
+from explain_support import INSTANCE_TYPE, UID, as_list, replicas_of, role_spec
 
 from gpustack_render.api import KVCachePool
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.documents import read_bundle
 from gpustack_render.core.settings import Settings
+from gpustack_render.explain.observed import split_observed
 from gpustack_render.explain.report import explain_deployment
+from gpustack_render.rendering.renderer import render
+from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.lookups import StaticLookups
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,3 +124,80 @@ def test_a_stored_object_that_no_longer_decodes_is_named_as_not_compared() -> No
     (problem,) = answer.problems
     assert problem.side == "old" and problem.field == "spec.roles[0].replicas"
     assert any("cannot be compared" in n for n in answer.notes)
+
+
+def _deployment(
+    *roles: dict[str, Any], image: str = "vllm/vllm-openai:v0.25.1", **meta: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "qwen-chat", "namespace": "team-a", "uid": UID, **meta},
+        "spec": {
+            "model": {"name": "Qwen/Qwen2.5-7B-Instruct"},
+            "engine": {"name": "vLLM", "image": image},
+            "roles": list(roles),
+        },
+    }
+
+
+_FLOOR = {"modeldeployment.gpustack.ai/min-render-version": "2"}
+EDITS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "image": (_deployment(role_spec()), _deployment(role_spec(), image="x:2")),
+    "size": (
+        _deployment(role_spec(replicas=3, size=2)),
+        _deployment(role_spec(replicas=3, size=3)),
+    ),
+    "scale-up-and-roll": (
+        _deployment(role_spec()),
+        _deployment(role_spec(replicas=4), image="x:2"),
+    ),
+    "scale-down-and-roll": (
+        _deployment(role_spec(replicas=4)),
+        _deployment(role_spec(replicas=2), image="x:2"),
+    ),
+    "scale": (_deployment(role_spec(replicas=3)), _deployment(role_spec(replicas=1))),
+    "floor": (_deployment(role_spec()), _deployment(role_spec(), annotations=_FLOOR)),
+    "pair-one-role": (
+        _deployment(role_spec("prefill", kind="Prefill"), role_spec("decode", kind="Decode")),
+        _deployment(
+            role_spec("prefill", kind="Prefill"), role_spec("decode", args=["-O3"], kind="Decode")
+        ),
+    ),
+    "pair-both-and-scale": (
+        _deployment(
+            role_spec("prefill", replicas=3, kind="Prefill"), role_spec("decode", kind="Decode")
+        ),
+        _deployment(
+            role_spec("prefill", replicas=1, kind="Prefill"),
+            role_spec("decode", replicas=3, kind="Decode"),
+            image="x:2",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_offline_replacements_are_the_planners(edit: str) -> None:
+    # The replicas the offline answer says an edit replaces, in its order, are the ones the
+    # real planner replaces pass after pass on the stored object's running replicas.
+    old, new = EDITS[edit]
+    lookups = StaticLookups.of([INSTANCE_TYPE])
+    stored, _ = decode_deployment(copy.deepcopy(old))
+    assert stored is not None
+    rendering = render(stored, lookups=lookups, settings=Settings())
+    running = [
+        o for r in rendering.roles for o in replicas_of(rendering, r.name, render_version="1")
+    ]
+    observed = split_observed(as_list(running)["items"])
+    answer = explain_deployment(
+        new, lookups=lookups, settings=Settings(), old=old, observed=observed
+    )
+    assert answer.observed is not None and answer.observed.converged
+    planner: dict[str, list[int | None]] = {}
+    for step in answer.observed.timeline:
+        for deletion in step.deletes:
+            if deletion.why in ("healthy", "queued", "outdated", "broken"):
+                planner.setdefault(deletion.role, []).append(deletion.ordinal)
+    for role in answer.roles:
+        assert list(role.replaced) == planner.get(role.name, []), role.name
