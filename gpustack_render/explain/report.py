@@ -128,7 +128,8 @@ def explain_deployment(
             problems.append(previous)
             notes.append(
                 "the stored object cannot be rendered here, so its replicas cannot be compared: "
-                "the roles are shown as they would be created"
+                "the roles are shown as they would be created, and the gates count every "
+                "replica as one that may roll"
             )
         roles, entrances = explain_create(rendered)
     answer = replace(

@@ -13,6 +13,7 @@ from explain_support import INSTANCE_TYPE, UID, as_list, replicas_of, role_spec
 from gpustack_render.api import KVCachePool
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.documents import read_bundle
+from gpustack_render.cli.explain import gate_failures
 from gpustack_render.core.settings import Settings
 from gpustack_render.explain.observed import split_observed
 from gpustack_render.explain.report import explain_deployment
@@ -201,3 +202,15 @@ def test_offline_replacements_are_the_planners(edit: str) -> None:
                 planner.setdefault(deletion.role, []).append(deletion.ordinal)
     for role in answer.roles:
         assert list(role.replaced) == planner.get(role.name, []), role.name
+
+
+def test_an_update_that_cannot_be_compared_trips_the_gates() -> None:
+    # The stored object's InstanceType is gone: its replicas cannot be compared, yet the edit
+    # replaces them (their pod-spec-hash names the old type); a gate must not pass silently.
+    stored = _md(instanceType="gone", resources={"accelerator": "1"})
+    lookups = StaticLookups.of([INSTANCE_TYPE])
+    answer = explain_deployment(_md(), lookups=lookups, settings=Settings(), old=stored)
+    assert [p.side for p in answer.problems] == ["old"]
+    assert answer.replaced() == 2 and answer.rolls()
+    failed = gate_failures(answer, max_replaced=0, fail_on=["roll"])
+    assert len(failed) == 2 and "cannot be rendered" in failed[1]
