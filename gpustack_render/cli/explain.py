@@ -132,8 +132,14 @@ def gate_failures(
         failed.append("--fail-on refused: admission refuses it")
     if "roll" in fail_on and answer.rolls():
         rolling = [r.name for r in answer.roles if r.action in ROLLING]
-        which = f"role(s) {', '.join(rolling)}" if rolling else "the observed replicas"
-        failed.append(f"--fail-on roll: {which} roll")
+        if rolling:
+            failed.append(f"--fail-on roll: role(s) {', '.join(rolling)} roll")
+        elif answer.uncompared:
+            failed.append(
+                "--fail-on roll: the stored object cannot be rendered, so any replica may roll"
+            )
+        else:
+            failed.append("--fail-on roll: the observed replicas roll")
     return failed
 
 

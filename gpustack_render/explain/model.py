@@ -17,6 +17,8 @@ Action = Literal["create", "unchanged", "scale", "roll", "floor"]
 
 #: The role actions that replace running replicas (``--fail-on roll``).
 ROLLING: Final = ("roll", "floor")
+#: The cost of a role whose roll the controller holds while the store connection is unresolved.
+HELD_BY_CACHE: Final = "explain.held-by-cache"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,13 +164,24 @@ class Explanation:
     def operation(self) -> str:
         return self.admission.operation
 
+    @property
+    def uncompared(self) -> bool:
+        """An update whose stored object cannot be rendered: its replicas' pod-spec-hashes
+        cannot be compared, so every replica may roll."""
+        return self.operation == "UPDATE" and any(p.side == "old" for p in self.problems)
+
     def replaced(self) -> int:
-        """How many replicas the edit replaces at most (offline and, when given, observed)."""
-        offline = sum(len(r.replaced) for r in self.roles)
+        """How many replicas the edit replaces at most (offline and, when given, observed);
+        every replica when the stored object cannot be compared."""
+        if self.uncompared:
+            offline = sum(r.replicas for r in self.roles)
+        else:
+            offline = sum(len(r.replaced) for r in self.roles)
         observed = self.observed.replaced if self.observed is not None else 0
         return max(offline, observed)
 
     def rolls(self) -> bool:
-        """Whether any role rolls (offline, or in the observed state when given)."""
-        offline = any(r.action in ROLLING for r in self.roles)
+        """Whether any role rolls (offline, or in the observed state when given); an update
+        whose stored object cannot be compared may roll every replica."""
+        offline = self.uncompared or any(r.action in ROLLING for r in self.roles)
         return offline or (self.observed is not None and self.observed.rolls)

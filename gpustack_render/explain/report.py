@@ -34,6 +34,7 @@ from gpustack_render.explain.model import (
 )
 from gpustack_render.explain.observed import ObservedState, explain_observed, observed_to_json
 from gpustack_render.explain.update import dropped_fields, explain_update
+from gpustack_render.reconcile.status import cache_hold
 from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment
@@ -116,16 +117,19 @@ def explain_deployment(
     roles: tuple[RoleExplanation, ...]
     entrances: tuple[EntranceLoad, ...]
     if isinstance(previous, Rendering):
-        roles, entrances = explain_update(previous, rendered)
+        stored = _decoded(old) if old is not None else None
+        held = stored is not None and cache_hold(stored, rendered.cache)
+        roles, entrances = explain_update(previous, rendered, held=held)
         old_floor = previous.floor
-        notes.extend(dropped_fields(old or {}, new))
+        notes.extend(dropped_fields(old or {}, new, old_rendering=previous, new_rendering=rendered))
         notes.extend(_floor_notes(previous.floor, rendered.floor, roles))
     else:
         if isinstance(previous, RenderProblem):
             problems.append(previous)
             notes.append(
                 "the stored object cannot be rendered here, so its replicas cannot be compared: "
-                "the roles are shown as they would be created"
+                "the roles are shown as they would be created, and the gates count every "
+                "replica as one that may roll"
             )
         roles, entrances = explain_create(rendered)
     answer = replace(
@@ -188,13 +192,20 @@ def _observed_refused(
 def _previous(
     old: Mapping[str, Any] | None, *, lookups: Lookups, settings: Settings
 ) -> Rendering | RenderProblem | None:
-    """The stored object's rendering; ``None`` without one (or when it no longer decodes, as
-    admission treats it)."""
+    """The stored object's rendering; ``None`` without one. A stored object that no longer
+    decodes cannot be rendered either: its replicas cannot be compared, which the answer says."""
     if old is None:
         return None
-    md, _ = decode_deployment(dict(old))
+    md, errs = decode_deployment(dict(old))
     if md is None:
-        return None
+        first = errs[0] if errs else None
+        detail = "; ".join(e.message() for e in errs) or "not a ModelDeployment"
+        return RenderProblem(
+            "old",
+            f"the stored object does not decode: {detail}",
+            first.field if first is not None else "",
+            first.origin if first is not None else "schema",
+        )
     return _render(md, lookups=lookups, settings=settings, side="old")
 
 

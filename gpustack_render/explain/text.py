@@ -11,7 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from gpustack_render.explain.columns import table
-from gpustack_render.explain.model import ROLLING, EntranceLoad, Explanation, RoleExplanation
+from gpustack_render.explain.model import (
+    HELD_BY_CACHE,
+    ROLLING,
+    EntranceLoad,
+    Explanation,
+    RoleExplanation,
+)
 from gpustack_render.explain.observed import observed_text
 
 #: Group names listed per role before the rest are counted.
@@ -60,7 +66,14 @@ def _role_lines(role: RoleExplanation) -> list[str]:
     shown = ", ".join(groups) + (f", ... ({more} more)" if more > 0 else "")
     out.append(f"{role.name}: groups {shown or '-'}")
     out.append(f"  one replica requests {_amounts(role.replica_requests)}")
-    if role.action == "roll":
+    held = any(c.id == HELD_BY_CACHE for c in role.costs)
+    if held:
+        because = ", although:" if role.changes else ""
+        out.append(
+            f"  {role.action} held: no replica is replaced while the store connection does not "
+            f"resolve; survivors {_ordinals(role.untouched)} stay{because}"
+        )
+    elif role.action == "roll":
         out.append(
             f"  rolls: every replica replaced, one per pass, highest first "
             f"({_ordinals(role.replaced)}), because:"
@@ -84,7 +97,7 @@ def _role_lines(role: RoleExplanation) -> list[str]:
             change.path if change.source == "ModelDeployment" else f"{change.source}: {change.path}"
         )
         out.append(f"    {where}: {_value(change.old)} -> {_value(change.new)}")
-    if role.action in ROLLING:
+    if role.action in ROLLING and not held:
         out.append(
             "  each old replica leaves before its replacement is created; a replacement is a "
             "fresh admission, and the next healthy replica leaves only once every replica holds "

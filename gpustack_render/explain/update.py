@@ -12,7 +12,10 @@ The rules are the rollout's (docs/contract/controller.md §5–§8):
 - raising the render-version floor (``min-render-version``) replaces the replicas rendered
   below it, and only those;
 - an edit to one role never rewrites a sibling's groups, except on the vLLM-Ascend path, where
-  the transfer document both halves of the pair carry renders both roles' degrees.
+  the transfer document both halves of the pair carry renders both roles' degrees;
+- while a store connection that resolved before (``status.kvCache`` set) resolves no more, the
+  controller deletes no outdated replica (``RolloutHeldByCache``): a role that would roll
+  replaces nothing yet (docs/contract/controller.md §6 step 3).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from gpustack_render.explain.create import (
     replica_amounts,
 )
 from gpustack_render.explain.model import (
+    HELD_BY_CACHE,
     ROLLING,
     Action,
     Change,
@@ -53,8 +57,11 @@ def update_role(
     index: int,
     old_rendering: Rendering,
     new_rendering: Rendering,
+    held: bool = False,
 ) -> RoleExplanation:
-    """One role of an update (``index`` is its position in the new spec)."""
+    """One role of an update (``index`` is its position in the new spec). ``held``: the
+    controller holds every outdated replica (the store connection no longer resolves), so a
+    role that would roll replaces nothing yet."""
     changes = hash_changes(
         old, new, index=index, old_rendering=old_rendering, new_rendering=new_rendering
     )
@@ -72,6 +79,14 @@ def update_role(
     else:
         action = "scale" if added or removed else "unchanged"
         untouched = tuple(survivors)
+    held = held and action in ROLLING
+    if held:
+        replaced, untouched = (), tuple(survivors)
+    costs = _role_costs(
+        old, new, action=action, changes=changes, replaced=replaced, rendering=new_rendering
+    )
+    if held:
+        costs.append(_held_cost(new_rendering))
     return replace(
         create_role(new),
         action=action,
@@ -84,11 +99,20 @@ def update_role(
         untouched=untouched,
         replaced=replaced,
         changes=changes,
-        costs=tuple(
-            _role_costs(
-                old, new, action=action, changes=changes, replaced=replaced, rendering=new_rendering
-            )
-        ),
+        costs=tuple(costs),
+    )
+
+
+def _held_cost(rendering: Rendering) -> Cost:
+    cache = rendering.cache
+    why = f": {cache.reason}" if cache is not None and cache.reason else ""
+    return Cost(
+        HELD_BY_CACHE,
+        "held: the KV-cache store connection resolved before (status.kvCache is set) and does "
+        f"not resolve now{why}; the controller deletes no outdated replica of this role until "
+        "it does (RolloutHeldByCache), and a replica it creates meanwhile has no store client. "
+        "Once the connection resolves, the replicas roll only if their pod-spec-hash still "
+        "differs",
     )
 
 
@@ -176,16 +200,22 @@ def sibling_costs(roles: Sequence[RoleExplanation]) -> tuple[RoleExplanation, ..
 
 
 def explain_update(
-    old: Rendering, new: Rendering
+    old: Rendering, new: Rendering, *, held: bool = False
 ) -> tuple[tuple[RoleExplanation, ...], tuple[EntranceLoad, ...]]:
-    """The roles and the entrance loads (before, after, peak during the roll) of an update."""
+    """The roles and the entrance loads (before, after, peak during the roll) of an update.
+    ``held``: the controller holds outdated replicas for the cache (``reconcile.status.
+    cache_hold`` of the stored object and ``new``'s cache resolution)."""
     roles: list[RoleExplanation] = []
     for index, role in enumerate(new.roles):
         previous = old.role(role.name)
         if previous is None:  # admission refuses a role added; explained as a create anyway
             roles.append(create_role(role))
             continue
-        roles.append(update_role(previous, role, index=index, old_rendering=old, new_rendering=new))
+        roles.append(
+            update_role(
+                previous, role, index=index, old_rendering=old, new_rendering=new, held=held
+            )
+        )
     explained = sibling_costs(roles)
     before = entrance_totals(old)
     after = entrance_totals(new)
@@ -233,23 +263,46 @@ def _peaks(old: Rendering, new: Rendering, roles: Sequence[RoleExplanation]) -> 
     return {name: peak(*(s.get(name, {}) for s in states)) for name in names}
 
 
-def dropped_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+def dropped_fields(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    *,
+    old_rendering: Rendering,
+    new_rendering: Rendering,
+) -> list[str]:
     """Notes for role fields the stored object carries and the new object omits: a merge patch
-    replaces the roles list wholesale, so an omitted field falls back to its default."""
+    replaces the roles list wholesale, so an omitted field falls back to its default. A field
+    whose default is the value it had (``kind: Server``, ``size: 1`` as the API server stores
+    them) changes nothing and gets no note."""
     notes: list[str] = []
     old_roles = _roles_by_name(old)
     for index, role in enumerate(_roles(new)):
-        before = old_roles.get(str(role.get("name")))
+        name = str(role.get("name"))
+        before = old_roles.get(name)
         if before is None:
             continue
+        was, now = old_rendering.role(name), new_rendering.role(name)
         for key in before:
-            if key not in role:
+            if key not in role and not _same_after_defaults(key, was, now):
                 notes.append(
                     f"{ROLES.index(index).child(key)} is not in the new object: it falls back "
                     f"to its default (it was {_short(before[key])}); a merge patch replaces the "
                     "roles list wholesale, so restate the role in full or use a JSON patch"
                 )
     return notes
+
+
+def _same_after_defaults(key: str, old: RoleRendering | None, new: RoleRendering | None) -> bool:
+    """Whether role field ``key`` reads the same in both renderings once defaulted (the
+    pod-spec-hash input holds the defaulted role; ``replicas`` is read on its own)."""
+    if old is None or new is None:
+        return False
+    if key == "replicas":
+        return old.replicas == new.replicas
+    was, now = old.hash_input.get("role"), new.hash_input.get("role")
+    if not isinstance(was, Mapping) or not isinstance(now, Mapping) or key not in was:
+        return False
+    return bool(was[key] == now.get(key))
 
 
 def _roles(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
