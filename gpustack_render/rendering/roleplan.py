@@ -36,7 +36,7 @@ from gpustack_render.engines.owned import (
     PORT_FLAG,
     is_vllm_family,
 )
-from gpustack_render.engines.parallelism import Parallelism, parse_role_parallelism
+from gpustack_render.engines.parallelism import Parallelism, parse_int, parse_role_parallelism
 from gpustack_render.engines.transfer import ascend_leg, native_leg
 from gpustack_render.rendering.hashing import HashBindings
 from gpustack_render.rendering.probes import (
@@ -300,13 +300,12 @@ def instance_type_of(role: RoleSpec, index: int, *, lookups: Lookups) -> Instanc
 
 
 def _parse_port(value: str | None) -> int | None:
+    """The port the engine reads from a ``--port`` value: parsed as its argparse ``type=int``
+    does (Python ``int()``: trimmed, a sign, ``_`` between digits), as admission reads it."""
     if value is None:
         return None
-    text = value.strip()
-    if not text.isascii() or not text.isdigit():
-        return None
-    number = int(text)
-    return number if 0 < number < 65536 else None
+    number = parse_int(value)
+    return number if number is not None and 0 < number < 65536 else None
 
 
 def _ports(
