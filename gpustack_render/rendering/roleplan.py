@@ -362,6 +362,20 @@ def _store_transport(plan_engine: str, index: int, role: RoleSpec, connection: C
     raise _fail(index, role.name, message, origin="render.transport-unresolvable")
 
 
+def _unread_backend(cache: CacheResolution | None) -> str:
+    """Why ``spec.kvCache`` yielded no backend to read transport offers from (``""``: it did,
+    or the deployment names no pool)."""
+    if cache is None or cache.backend is not None:
+        return ""
+    if cache.binding is None:
+        return f"KVCachePoolBinding {cache.binding_name!r} does not exist"
+    if cache.pool is None:
+        pool = cache.binding.spec.pool_ref.name
+        return f"KVCachePool {pool!r} named by the Binding does not exist"
+    backend = cache.pool.spec.backends[0] if cache.pool.spec.backends else ""
+    return f"KVCacheBackend {backend!r} named by KVCachePool {cache.pool.name!r} does not exist"
+
+
 def _fabric(
     role: RoleSpec,
     index: int,
@@ -383,10 +397,18 @@ def _fabric(
         return fabric_key("rdma" if rdma else "efa", count), count
     seen = ", ".join(dict.fromkeys(p for p in protocols if p)) or "none"
     why = "RDMA and EFA are mixed" if rdma else "no managed RDMA or EFA transfer path"
+    unread = _unread_backend(cache) if managed and not rdma else ""
+    cause = (
+        f"; the pool's transport is unknown because {unread}, and the interface key follows "
+        "it: the count renders once the Binding, its pool and their backend exist"
+        if unread
+        else ""
+    )
     raise _fail(
         index,
         role.name,
-        f"resources.interface {count} cannot be allocated: {why} (effective protocols: {seen})",
+        f"resources.interface {count} cannot be allocated: {why} (effective protocols: "
+        f"{seen}){cause}",
         origin="render.interface-no-path",
         child="resources.interface",
     )
