@@ -91,7 +91,8 @@ _BOOLS = f"{_TRUE} {_FALSE}"
 _resolver("bool", "^(?:" + "|".join(_BOOLS.split()) + ")$", "yYnNtTfFoO")
 _resolver(
     "int",
-    r"^[-+]?(?:0[bB][-+]?[01_]+|0[oO]?[0-7_]+|0[xX][0-9a-fA-F_]+|0|[1-9_][0-9_]*)$",
+    # go-yaml drops every underscore first, so one may stand before a base prefix (0_x1 is 1).
+    r"^[-+]?_*(?:0_*[bB]_*[-+]?[01_]+|0_*[oO]?[0-7_]+|0_*[xX][0-9a-fA-F_]+|0_*|[1-9_][0-9_]*)$",
     "-+0123456789",
 )
 _resolver(
@@ -149,6 +150,8 @@ def _go_uint(s: str, base: int = 0) -> int | None:
                     return 0
     if not (s.isascii() and s.isalnum()):
         return None
+    if s[:1] == "0" and _PREFIX_BASE.get(s[1:2]) == base:
+        return None  # Python's int() takes the base's prefix here, Go's digits do not (0x0x1)
     try:
         value = int(s, base)
     except ValueError:

@@ -36,7 +36,7 @@ from gpustack_render.engines.owned import (
     PORT_FLAG,
     is_vllm_family,
 )
-from gpustack_render.engines.parallelism import Parallelism, parse_role_parallelism
+from gpustack_render.engines.parallelism import Parallelism, parse_int, parse_role_parallelism
 from gpustack_render.engines.transfer import ascend_leg, native_leg
 from gpustack_render.rendering.hashing import HashBindings
 from gpustack_render.rendering.probes import (
@@ -300,13 +300,12 @@ def instance_type_of(role: RoleSpec, index: int, *, lookups: Lookups) -> Instanc
 
 
 def _parse_port(value: str | None) -> int | None:
+    """The port the engine reads from a ``--port`` value: parsed as its argparse ``type=int``
+    does (Python ``int()``: trimmed, a sign, ``_`` between digits), as admission reads it."""
     if value is None:
         return None
-    text = value.strip()
-    if not text.isascii() or not text.isdigit():
-        return None
-    number = int(text)
-    return number if 0 < number < 65536 else None
+    number = parse_int(value)
+    return number if number is not None and 0 < number < 65536 else None
 
 
 def _ports(
@@ -363,6 +362,20 @@ def _store_transport(plan_engine: str, index: int, role: RoleSpec, connection: C
     raise _fail(index, role.name, message, origin="render.transport-unresolvable")
 
 
+def _unread_backend(cache: CacheResolution | None) -> str:
+    """Why ``spec.kvCache`` yielded no backend to read transport offers from (``""``: it did,
+    or the deployment names no pool)."""
+    if cache is None or cache.backend is not None:
+        return ""
+    if cache.binding is None:
+        return f"KVCachePoolBinding {cache.binding_name!r} does not exist"
+    if cache.pool is None:
+        pool = cache.binding.spec.pool_ref.name
+        return f"KVCachePool {pool!r} named by the Binding does not exist"
+    backend = cache.pool.spec.backends[0] if cache.pool.spec.backends else ""
+    return f"KVCacheBackend {backend!r} named by KVCachePool {cache.pool.name!r} does not exist"
+
+
 def _fabric(
     role: RoleSpec,
     index: int,
@@ -384,10 +397,18 @@ def _fabric(
         return fabric_key("rdma" if rdma else "efa", count), count
     seen = ", ".join(dict.fromkeys(p for p in protocols if p)) or "none"
     why = "RDMA and EFA are mixed" if rdma else "no managed RDMA or EFA transfer path"
+    unread = _unread_backend(cache) if managed and not rdma else ""
+    cause = (
+        f"; the pool's transport is unknown because {unread}, and the interface key follows "
+        "it: the count renders once the Binding, its pool and their backend exist"
+        if unread
+        else ""
+    )
     raise _fail(
         index,
         role.name,
-        f"resources.interface {count} cannot be allocated: {why} (effective protocols: {seen})",
+        f"resources.interface {count} cannot be allocated: {why} (effective protocols: "
+        f"{seen}){cause}",
         origin="render.interface-no-path",
         child="resources.interface",
     )

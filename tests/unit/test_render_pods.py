@@ -62,6 +62,23 @@ def test_vllm_argv(extra: list[str], expected: list[str]) -> None:
     assert _main(_server(extraArgs=extra))["command"] == expected
 
 
+@pytest.mark.parametrize("value", ["+9000", "9_000", " 9000 ", "09000"])
+def test_own_port_is_read_as_the_engine_reads_it(value: str) -> None:
+    """The engine's argparse reads ``--port`` with ``int()``: a sign, ``_`` between digits and
+    surrounding blanks all name port 9000, so the container port, the probes, the scrape port
+    and the Service's ``targetPort`` follow it (admission reads the value the same way)."""
+    case = _server(extraArgs=[f"--port={value}"])
+    rendering = render_case(case)
+    main = _main(case)
+    assert main["ports"] == [{"name": "http", "protocol": "TCP", "containerPort": 9000}]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert main[probe]["httpGet"]["port"] == 9000
+    pod = rendering.roles[0].seats[0].pod
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == "9000"
+    assert rendering.roles[0].service["spec"]["ports"][0]["port"] == 8000
+    assert rendering.roles[0].service["spec"]["ports"][0]["targetPort"] == 9000
+
+
 def test_extra_args_come_last_after_connector_arguments() -> None:
     case = Case(
         deployment([role(extraArgs=["--enable-prefix-caching"])], pool_ref="team-a-cache"),

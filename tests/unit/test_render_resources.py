@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from property.strategies import instance_type
+from property.strategies import (
+    Case,
+    backend,
+    binding,
+    deployment,
+    instance_type,
+    pool,
+    render_case,
+    role,
+)
 
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.api.modeldeployment import RoleSpec
@@ -281,3 +290,42 @@ def test_instance_type_hash_input_is_canonical() -> None:
         "unitResources": {"cpu": "16", "ram": "64Gi", "ephemeralStorage": None},
         "localStorage": "1Ti",
     }
+
+
+@pytest.mark.parametrize(
+    ("inputs", "names"),
+    [
+        pytest.param([], "KVCachePoolBinding 'team-a-cache' does not exist", id="binding-gone"),
+        pytest.param(
+            [binding()], "KVCachePool 'dram-pool' named by the Binding does not exist", id="pool"
+        ),
+        pytest.param(
+            [binding(), pool()],
+            "KVCacheBackend 'dram-backend' named by KVCachePool 'dram-pool' does not exist",
+            id="backend",
+        ),
+    ],
+)
+def test_interface_with_an_unreadable_pool_names_what_is_missing(
+    inputs: list[dict[str, Any]], names: str
+) -> None:
+    """A stored deployment whose cache chain lost an object cannot pick its fabric key: the render
+    error says which object is missing, not only that no RDMA/EFA path exists."""
+    case = Case(
+        deployment([role(resources={"accelerator": 1, "interface": 1})], pool_ref="team-a-cache"),
+        [instance_type(), *inputs],
+    )
+    with pytest.raises(RenderError) as info:
+        render_case(case)
+    assert info.value.origin == "render.interface-no-path"
+    assert info.value.field == "spec.roles[0].resources.interface"
+    assert names in str(info.value)
+
+
+def test_interface_key_follows_the_pool_while_the_binding_is_not_ready() -> None:
+    case = Case(
+        deployment([role(resources={"accelerator": 1, "interface": 1})], pool_ref="team-a-cache"),
+        [instance_type(), binding(phase="Provisioning"), pool(), backend(protocol="RDMA")],
+    )
+    limits = render_case(case).roles[0].seats[0].pod["spec"]["containers"][0]["resources"]
+    assert limits["limits"][RDMA_SHARED_KEY] == "1"

@@ -67,3 +67,12 @@ def test_json_writer_has_final_newline_and_lf() -> None:
     out = dump_json({"b": 1, "a": [1, 2]})
     assert out.endswith("}\n") and "\r" not in out
     assert out.index('"b"') < out.index('"a"')
+
+
+@pytest.mark.parametrize("text", ["0_O0", "0_x1", "0_b1", "+_0x1", "0_b_-1", "0_"])
+def test_writer_quotes_an_underscore_before_a_base_prefix(text: str) -> None:
+    """kubectl's converter drops every underscore before reading a number, so ``0_x1`` is 1:
+    the writer quotes it, and what it prints reads back as the string."""
+    printed = dump_yaml([{"v": text}])
+    assert printed == f"---\nv: '{text}'\n"
+    assert load_documents(printed) == [{"v": text}]

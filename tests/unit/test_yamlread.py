@@ -181,6 +181,11 @@ KUBECTL_READS = [
     ),
     pytest.param("a: <<\nb: ! 12\nc: ! '12'\n", {"a": "<<", "b": "12", "c": "12"}, id="strings"),
     pytest.param(
+        "a: 00O0\nb: 0x0x1\nc: 0b0b1\nd: -0b0b1\ne: 00o7\n",
+        {"a": "00O0", "b": "0x0x1", "c": "0b0b1", "d": "-0b0b1", "e": "00o7"},
+        id="a-second-prefix-is-no-digit",
+    ),
+    pytest.param(
         "1.0: a\n1e6: b\n.inf: c\n08: d\n",
         {"1": "a", "1e+06": "b", ".inf": "c", "8": "d"},
         id="keys",
