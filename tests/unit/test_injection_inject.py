@@ -811,6 +811,42 @@ def test_injected_env_overwrites_in_place() -> None:
     assert names[-1] == "MC_STORE_CLIENT_METRIC_BANDWIDTH"
 
 
+SINGLE_TENANT = [
+    {"type": "QuotaLedgerAvailable", "status": "False", "reason": "MultiTenancyDisabled"}
+]
+
+
+def test_single_tenant_sglang_removes_a_declared_tenant() -> None:
+    """The tenant is Binding-owned: on a single-tenant store none is written, so a tenant the
+    author declared (every declaration of it) is removed, never left for the engine to read."""
+    env = [
+        {"name": "MOONCAKE_TENANT_ID", "value": "team-b-chat"},
+        {"name": "KEEP", "value": "x"},
+        {"name": "MOONCAKE_TENANT_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
+    pod = make_pod(engine="SGLang", container={"env": env})
+    result = run(pod, make_lookups(pool_status={"conditions": SINGLE_TENANT}))
+    out = target(result)["env"]
+    assert "MOONCAKE_TENANT_ID" not in [e["name"] for e in out]
+    assert out[0] == {"name": "KEEP", "value": "x"}
+    assert result.record is not None and result.record.tenant_injected is False
+    verdict = review_pod(
+        AdmissionRequest(operation="CREATE", object=pod, namespace=NS, name="chat-0"),
+        lookups=make_lookups(pool_status={"conditions": SINGLE_TENANT}),
+        settings=Settings(),
+    )
+    assert jsonpatch.apply_patch(pod, verdict.patch) == result.pod
+
+
+def test_single_tenant_vllm_keeps_unrelated_env() -> None:
+    """vLLM reads its tenant from the projected file only: the same variable is not its own."""
+    env = [{"name": "MOONCAKE_TENANT_ID", "value": "x"}]
+    result = run(
+        make_pod(container={"env": env}), make_lookups(pool_status={"conditions": SINGLE_TENANT})
+    )
+    assert target(result)["env"][0] == {"name": "MOONCAKE_TENANT_ID", "value": "x"}
+
+
 @pytest.mark.parametrize(
     "container",
     [
