@@ -244,9 +244,11 @@ def _segment(  # noqa: C901 (one left-to-right scan of a launch segment, a branc
             step = 1
             letters = token[1:]
             for k, letter in enumerate(letters):
-                rest = letters[k + 1 :]
                 if letter == "i":
                     seen.append(CLEARS_ENVIRONMENT)
+                if letter != "u" and letter not in spec.opaque_short | spec.value_short:
+                    continue  # a flag letter: no slice, so a long bundle stays linear
+                rest = letters[k + 1 :]
                 if letter == "u":
                     seen.append(rest or (argv[i + 1] if i + 1 < n else ""))
                 if letter in spec.opaque_short:
@@ -311,6 +313,8 @@ def python_module(argv: Sequence[str]) -> str | None:
         letters = token[1:]
         step = 1
         for k, letter in enumerate(letters):
+            if letter not in "mcWX":
+                continue  # a flag letter: no slice, so a long bundle stays linear
             rest = letters[k + 1 :]
             if letter == "m":
                 if rest:

@@ -3,6 +3,8 @@ programs."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gpustack_render.injection.launch import Launch, check_launch, python_module, strip_launchers
@@ -583,3 +585,21 @@ def test_strip_reports_outcomes() -> None:
 )
 def test_python_module(argv: list[str], module: str | None) -> None:
     assert python_module(argv) == module
+
+
+@pytest.mark.parametrize(
+    ("command", "engine"),
+    [
+        pytest.param(["env", "-" + "v" * 1_000_000, "vllm"], "vllm", id="env"),
+        pytest.param(["tini", "-" + "v" * 1_000_000, "--", "vllm"], "vllm", id="tini"),
+        pytest.param(
+            ["python3", "-" + "u" * 1_000_000, "-m", "sglang.launch_server"], "sglang", id="python3"
+        ),
+    ],
+)
+def test_a_long_option_bundle_is_read_in_linear_time(command: list[str], engine: str) -> None:
+    """A hostile Pod may fill its 1.5 MB with one option bundle: it must still get a verdict
+    within the API server's 10 s webhook timeout (a slice per letter took ~10 s here)."""
+    started = time.perf_counter()
+    assert isinstance(launch(command, [], engine=engine, fwd=None), Launch)
+    assert time.perf_counter() - started < 2.5
