@@ -186,9 +186,14 @@ def _unquoted(match: re.Match[str]) -> str:
 
 
 def _segment(  # noqa: C901 (one left-to-right scan of a launch segment, a branch per launcher form)
-    spec: Launcher, argv: Sequence[str], touched: list[str] | None = None, depth: int = 0
+    spec: Launcher,
+    argv: Sequence[str],
+    touched: list[str] | None = None,
+    depth: int = 0,
+    start: int = 0,
 ) -> tuple[_Strip, int]:
-    """Read one launcher's segment; returns the outcome and the program's index. ``env``'s
+    """Read the segment of the launcher at ``argv[start]``; returns the outcome and the
+    program's index in ``argv`` (indices, not slices, keep a long chain linear). ``env``'s
     effects on the environment are appended to ``touched``: each assigned or unset name, and
     :data:`CLEARS_ENVIRONMENT` for ``-i``/``--ignore-environment``/``-``, those inside an
     ``-S`` string included."""
@@ -201,7 +206,7 @@ def _segment(  # noqa: C901 (one left-to-right scan of a launch segment, a branc
         return _Strip.HIDDEN, 0
 
     n = len(argv)
-    i = 1
+    i = start + 1
     operands = spec.operands
     options = True
     while i < n:
@@ -292,15 +297,14 @@ def strip_launchers(
     read (``""`` when none). What each ``env`` does to the environment is appended to
     ``touched`` (see :func:`_segment`).
     """
-    rest = list(argv)
     launcher = ""
-    while rest and basename(rest[0]) in LAUNCHERS:
-        launcher = basename(rest[0])
-        outcome, at = _segment(LAUNCHERS[launcher], rest, touched, depth)
+    start = 0
+    while start < len(argv) and basename(argv[start]) in LAUNCHERS:
+        launcher = basename(argv[start])
+        outcome, start = _segment(LAUNCHERS[launcher], argv, touched, depth, start)
         if outcome is not _Strip.OK:
             return outcome.value, [], launcher
-        rest = rest[at:]
-    return _Strip.OK.value, rest, launcher
+    return _Strip.OK.value, list(argv[start:]), launcher
 
 
 def python_module(argv: Sequence[str]) -> str | None:
