@@ -107,7 +107,7 @@ def check_collisions(
                 "by the KV-cache injection webhook; rename yours",
             )
     for k, mount in enumerate(mounts):
-        path = mountpaths.normalize(jsonview.mapping(mount).get("mountPath"))
+        path = mountpaths.rooted(jsonview.mapping(mount).get("mountPath"))
         held = next((p for p in mount_paths if mountpaths.overlap(path, p)), None)
         if held is not None:
             where = "at" if path == held else ("inside" if len(path) > len(held) else "above")

@@ -480,6 +480,37 @@ OWNED = [
         "inject.owned-mount-path",
         id="O6-subpath-file-inside",
     ),
+    # A relative mountPath passes API validation and the kubelet mounts it from "/": the same
+    # shadowing file, so the same refusal.
+    pytest.param(
+        "vLLM",
+        {
+            "volumeMounts": [
+                {
+                    "name": "cfg",
+                    "mountPath": "etc/gpustack/kvcache/mooncake.json",
+                    "subPath": "mooncake.json",
+                }
+            ]
+        },
+        None,
+        "inject.owned-mount-path",
+        id="O6-relative-subpath-file-inside",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "c", "mountPath": "etc/gpustack/kvcache"}]},
+        None,
+        "inject.owned-mount-path",
+        id="O6-relative-at",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "c", "mountPath": "../etc/gpustack"}]},
+        None,
+        "inject.owned-mount-path",
+        id="O6-relative-dotdot-parent",
+    ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack/kvcache/x/y"}]},
