@@ -114,7 +114,12 @@ def inject_pod(
     if isinstance(target, Refusal):
         return InjectionResult(pod, refusal=target)
     refused = check_collisions(
-        pod_spec, target, engine=contract.engine, client=client, dtype=resolution.dtype
+        pod_spec,
+        target,
+        engine=contract.engine,
+        client=client,
+        dtype=resolution.dtype,
+        tenant=resolution.tenant,
     )
     if refused is not None:
         return InjectionResult(pod, refusal=refused)

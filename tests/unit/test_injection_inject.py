@@ -869,6 +869,33 @@ def test_single_tenant_sglang_removes_a_declared_tenant() -> None:
     assert jsonpatch.apply_patch(pod, verdict.patch) == result.pod
 
 
+@pytest.mark.parametrize(
+    ("prefix", "conditions", "refused"),
+    [
+        pytest.param("MOONCAKE_", SINGLE_TENANT, True, id="single-tenant-mooncake-prefix"),
+        pytest.param("MOONCAKE_TENANT_ID", SINGLE_TENANT, True, id="single-tenant-whole-name"),
+        pytest.param("APP_", SINGLE_TENANT, False, id="single-tenant-other-prefix"),
+        pytest.param("MOONCAKE_", [LEDGER_TRUE], False, id="multi-tenant-outranked-by-env"),
+    ],
+)
+def test_single_tenant_sglang_refuses_an_env_from_that_could_supply_the_tenant(
+    prefix: str, conditions: list[dict[str, Any]], refused: bool
+) -> None:
+    """With no tenant written, nothing outranks a MOONCAKE_TENANT_ID an envFrom supplies."""
+    env_from = [{"prefix": prefix, "configMapRef": {"name": "mooncake"}}]
+    result = run(
+        make_pod(engine="SGLang", container={"envFrom": env_from}),
+        make_lookups(pool_status={"conditions": conditions}),
+    )
+    if refused:
+        assert rule(result) == "inject.env-from-owned-prefix"
+        assert result.refusal is not None
+        assert "envFrom[0]" in result.refusal.message
+        assert "MOONCAKE_TENANT_ID" in result.refusal.message
+    else:
+        assert result.injected, result.refusal
+
+
 def test_single_tenant_vllm_keeps_unrelated_env() -> None:
     """vLLM reads its tenant from the projected file only: the same variable is not its own."""
     env = [{"name": "MOONCAKE_TENANT_ID", "value": "x"}]
