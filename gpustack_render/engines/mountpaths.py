@@ -20,6 +20,14 @@ def normalize(path: object) -> str:
     return "/" + clean.lstrip("/") if clean.startswith("/") else clean
 
 
+def rooted(path: object) -> str:
+    """``path`` where the kubelet mounts it: a relative ``mountPath`` is taken from ``/`` (as
+    the kubelet's ``makeAbsolutePath`` does on Linux), then normalized."""
+    if isinstance(path, str) and path and not path.startswith("/"):
+        path = "/" + path
+    return normalize(path)
+
+
 def overlap(a: object, b: object) -> bool:
     """Whether mounts at ``a`` and ``b`` are at one path or one lies inside the other."""
     x, y = normalize(a), normalize(b)

@@ -25,7 +25,7 @@ from gpustack_render.core import jsonview, naming
 from gpustack_render.core.errors import Verdict
 from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.core.settings import Settings
-from gpustack_render.engines import connectors
+from gpustack_render.engines import connectors, owned
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.collisions import check_collisions, names_flag
 from gpustack_render.injection.contract import Contract, opted_in, read_contract
@@ -114,7 +114,12 @@ def inject_pod(
     if isinstance(target, Refusal):
         return InjectionResult(pod, refusal=target)
     refused = check_collisions(
-        pod_spec, target, engine=contract.engine, client=client, dtype=resolution.dtype
+        pod_spec,
+        target,
+        engine=contract.engine,
+        client=client,
+        dtype=resolution.dtype,
+        tenant=resolution.tenant,
     )
     if refused is not None:
         return InjectionResult(pod, refusal=refused)
@@ -153,8 +158,17 @@ def _inject(
         launch_program=launch.program,
         launch_args_forwarded=launch.forwarded,
     )
+    # The tenant is Binding-owned: with no tenant to write (a single-tenant store), a tenant the
+    # author declared would be the one the engine reads, so it is removed rather than kept.
+    single_tenant = client.vehicle == "environment" and not resolution.tenant
+    withdrawn = (owned.MOONCAKE_TENANT_ID_ENV,) if single_tenant else ()
     mutated = apply_injection(
-        pod, index=target.index, client=client, defaulted_args=defaulted, record=record
+        pod,
+        index=target.index,
+        client=client,
+        defaulted_args=defaulted,
+        record=record,
+        withdrawn_env=withdrawn,
     )
     return InjectionResult(mutated, record=record)
 

@@ -51,10 +51,17 @@ def names_flag(container: Mapping[str, Any], flag: str, *, engine: str) -> bool:
 
 
 def check_collisions(
-    pod_spec: Mapping[str, Any], target: Target, *, engine: str, client: StoreClient, dtype: str
+    pod_spec: Mapping[str, Any],
+    target: Target,
+    *,
+    engine: str,
+    client: StoreClient,
+    dtype: str,
+    tenant: str = "",
 ) -> Refusal | None:
     """Steps 17–18 of §2 in order: env, flags, dtype flag, Pod volume, mounts (O1–O6), then the
-    configuration-source keys (F1, F2, F3)."""
+    configuration-source keys (F1, F2, F3); F3 also covers ``MOONCAKE_TENANT_ID`` on SGLang
+    when no ``tenant`` is written (a single-tenant store), since nothing then outranks it."""
     fam = family(engine)
     vllm = fam == "vllm"
     container = target.container
@@ -107,7 +114,7 @@ def check_collisions(
                 "by the KV-cache injection webhook; rename yours",
             )
     for k, mount in enumerate(mounts):
-        path = mountpaths.normalize(jsonview.mapping(mount).get("mountPath"))
+        path = mountpaths.rooted(jsonview.mapping(mount).get("mountPath"))
         held = next((p for p in mount_paths if mountpaths.overlap(path, p)), None)
         if held is not None:
             where = "at" if path == held else ("inside" if len(path) > len(held) else "above")
@@ -135,8 +142,40 @@ def check_collisions(
                 f"container {name} passes {spelled}: that configuration outranks the "
                 "environment, so the injected MOONCAKE_* variables would go unread; remove it",
             )
-        return _config_source_env_from(container, name)
+        return _config_source_env_from(container, name) or (
+            None if tenant else _tenant_env_from(container, name)
+        )
     return None
+
+
+def _env_from(container: Mapping[str, Any], name: str, variable: str, why: str) -> Refusal | None:
+    """F3: the first ``envFrom`` entry whose ``prefix`` (empty by default) could begin
+    ``variable``, refused with ``why``: admission cannot read a ConfigMap's or Secret's keys, so
+    such an entry could supply it, and nothing the webhook writes outranks it."""
+    for k, source in enumerate(jsonview.items(container.get("envFrom"))):
+        prefix = jsonview.mapping(source).get("prefix")
+        prefix = prefix if isinstance(prefix, str) else ""
+        if variable.startswith(prefix):
+            return Refusal(
+                r.CONFIG_SOURCE_ENV_FROM,
+                f"container {name} envFrom[{k}] could supply {variable} (admission cannot read "
+                f"a ConfigMap's or Secret's keys): {why}; give the entry a prefix that cannot "
+                f"begin {variable} (such as APP_), move the variables you need into env, or "
+                "drop the inject label",
+            )
+    return None
+
+
+def _tenant_env_from(container: Mapping[str, Any], name: str) -> Refusal | None:
+    """F3 on a single-tenant store: no ``MOONCAKE_TENANT_ID`` is written (a declared one is
+    removed from ``env``), so one an ``envFrom`` supplies is the tenant the engine reads."""
+    return _env_from(
+        container,
+        name,
+        owned.MOONCAKE_TENANT_ID_ENV,
+        "the pool's store is single-tenant, so the webhook writes no tenant that would outrank "
+        "it, and the engine would run with the tenant of that source instead of the Binding's",
+    )
 
 
 def _config_source_env_from(container: Mapping[str, Any], name: str) -> Refusal | None:
@@ -147,18 +186,10 @@ def _config_source_env_from(container: Mapping[str, Any], name: str) -> Refusal 
     admission cannot read the source's keys. An entry whose ``prefix`` cannot begin the name
     cannot supply it.
     """
-    variable = owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV
-    for k, source in enumerate(jsonview.items(container.get("envFrom"))):
-        prefix = jsonview.mapping(source).get("prefix")
-        prefix = prefix if isinstance(prefix, str) else ""
-        if variable.startswith(prefix):
-            return Refusal(
-                r.CONFIG_SOURCE_ENV_FROM,
-                f"container {name} envFrom[{k}] could supply {variable} (admission cannot read "
-                "a ConfigMap's or Secret's keys, and the webhook never overwrites that "
-                "variable): it would point sglang at its own file, so the injected MOONCAKE_* "
-                "variables would go unread; give the entry a prefix that cannot begin "
-                f"{variable} (such as APP_), move the variables you need into env, or drop the "
-                "inject label",
-            )
-    return None
+    return _env_from(
+        container,
+        name,
+        owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV,
+        "the webhook never overwrites that variable, and it would point sglang at its own file, "
+        "so the injected MOONCAKE_* variables would go unread",
+    )

@@ -92,7 +92,11 @@ def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
     """Steps 2–6 of §2: vocabulary (K1, K2), domain (K3), engine (E1, E2), manufacturer (E3,
     E4), role (E5). The first failing step wins; with several bad keys the first in sorted order
     is reported (D23)."""
-    for key in sorted(k for k in annotations if isinstance(k, str) and k.startswith(PREFIX)):
+    # The prefix is a DNS name, compared without regard to case (the API server accepts an
+    # annotation key whose prefix has capitals): a misspelt case is refused, not ignored.
+    for key in sorted(
+        k for k in annotations if isinstance(k, str) and k[: len(PREFIX)].lower() == PREFIX
+    ):
         if key in WRITTEN_KEYS:
             return Refusal(
                 r.WRITTEN_KEY,

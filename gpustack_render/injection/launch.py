@@ -151,16 +151,62 @@ def basename(token: str) -> str:
     return token.rsplit("/", 1)[-1]
 
 
+#: How deep :func:`_split_string_effects` follows an ``env -S`` inside an ``env -S`` string.
+_SPLIT_DEPTH: Final = 8
+#: One word of an ``env -S`` string: unquoted text, '…' and "…" (an unclosed quote runs to the
+#: end) and backslash escapes, joined until a blank. Regular expressions keep a long string
+#: linear.
+_WORD: Final = re.compile(r"""(?:[^\s'"\\]+|'[^']*'?|"(?:[^"\\]|\\.)*"?|\\.?)+""", re.S)
+#: The quoted and escaped parts of one word, and the escapes inside "…".
+_UNQUOTE: Final = re.compile(r"""'([^']*)'?|"((?:[^"\\]|\\.)*)"?|\\(.?)""", re.S)
+_ESCAPE: Final = re.compile(r"\\(.)", re.S)
+
+
+def _split_string_effects(text: str, rest: Sequence[str], touched: list[str], depth: int) -> None:
+    """What an ``env -S TEXT`` does to the environment, appended to ``touched``.
+
+    ``env`` splits TEXT into arguments and reads them as its own (assignments, ``-u``, ``-i``
+    and the program), followed by ``rest``; the command line stays hidden (A4), but its
+    environment effects are judged as on a plain ``env`` (A10), which no declaration admits.
+    The split follows shell quoting; an unbalanced quote falls back to blanks.
+    """
+    if depth >= _SPLIT_DEPTH:
+        return
+    words = [_UNQUOTE.sub(_unquoted, word) for word in _WORD.findall(text)]
+    strip_launchers(["env", *words, *rest], touched=touched, depth=depth + 1)
+
+
+def _unquoted(match: re.Match[str]) -> str:
+    single, double, escaped = match.group(1, 2, 3)
+    if single is not None:
+        return single
+    if double is not None:
+        return _ESCAPE.sub(r"\1", double)
+    return escaped or ""
+
+
 def _segment(  # noqa: C901 (one left-to-right scan of a launch segment, a branch per launcher form)
-    spec: Launcher, argv: Sequence[str], touched: list[str] | None = None
+    spec: Launcher,
+    argv: Sequence[str],
+    touched: list[str] | None = None,
+    depth: int = 0,
+    start: int = 0,
 ) -> tuple[_Strip, int]:
-    """Read one launcher's segment; returns the outcome and the program's index. ``env``'s
+    """Read the segment of the launcher at ``argv[start]``; returns the outcome and the
+    program's index in ``argv`` (indices, not slices, keep a long chain linear). ``env``'s
     effects on the environment are appended to ``touched``: each assigned or unset name, and
-    :data:`CLEARS_ENVIRONMENT` for ``-i``/``--ignore-environment``/``-``."""
+    :data:`CLEARS_ENVIRONMENT` for ``-i``/``--ignore-environment``/``-``, those inside an
+    ``-S`` string included."""
     env = spec is LAUNCHERS["env"]
     seen: list[str] = touched if touched is not None and env else []
+
+    def hidden(text: str, rest: Sequence[str]) -> tuple[_Strip, int]:
+        if env and touched is not None:
+            _split_string_effects(text, rest, seen, depth)
+        return _Strip.HIDDEN, 0
+
     n = len(argv)
-    i = 1
+    i = start + 1
     operands = spec.operands
     options = True
     while i < n:
@@ -183,7 +229,7 @@ def _segment(  # noqa: C901 (one left-to-right scan of a launch segment, a branc
             if name in spec.opaque_long:
                 if eq:
                     if value:
-                        return _Strip.HIDDEN, 0
+                        return hidden(value, argv[i + 1 :])
                     i += 1
                     continue
                 if i + 1 >= n:
@@ -191,7 +237,7 @@ def _segment(  # noqa: C901 (one left-to-right scan of a launch segment, a branc
                 if argv[i + 1] == "":
                     i += 2
                     continue
-                return _Strip.HIDDEN, 0
+                return hidden(argv[i + 1], argv[i + 2 :])
             if name in spec.value_long and not eq:
                 if i + 1 >= n:
                     return _Strip.NOTHING, 0
@@ -203,18 +249,20 @@ def _segment(  # noqa: C901 (one left-to-right scan of a launch segment, a branc
             step = 1
             letters = token[1:]
             for k, letter in enumerate(letters):
-                rest = letters[k + 1 :]
                 if letter == "i":
                     seen.append(CLEARS_ENVIRONMENT)
+                if letter != "u" and letter not in spec.opaque_short | spec.value_short:
+                    continue  # a flag letter: no slice, so a long bundle stays linear
+                rest = letters[k + 1 :]
                 if letter == "u":
                     seen.append(rest or (argv[i + 1] if i + 1 < n else ""))
                 if letter in spec.opaque_short:
                     if rest:
-                        return _Strip.HIDDEN, 0
+                        return hidden(rest, argv[i + 1 :])
                     if i + 1 >= n:
                         return _Strip.NOTHING, 0
                     if argv[i + 1] != "":
-                        return _Strip.HIDDEN, 0
+                        return hidden(argv[i + 1], argv[i + 2 :])
                     step = 2
                     break
                 if letter in spec.value_short:
@@ -240,7 +288,7 @@ def _segment(  # noqa: C901 (one left-to-right scan of a launch segment, a branc
 
 
 def strip_launchers(
-    argv: Sequence[str], *, touched: list[str] | None = None
+    argv: Sequence[str], *, touched: list[str] | None = None, depth: int = 0
 ) -> tuple[str, list[str], str]:
     """Remove transparent launcher prefixes.
 
@@ -249,15 +297,14 @@ def strip_launchers(
     read (``""`` when none). What each ``env`` does to the environment is appended to
     ``touched`` (see :func:`_segment`).
     """
-    rest = list(argv)
     launcher = ""
-    while rest and basename(rest[0]) in LAUNCHERS:
-        launcher = basename(rest[0])
-        outcome, at = _segment(LAUNCHERS[launcher], rest, touched)
+    start = 0
+    while start < len(argv) and basename(argv[start]) in LAUNCHERS:
+        launcher = basename(argv[start])
+        outcome, start = _segment(LAUNCHERS[launcher], argv, touched, depth, start)
         if outcome is not _Strip.OK:
             return outcome.value, [], launcher
-        rest = rest[at:]
-    return _Strip.OK.value, rest, launcher
+    return _Strip.OK.value, list(argv[start:]), launcher
 
 
 def python_module(argv: Sequence[str]) -> str | None:
@@ -270,6 +317,8 @@ def python_module(argv: Sequence[str]) -> str | None:
         letters = token[1:]
         step = 1
         for k, letter in enumerate(letters):
+            if letter not in "mcWX":
+                continue  # a flag letter: no slice, so a long bundle stays linear
             rest = letters[k + 1 :]
             if letter == "m":
                 if rest:

@@ -48,6 +48,12 @@ def write_env(env: list[Any], entries: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
+def withdraw_env(env: list[Any], names: tuple[str, ...]) -> list[Any]:
+    """``env`` without any entry of one of ``names`` (a variable the webhook owns and, this time,
+    gives no value). Returns a new list; ``env`` is not modified."""
+    return [e for e in env if jsonview.name_of(e) not in names] if names else list(env)
+
+
 def default_env(env: list[Any], entries: list[dict[str, Any]]) -> list[Any]:
     """Defaulted env: each entry appended only when no entry of that name exists."""
     present = {jsonview.name_of(e) for e in env}
@@ -61,17 +67,20 @@ def apply_injection(
     client: StoreClient,
     defaulted_args: list[str],
     record: InjectionRecord,
+    withdrawn_env: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A copy of ``pod`` with ``client`` applied to container ``index`` (§5 steps 1–5).
 
-    ``defaulted_args`` are the defaulted groups that survived (the user did not name them).
+    ``defaulted_args`` are the defaulted groups that survived (the user did not name them);
+    ``withdrawn_env`` are owned variables this render leaves unset, so every declaration of
+    them is removed (``MOONCAKE_TENANT_ID`` on a single-tenant store).
     """
     out: dict[str, Any] = dict(pod)
     spec = out["spec"] = dict(out["spec"])
     containers = spec["containers"] = list(spec["containers"])
     container = containers[index] = dict(containers[index])
 
-    env = write_env(jsonview.items(container.get("env")), client.env)
+    env = write_env(withdraw_env(jsonview.items(container.get("env")), withdrawn_env), client.env)
     container["env"] = default_env(env, connectors.observability_env())
     container["args"] = [*jsonview.items(container.get("args")), *client.args, *defaulted_args]
     if client.mounts:

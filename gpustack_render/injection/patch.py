@@ -17,7 +17,8 @@ mutated Pod and every path exists in both, so the patch applied to the pruned su
 giving the pruned mutated one means it gives the real mutated Pod from the real submitted one
 (docs/contract/kv-injection.md §5: the patch *is* the mutation). That check runs on the small pruned
 trees; a failure falls back to the plain diff, verified on the whole Pods, and as a last resort to a
-coarse patch that never diffs inside an array. Markers and placeholders start with NUL, which no
+coarse patch that never diffs inside an array. A changed array too long to diff in time (a hostile
+Pod's) gets the coarse patch directly. Markers and placeholders start with NUL, which no
 real Pod key or string carries in practice.
 """
 
@@ -73,6 +74,31 @@ def _prune(src: Any, dst: Any, path: str = "") -> tuple[Any, Any, bool]:
     return src, dst, False
 
 
+#: A changed array with more items than this that the two sides do not share is replaced whole
+#: (the coarse patch) instead of being diffed item by item: ``jsonpatch`` matches array items
+#: with ``difflib``, quadratic on the many equal entries a hostile Pod can send (17,000
+#: alternating ``env`` entries took 11 s, past the API server's 10 s timeout). No real Pod
+#: comes near it.
+_DIFF_ITEMS: Final = 1000
+
+
+def _wide(src: Any, dst: Any) -> bool:
+    """Whether the pruned trees hold a changed array with more than :data:`_DIFF_ITEMS`
+    unshared items on either side."""
+    if isinstance(src, dict) and isinstance(dst, dict):
+        return any(_wide(v, dst[k]) for k, v in src.items() if k in dst and v is not dst[k])
+    if isinstance(src, list) and isinstance(dst, list) and src is not dst:
+        for side in (src, dst):
+            if sum(1 for v in side if not _is_placeholder(v)) > _DIFF_ITEMS:
+                return True
+        return any(_wide(a, b) for a, b in zip(src, dst, strict=False) if a is not b)
+    return False
+
+
+def _is_placeholder(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(_SHARED)
+
+
 def _writes_placeholder(value: Any) -> bool:
     """True when ``value`` holds a placeholder or a marker: it is a pruned branch."""
     if isinstance(value, str):
@@ -88,9 +114,22 @@ def _pointer(parts: list[str]) -> str:
     return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def _coarse(src: Any, dst: Any, parts: list[str], ops: list[dict[str, Any]]) -> None:
-    """Object members added, removed or recursed into; anything else replaced whole."""
+def _coarse(
+    src: Any, dst: Any, parts: list[str], ops: list[dict[str, Any]], *, by_position: bool = False
+) -> None:
+    """Object members added, removed or recursed into; anything else replaced whole. With
+    ``by_position``, two arrays of one length up to :data:`_DIFF_ITEMS` are recursed into item
+    by item as well (the target container, not the whole container list, is written)."""
     if src == dst:
+        return
+    if (
+        by_position
+        and isinstance(src, list)
+        and isinstance(dst, list)
+        and len(src) == len(dst) <= _DIFF_ITEMS
+    ):
+        for j, (a, b) in enumerate(zip(src, dst, strict=True)):
+            _coarse(a, b, [*parts, str(j)], ops, by_position=True)
         return
     if not (isinstance(src, dict) and isinstance(dst, dict)):
         ops.append({"op": "replace", "path": _pointer(parts), "value": dst})
@@ -100,7 +139,7 @@ def _coarse(src: Any, dst: Any, parts: list[str], ops: list[dict[str, Any]]) -> 
             ops.append({"op": "remove", "path": _pointer([*parts, str(key)])})
     for key, value in dst.items():
         if key in src:
-            _coarse(src[key], value, [*parts, str(key)], ops)
+            _coarse(src[key], value, [*parts, str(key)], ops, by_position=by_position)
         else:
             ops.append({"op": "add", "path": _pointer([*parts, str(key)]), "value": value})
 
@@ -125,12 +164,15 @@ def make_patch(original: Any, mutated: Any) -> list[dict[str, Any]]:
     """The JSON Patch turning ``original`` into ``mutated`` (``jsonpatch.make_patch``), computed
     over the branches the two do not share, and verified to give ``mutated``."""
     src, dst, _ = _prune(original, mutated)
+    coarse: list[dict[str, Any]] = []
+    if _wide(src, dst):
+        _coarse(original, mutated, [], coarse, by_position=True)
+        return coarse
     ops: list[dict[str, Any]] = jsonpatch.make_patch(src, dst).patch
     if not any(_writes_placeholder(op.get("value")) for op in ops) and _applies(src, ops, dst):
         return ops
     ops = jsonpatch.make_patch(original, mutated).patch
     if _applies(original, ops, mutated):
         return ops
-    coarse: list[dict[str, Any]] = []
     _coarse(original, mutated, [], coarse)
     return coarse

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
 from gpustack_render.core.review import AdmissionRequest, Operation
 from gpustack_render.core.settings import Settings
-from gpustack_render.injection import inject_pod, review_pod
+from gpustack_render.injection import inject_pod, parse_record, review_pod
 from gpustack_render.injection.patch import make_patch as pruned_patch
 from gpustack_render.schema.lookups import StaticLookups
 
@@ -345,9 +345,18 @@ def test_refused_unchanged_admitted_confined(
     assert new_c.get("volumeMounts", [])[: len(old_mounts)] == old_mounts
     old_volumes = before["spec"].get("volumes", [])
     assert out["spec"].get("volumes", [])[: len(old_volumes)] == old_volumes
-    assert [e["name"] for e in new_c["env"]][: len(old_c.get("env", []))] == [
-        e["name"] for e in old_c.get("env", [])
-    ]
+    # The user's env keeps its order; the one entry that may go is a tenant on a single-tenant
+    # SGLang store (the tenant is Binding-owned, and none is written there).
+    record = parse_record(out["metadata"]["annotations"][P + "injected"])
+    assert record is not None
+    withdrawn = (
+        {"MOONCAKE_TENANT_ID"}
+        if record.vehicle == "environment" and not record.tenant_injected
+        else set()
+    )
+    kept = [e["name"] for e in old_c.get("env", []) if e["name"] not in withdrawn]
+    assert [e["name"] for e in new_c["env"]][: len(kept)] == kept
+    assert not withdrawn & {e["name"] for e in new_c["env"]}
     assert P + "injected" in out["metadata"]["annotations"]
 
 

@@ -41,6 +41,12 @@ REFUSED = [
     pytest.param(
         {P + "aaa": "x", P + "injected": "{}"}, "inject.unknown-key", id="sorted-first-unknown"
     ),
+    pytest.param(
+        {"KVCache.gpustack.ai/domain": "team-b"}, "inject.unknown-key", id="K2-prefix-case-domain"
+    ),
+    pytest.param(
+        {"KVCACHE.GPUSTACK.AI/role": "Decode"}, "inject.unknown-key", id="K2-prefix-case-role"
+    ),
     pytest.param({P + "domain": ""}, "inject.domain-annotation", id="K3-empty-value"),
     pytest.param(
         {P + "domain": "x", P + "engine": None}, "inject.domain-annotation", id="K3-before-engine"

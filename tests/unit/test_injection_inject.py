@@ -480,6 +480,37 @@ OWNED = [
         "inject.owned-mount-path",
         id="O6-subpath-file-inside",
     ),
+    # A relative mountPath passes API validation and the kubelet mounts it from "/": the same
+    # shadowing file, so the same refusal.
+    pytest.param(
+        "vLLM",
+        {
+            "volumeMounts": [
+                {
+                    "name": "cfg",
+                    "mountPath": "etc/gpustack/kvcache/mooncake.json",
+                    "subPath": "mooncake.json",
+                }
+            ]
+        },
+        None,
+        "inject.owned-mount-path",
+        id="O6-relative-subpath-file-inside",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "c", "mountPath": "etc/gpustack/kvcache"}]},
+        None,
+        "inject.owned-mount-path",
+        id="O6-relative-at",
+    ),
+    pytest.param(
+        "vLLM",
+        {"volumeMounts": [{"name": "c", "mountPath": "../etc/gpustack"}]},
+        None,
+        "inject.owned-mount-path",
+        id="O6-relative-dotdot-parent",
+    ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack/kvcache/x/y"}]},
@@ -809,6 +840,69 @@ def test_injected_env_overwrites_in_place() -> None:
     names = [e["name"] for e in out]
     assert names.count("MOONCAKE_MASTER") == 1 and names.count("MC_TE_METRIC") == 1
     assert names[-1] == "MC_STORE_CLIENT_METRIC_BANDWIDTH"
+
+
+SINGLE_TENANT = [
+    {"type": "QuotaLedgerAvailable", "status": "False", "reason": "MultiTenancyDisabled"}
+]
+
+
+def test_single_tenant_sglang_removes_a_declared_tenant() -> None:
+    """The tenant is Binding-owned: on a single-tenant store none is written, so a tenant the
+    author declared (every declaration of it) is removed, never left for the engine to read."""
+    env = [
+        {"name": "MOONCAKE_TENANT_ID", "value": "team-b-chat"},
+        {"name": "KEEP", "value": "x"},
+        {"name": "MOONCAKE_TENANT_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
+    pod = make_pod(engine="SGLang", container={"env": env})
+    result = run(pod, make_lookups(pool_status={"conditions": SINGLE_TENANT}))
+    out = target(result)["env"]
+    assert "MOONCAKE_TENANT_ID" not in [e["name"] for e in out]
+    assert out[0] == {"name": "KEEP", "value": "x"}
+    assert result.record is not None and result.record.tenant_injected is False
+    verdict = review_pod(
+        AdmissionRequest(operation="CREATE", object=pod, namespace=NS, name="chat-0"),
+        lookups=make_lookups(pool_status={"conditions": SINGLE_TENANT}),
+        settings=Settings(),
+    )
+    assert jsonpatch.apply_patch(pod, verdict.patch) == result.pod
+
+
+@pytest.mark.parametrize(
+    ("prefix", "conditions", "refused"),
+    [
+        pytest.param("MOONCAKE_", SINGLE_TENANT, True, id="single-tenant-mooncake-prefix"),
+        pytest.param("MOONCAKE_TENANT_ID", SINGLE_TENANT, True, id="single-tenant-whole-name"),
+        pytest.param("APP_", SINGLE_TENANT, False, id="single-tenant-other-prefix"),
+        pytest.param("MOONCAKE_", [LEDGER_TRUE], False, id="multi-tenant-outranked-by-env"),
+    ],
+)
+def test_single_tenant_sglang_refuses_an_env_from_that_could_supply_the_tenant(
+    prefix: str, conditions: list[dict[str, Any]], refused: bool
+) -> None:
+    """With no tenant written, nothing outranks a MOONCAKE_TENANT_ID an envFrom supplies."""
+    env_from = [{"prefix": prefix, "configMapRef": {"name": "mooncake"}}]
+    result = run(
+        make_pod(engine="SGLang", container={"envFrom": env_from}),
+        make_lookups(pool_status={"conditions": conditions}),
+    )
+    if refused:
+        assert rule(result) == "inject.env-from-owned-prefix"
+        assert result.refusal is not None
+        assert "envFrom[0]" in result.refusal.message
+        assert "MOONCAKE_TENANT_ID" in result.refusal.message
+    else:
+        assert result.injected, result.refusal
+
+
+def test_single_tenant_vllm_keeps_unrelated_env() -> None:
+    """vLLM reads its tenant from the projected file only: the same variable is not its own."""
+    env = [{"name": "MOONCAKE_TENANT_ID", "value": "x"}]
+    result = run(
+        make_pod(container={"env": env}), make_lookups(pool_status={"conditions": SINGLE_TENANT})
+    )
+    assert target(result)["env"][0] == {"name": "MOONCAKE_TENANT_ID", "value": "x"}
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@ programs."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gpustack_render.injection.launch import Launch, check_launch, python_module, strip_launchers
@@ -182,6 +184,15 @@ ADMITTED = [
     pytest.param(["entrypoint"], [], "vllm", "true", "entrypoint", True, id="declared-wrapper"),
     pytest.param([], ["serve"], "vllm", "true", "", True, id="declared-args-only"),
     pytest.param(["env", "-S", "vllm serve"], [], "vllm", "true", "", True, id="declared-hidden"),
+    pytest.param(
+        ["env", "-S", "FOO='a b' vllm serve"],
+        [],
+        "vllm",
+        "true",
+        "",
+        True,
+        id="declared-S-other-var",
+    ),
     pytest.param(["./run.sh"], [], "vllm", "true", "run.sh", True, id="declared-script"),
     pytest.param(
         ["bash", "/app/run.sh"], [], "vllm", "true", "bash", True, id="declared-shell-script"
@@ -303,6 +314,64 @@ REFUSED = [
         None,
         "launch.env-owned-variable",
         id="A10-tini",
+    ),
+    # A10 inside an env -S string: the command line is hidden, its environment effects are not,
+    # and the forwarding declaration does not admit them either.
+    pytest.param(
+        ["env", "-S", "MOONCAKE_TENANT_ID=team-b-chat python3 -m sglang.launch_server"],
+        [],
+        "sglang",
+        "true",
+        "launch.env-owned-variable",
+        id="A10-in-S-declared",
+    ),
+    pytest.param(
+        ["env", "--split-string=-u MOONCAKE_CONFIG_PATH vllm serve"],
+        [],
+        "vllm",
+        "true",
+        "launch.env-owned-variable",
+        id="A10-in-split-string-unset",
+    ),
+    pytest.param(
+        ["env", "-S'MOONCAKE_MASTER=x:1' python3", "-m", "sglang.launch_server"],
+        [],
+        "sglang",
+        "true",
+        "launch.env-owned-variable",
+        id="A10-in-S-attached-quoted",
+    ),
+    pytest.param(
+        ["env", "-S", "-S 'MOONCAKE_TENANT_ID=b python3 -m sglang.launch_server'"],
+        [],
+        "sglang",
+        "true",
+        "launch.env-owned-variable",
+        id="A10-in-nested-S",
+    ),
+    pytest.param(
+        ["env", "-S", "MOONCAKE_TENANT_ID=b python3 -m sglang.launch_server"],
+        [],
+        "sglang",
+        None,
+        "launch.env-owned-variable",
+        id="A10-in-S-before-A4",
+    ),
+    pytest.param(
+        ["env", "-S", "-i vllm serve"],
+        [],
+        "vllm",
+        "true",
+        "launch.env-owned-variable",
+        id="A10-S-i",
+    ),
+    pytest.param(
+        ["env", "-S" + "-S" * 5000],
+        [],
+        "vllm",
+        None,
+        "launch.hidden-command-line",
+        id="S-nested-deeply-no-crash",
     ),
     pytest.param(
         [], ["vllm", "serve"], "vllm", None, "launch.args-without-command", id="A3-args-only"
@@ -516,3 +585,24 @@ def test_strip_reports_outcomes() -> None:
 )
 def test_python_module(argv: list[str], module: str | None) -> None:
     assert python_module(argv) == module
+
+
+@pytest.mark.parametrize(
+    ("command", "engine"),
+    [
+        pytest.param(["env", "-" + "v" * 1_000_000, "vllm"], "vllm", id="env"),
+        pytest.param(["tini", "-" + "v" * 1_000_000, "--", "vllm"], "vllm", id="tini"),
+        pytest.param(
+            ["python3", "-" + "u" * 1_000_000, "-m", "sglang.launch_server"], "sglang", id="python3"
+        ),
+        pytest.param(["tini", "--"] * 150_000 + ["vllm"], "vllm", id="launcher-chain"),
+        pytest.param(["busybox"] * 150_000 + ["vllm"], "vllm", id="busybox-chain"),
+    ],
+)
+def test_a_long_launch_is_read_in_linear_time(command: list[str], engine: str) -> None:
+    """A hostile Pod may fill its 1.5 MB with one option bundle or a chain of launchers: it must
+    still get a verdict within the API server's 10 s webhook timeout (a slice per letter took
+    ~10 s here, a copy of the argv per launcher ~40 s)."""
+    started = time.perf_counter()
+    assert isinstance(launch(command, [], engine=engine, fwd=None), Launch)
+    assert time.perf_counter() - started < 2.5

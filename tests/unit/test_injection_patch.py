@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import jsonpatch
@@ -94,3 +95,31 @@ def test_coarse_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     ops = p.make_patch(src, dst)
     assert jsonpatch.apply_patch(json.loads(json.dumps(src)), ops) == dst
     assert {"op": "replace", "path": "/a~1b/k", "value": [2, 1]} in ops
+
+
+def test_long_changed_array_is_replaced_whole() -> None:
+    # A hostile Pod: 17,000 env entries, every other one rewritten in place to the same value.
+    # jsonpatch matches array items with difflib, quadratic on that many equal items (11 s here,
+    # past the API server's 10 s timeout); the array is replaced whole, in well under a second.
+    env = [
+        {"name": "MOONCAKE_MASTER", "value": f"v{i}"} if i % 2 else {"name": "X", "value": "1"}
+        for i in range(17_000)
+    ]
+    injected = [e if e["name"] == "X" else {"name": "MOONCAKE_MASTER", "value": "m:1"} for e in env]
+    containers = [{"name": "c", "image": "i"}]
+    src = {"spec": {"containers": [{"name": "s", "env": env}], "other": containers}}
+    dst = {"spec": {"containers": [{"name": "s", "env": injected}], "other": containers}}
+    started = time.perf_counter()
+    ops = p.make_patch(src, dst)
+    assert time.perf_counter() - started < 2.5
+    assert ops == [{"op": "replace", "path": "/spec/containers/0/env", "value": injected}]
+    assert jsonpatch.apply_patch(json.loads(json.dumps(src)), ops) == dst
+
+
+def test_short_changed_array_is_still_diffed() -> None:
+    env = [{"name": "X", "value": str(i)} for i in range(p._DIFF_ITEMS)]
+    src = {"env": env}
+    dst = {"env": [*env, {"name": "Y", "value": "1"}]}
+    assert p.make_patch(src, dst) == [
+        {"op": "add", "path": f"/env/{p._DIFF_ITEMS}", "value": {"name": "Y", "value": "1"}}
+    ]
