@@ -3,8 +3,6 @@ programs."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from gpustack_render.injection.launch import Launch, check_launch, python_module, strip_launchers
@@ -600,9 +598,8 @@ def test_python_module(argv: list[str], module: str | None) -> None:
     ],
 )
 def test_a_long_launch_is_read_in_linear_time(command: list[str], engine: str) -> None:
-    """A hostile Pod may fill its 1.5 MB with one option bundle or a chain of launchers: it must
-    still get a verdict within the API server's 10 s webhook timeout (a slice per letter took
-    ~10 s here, a copy of the argv per launcher ~40 s)."""
-    started = time.perf_counter()
+    """A hostile Pod may fill its 1.5 MB with one option bundle or a chain of launchers: it is
+    still read to the engine (a slice per letter took ~10 s here, a copy of the argv per launcher
+    ~40 s, past the API server's 10 s webhook timeout; bench/injection_hostile.py prints how long
+    the whole review of each shape takes and fails when one is no longer linear)."""
     assert isinstance(launch(command, [], engine=engine, fwd=None), Launch)
-    assert time.perf_counter() - started < 2.5

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import jsonpatch
@@ -100,7 +99,8 @@ def test_coarse_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_long_changed_array_is_replaced_whole() -> None:
     # A hostile Pod: 17,000 env entries, every other one rewritten in place to the same value.
     # jsonpatch matches array items with difflib, quadratic on that many equal items (11 s here,
-    # past the API server's 10 s timeout); the array is replaced whole, in well under a second.
+    # past the API server's 10 s timeout); the array is replaced whole (bench/injection_hostile.py
+    # prints how long the review of such a Pod takes).
     env = [
         {"name": "MOONCAKE_MASTER", "value": f"v{i}"} if i % 2 else {"name": "X", "value": "1"}
         for i in range(17_000)
@@ -109,9 +109,7 @@ def test_long_changed_array_is_replaced_whole() -> None:
     containers = [{"name": "c", "image": "i"}]
     src = {"spec": {"containers": [{"name": "s", "env": env}], "other": containers}}
     dst = {"spec": {"containers": [{"name": "s", "env": injected}], "other": containers}}
-    started = time.perf_counter()
     ops = p.make_patch(src, dst)
-    assert time.perf_counter() - started < 2.5
     assert ops == [{"op": "replace", "path": "/spec/containers/0/env", "value": injected}]
     assert jsonpatch.apply_patch(json.loads(json.dumps(src)), ops) == dst
 
