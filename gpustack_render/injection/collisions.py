@@ -12,7 +12,7 @@ the volume and mount checks therefore apply to the vLLM family, the only engines
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from gpustack_render.core import jsonview
@@ -113,18 +113,17 @@ def check_collisions(
                 f"container {name} mounts a volume named {jsonview.name_of(mount)}, a name owned "
                 "by the KV-cache injection webhook; rename yours",
             )
-    for k, mount in enumerate(mounts):
-        path = mountpaths.rooted(jsonview.mapping(mount).get("mountPath"))
-        held = next((p for p in mount_paths if mountpaths.overlap(path, p)), None)
-        if held is not None:
-            where = "at" if path == held else ("inside" if len(path) > len(held) else "above")
-            return Refusal(
-                r.OWNED_MOUNT_PATH,
-                f"container {name} volumeMounts[{k}] mounts something at {path}, {where} "
-                f"{held}, where the KV-cache injection webhook mounts its client "
-                "configuration (a mount at, inside or above that path, subPath included, "
-                "shadows or hides it); mount yours elsewhere",
-            )
+    refusal = _owned_path(name, "volumeMounts", "mountPath", mounts, mount_paths) or _owned_path(
+        # A raw block device is a node the runtime creates at devicePath: at, inside or above
+        # the owned path it meets the projected configuration as a mount there would.
+        name,
+        "volumeDevices",
+        "devicePath",
+        jsonview.items(container.get("volumeDevices")),
+        mount_paths,
+    )
+    if refusal is not None:
+        return refusal
     if fam == "sglang":
         if owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV in env_names:
             return Refusal(
@@ -144,6 +143,27 @@ def check_collisions(
             )
         return _config_source_env_from(container, name) or (
             None if tenant else _tenant_env_from(container, name)
+        )
+    return None
+
+
+def _owned_path(
+    name: str, field: str, key: str, entries: Sequence[Any], held_paths: Sequence[str]
+) -> Refusal | None:
+    """O6 for one list of the container (``volumeMounts`` by ``mountPath``, ``volumeDevices``
+    by ``devicePath``): the first entry at, inside or above a path the webhook mounts."""
+    for k, entry in enumerate(entries):
+        path = mountpaths.rooted(jsonview.mapping(entry).get(key))
+        held = next((p for p in held_paths if mountpaths.overlap(path, p)), None)
+        if held is None:
+            continue
+        where = "at" if path == held else ("inside" if len(path) > len(held) else "above")
+        return Refusal(
+            r.OWNED_MOUNT_PATH,
+            f"container {name} {field}[{k}] puts something at {path}, {where} {held}, where "
+            "the KV-cache injection webhook mounts its client configuration (a mount or device "
+            "at, inside or above that path, subPath included, shadows or hides it); put yours "
+            "elsewhere",
         )
     return None
 

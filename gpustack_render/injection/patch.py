@@ -9,21 +9,22 @@ or below it) carries a marker member naming its path, on both sides; an object t
 stays the real object.
 
 Markers keep the diff honest: two pruned objects compare equal only when they stand at the same
-path and their real contents are equal, so ``jsonpatch`` never pairs an ``env`` entry rewritten
-in place with a different one that merely looks alike once pruned. An operation that would
-*write* a marker or a placeholder would write a pruned object, not the real one: then the plain
-``make_patch`` is used instead. Otherwise every written value is a real, unpruned branch of the
-mutated Pod and every path exists in both, so the patch applied to the pruned submitted Pod
-giving the pruned mutated one means it gives the real mutated Pod from the real submitted one
-(docs/contract/kv-injection.md §5: the patch *is* the mutation). That check runs on the small pruned
-trees; a failure falls back to the plain diff, verified on the whole Pods, and as a last resort to a
-coarse patch that never diffs inside an array. A changed array too long to diff in time (a hostile
-Pod's) gets the coarse patch directly. Markers and placeholders start with NUL, which no
-real Pod key or string carries in practice.
+path and their real contents are equal, so ``jsonpatch`` never pairs an ``env`` entry rewritten in
+place with a different one that merely looks alike once pruned. An operation that would *write* a
+marker or a placeholder, or names a marker member in its path, would write a pruned object, not the
+real one: then the plain ``make_patch`` is used instead. Otherwise every written value is a real,
+unpruned branch of the mutated Pod and every path exists in both, so the patch applied to the
+pruned submitted Pod giving the pruned mutated one means it gives the real mutated Pod from the
+real submitted one (docs/contract/kv-injection.md §5: the patch *is* the mutation). That check runs
+on the small pruned trees; a failure falls back to the plain diff, verified on the whole Pods, and
+as a last resort to a coarse patch that never diffs inside an array. A changed array too long to
+diff in time (a hostile Pod's) gets the coarse patch directly. Markers and placeholders start with
+NUL, which no real Pod key or string carries in practice.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 import jsonpatch
@@ -110,6 +111,16 @@ def _writes_placeholder(value: Any) -> bool:
     return False
 
 
+def _touches_pruned(op: Mapping[str, Any]) -> bool:
+    """True when ``op`` writes a pruned branch or names a marker member in its path: applied to
+    the real Pod it would write a placeholder or a marker (or miss its target)."""
+    return (
+        _writes_placeholder(op.get("value"))
+        or "\x00" in str(op.get("path", ""))
+        or "\x00" in str(op.get("from", ""))
+    )
+
+
 def _pointer(parts: list[str]) -> str:
     return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
@@ -169,7 +180,7 @@ def make_patch(original: Any, mutated: Any) -> list[dict[str, Any]]:
         _coarse(original, mutated, [], coarse, by_position=True)
         return coarse
     ops: list[dict[str, Any]] = jsonpatch.make_patch(src, dst).patch
-    if not any(_writes_placeholder(op.get("value")) for op in ops) and _applies(src, ops, dst):
+    if not any(_touches_pruned(op) for op in ops) and _applies(src, ops, dst):
         return ops
     ops = jsonpatch.make_patch(original, mutated).patch
     if _applies(original, ops, mutated):
