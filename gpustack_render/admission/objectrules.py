@@ -120,6 +120,26 @@ def validate_resources(role: RoleSpec, path: FieldPath) -> ErrorList:
     return out
 
 
+def validate_shm_size(role: RoleSpec, path: FieldPath) -> ErrorList:
+    """R5c: ``shmSize`` is a positive quantity (a negative ``sizeLimit`` makes every Pod of the
+    role invalid, and a zero one leaves ``/dev/shm`` no room)."""
+    out = ErrorList()
+    if role.shm_size is None:
+        return out
+    size = quantity_value(role.shm_size)
+    if size is None or size <= 0:
+        out.append(
+            errors.invalid(
+                path.child("shmSize"),
+                role.shm_size,
+                f"{path.child('shmSize')} must be a positive quantity, such as 32Gi; leave it "
+                f"out for the 16Gi default",
+                origin="shm.size-not-positive",
+            )
+        )
+    return out
+
+
 def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList) -> dict[str, str]:
     """Paths the renderer mounts on this role's ``main`` container (docs/contract/render.md §14),
     with why."""
@@ -217,13 +237,14 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
 
 
 def validate_role(ctx: Context, i: int, role: RoleSpec) -> ErrorList:
-    """R1–R8 for one role, in order."""
+    """R1–R8 for one role, in order (R5c, the shared-memory size, beside R5)."""
     path = ROLES.index(i)
     out = ErrorList()
     out.extend(validate_owned_args(ctx, role, path))
     out.extend(validate_degrees(ctx, role, path, role_parallelism(ctx, role)))
     out.extend(validate_owned_env(ctx, role, path))
     out.extend(validate_resources(role, path))
+    out.extend(validate_shm_size(role, path))
     out.extend(validate_volumes(ctx, i, role, path))
     out.extend(validate_declared_ports(ctx, i, role, path))
     return out

@@ -193,6 +193,19 @@ CASES = [
         [],
         id="R6-zero-percentage",
     ),
+    # R5c shared-memory size
+    *[
+        pytest.param(
+            deployment(role(shmSize=size)),
+            [("shm.size-not-positive", "spec.roles[0].shmSize", INV)],
+            id=f"R5c-shm-size-{size!r}",
+        )
+        for size in ("-1Gi", "0", 0, -1, "0Mi")
+    ],
+    *[
+        pytest.param(deployment(role(shmSize=size)), [], id=f"R5c-shm-size-{size!r}")
+        for size in ("32Gi", "1", 1, "1Mi")
+    ],
     # R7 additional volumes
     pytest.param(
         deployment(role(additionalVolumes=[{"mountPath": "/data"}])),
