@@ -44,6 +44,7 @@ from gpustack_render.engines.owned import (
 #: The implicit lowest topology level; naming it explicitly is refused (R16b).
 HOSTNAME_LEVEL: Final = "kubernetes.io/hostname"
 
+# Matched whole (``fullmatch``): ``$`` alone also matches before a trailing newline.
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -476,7 +477,7 @@ def qualified_name_problems(value: str) -> list[str]:
         problems = []
         if len(prefix) > 253:
             problems.append("prefix part must be no more than 253 characters")
-        if not _DNS1123_SUBDOMAIN.match(prefix):
+        if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
             problems.append(
                 "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
                 "alphanumeric characters, '-' or '.', and must start and end with an "
@@ -499,7 +500,7 @@ def _name_problems(name: str) -> list[str]:
     problems = []
     if len(name) > MAX_LABEL_LENGTH:
         problems.append(f"name part must be no more than {MAX_LABEL_LENGTH} characters")
-    if not _QUALIFIED_NAME.match(name):
+    if not _QUALIFIED_NAME.fullmatch(name):
         problems.append(
             "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
             "and end with an alphanumeric character"

@@ -31,7 +31,9 @@ def is_quantity(value: object) -> bool:
         return False
     if isinstance(value, int):
         return True
-    return isinstance(value, str) and _RE.match(value) is not None
+    # fullmatch: the pattern's ``$`` also matches before a trailing newline in Python, where
+    # the API server's (Go) regular expression ends only at the end of the text.
+    return isinstance(value, str) and _RE.fullmatch(value) is not None
 
 
 def parse_quantity(value: str | int) -> Fraction:

@@ -415,6 +415,14 @@ CASES = [
         [("topology.hostname-level", "spec.roles[0].topology.requiredLevel", FORB)],
         id="R16b-hostname",
     ),
+    *[
+        pytest.param(
+            deployment(role(topology={"requiredLevel": level})),
+            [("topology.invalid-level-key", "spec.roles[0].topology.requiredLevel", INV)],
+            id=f"R16a-trailing-newline-{level!r}",
+        )
+        for level in ("rack\n", "example.com\n/rack", "kubernetes.io/hostname\n")
+    ],
     pytest.param(
         deployment(
             role("a", topology={"requiredLevel": "topology.kubernetes.io/zone"}),

@@ -89,6 +89,18 @@ def test_quantities_keep_their_json_type() -> None:
             id="accelerator-not-a-quantity",
         ),
         pytest.param(
+            {"shmSize": "16Gi\n"},
+            "spec.roles[0].shmSize",
+            ErrorType.INVALID,
+            id="quantity-with-trailing-newline",
+        ),
+        pytest.param(
+            {"resources": {"accelerator": "1\n"}},
+            "spec.roles[0].resources.accelerator",
+            ErrorType.INVALID,
+            id="accelerator-with-trailing-newline",
+        ),
+        pytest.param(
             {"ports": [{"port": 70000}]},
             "spec.roles[0].ports[0].port",
             ErrorType.INVALID,
