@@ -19,7 +19,7 @@ from gpustack_render.admission.arguments import (
 from gpustack_render.admission.context import Context, quantity_value
 from gpustack_render.admission.ports import validate_declared_ports
 from gpustack_render.admission.router import validate_router
-from gpustack_render.api.modeldeployment import MAX_ROLES, RoleSpec
+from gpustack_render.api.modeldeployment import MAX_ROLES, AdditionalVolume, RoleSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.naming import (
@@ -159,9 +159,67 @@ def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList)
     return out
 
 
+#: The hostPath types a Pod volume accepts ("" = no check), as the API server lists them.
+HOST_PATH_TYPES: Final = (
+    "",
+    "BlockDevice",
+    "CharDevice",
+    "Directory",
+    "DirectoryOrCreate",
+    "File",
+    "FileOrCreate",
+    "Socket",
+)
+
+
+def _source_problems(vol: AdditionalVolume, vpath: FieldPath) -> ErrorList:
+    """R7f: a source the rendered Pod volume could not carry (the API server would refuse every
+    Pod of the role): a ConfigMap or Secret without a name, a hostPath without a path, with a
+    ``..`` element or of a type Pods do not know."""
+    out = ErrorList()
+    origin = "volumes.source-unusable"
+    for key, ref in (("configMap", vol.config_map), ("secret", vol.secret)):
+        if ref is not None and not ref.name:
+            out.append(
+                errors.required(
+                    vpath.child(key, "name"),
+                    f"the volume mounted at {vol.mount_path} names no {key}: name the {key} "
+                    f"in this namespace",
+                    origin=origin,
+                )
+            )
+    host = vol.host_path
+    if host is None:
+        return out
+    hpath = vpath.child("hostPath")
+    if not host.path:
+        out.append(
+            errors.required(
+                hpath.child("path"),
+                f"the volume mounted at {vol.mount_path} names no node path",
+                origin=origin,
+            )
+        )
+    elif ".." in host.path.split("/"):
+        out.append(
+            errors.invalid(
+                hpath.child("path"),
+                host.path,
+                "must not contain '..' as a path element; name the node path itself",
+                origin=origin,
+            )
+        )
+    if host.type is not None and host.type not in HOST_PATH_TYPES:
+        out.append(
+            errors.not_supported(hpath.child("type"), host.type, HOST_PATH_TYPES, origin=origin)
+        )
+    return out
+
+
 def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> ErrorList:
-    """R7a–R7e: one source per entry, unique mount paths, no ``..`` in ``subPath``, no mount
-    at a path the operator mounts (D22; ``/dev/shm`` and the compile cache take precedence)."""
+    """R7a–R7f: one source per entry, unique mount paths, no ``..`` in ``subPath``, no mount
+    at a path the operator mounts (D22; ``/dev/shm`` and the compile cache take precedence), a
+    source a Pod volume can carry."""
     out = ErrorList()
     volumes = role.additional_volumes or []
     if not volumes:
@@ -197,6 +255,7 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
                     origin="volumes.several-sources",
                 )
             )
+        out.extend(_source_problems(vol, vpath))
         if vol.mount_path in seen:
             k = seen[vol.mount_path]
             out.append(

@@ -22,11 +22,12 @@ from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.settings import Settings
 from gpustack_render.schema.lookups import StaticLookups
 
-INV, REQ, FORB, DUP = (
+INV, REQ, FORB, DUP, NSUP = (
     "FieldValueInvalid",
     "FieldValueRequired",
     "FieldValueForbidden",
     "FieldValueDuplicate",
+    "FieldValueNotSupported",
 )
 CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 LONG = "a" * 50
@@ -245,6 +246,32 @@ CASES = [
         ),
         [("volumes.path-traversal", "spec.roles[0].additionalVolumes[0].subPath", INV)],
         id="R7c-dotdot",
+    ),
+    *[
+        pytest.param(
+            deployment(role(additionalVolumes=[{"mountPath": "/d", **source}])),
+            [("volumes.source-unusable", f"spec.roles[0].additionalVolumes[0].{field}", kind)],
+            id=f"R7f-{field}",
+        )
+        for source, field, kind in (
+            ({"configMap": {"name": ""}}, "configMap.name", REQ),
+            ({"secret": {"name": ""}}, "secret.name", REQ),
+            ({"hostPath": {"path": ""}}, "hostPath.path", REQ),
+            ({"hostPath": {"path": "/srv/../etc"}}, "hostPath.path", INV),
+            ({"hostPath": {"path": "/srv", "type": "directory"}}, "hostPath.type", NSUP),
+        )
+    ],
+    pytest.param(
+        deployment(
+            role(
+                additionalVolumes=[
+                    {"mountPath": "/a", "hostPath": {"path": "/srv/a..b", "type": ""}},
+                    {"mountPath": "/b", "hostPath": {"path": "/srv", "type": "DirectoryOrCreate"}},
+                ]
+            )
+        ),
+        [],
+        id="R7f-host-paths",
     ),
     pytest.param(
         deployment(
