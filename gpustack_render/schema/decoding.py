@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -261,7 +262,7 @@ def _as_served(value: Any, schema: Mapping[str, Any]) -> Any:
         try:
             return float(value)
         except OverflowError:  # past float64 too: the API server cannot decode it at all
-            return value
+            return math.inf if value > 0 else -math.inf
     return value
 
 

@@ -545,6 +545,65 @@ def test_r13_work_does_not_grow_with_replicas() -> None:
     assert time.monotonic() - started < 5
 
 
+LONG_DIGITS = "9" * 5000  # more digits than int() converts
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param(
+            {"resources": {"accelerator": LONG_DIGITS}},
+            ("resources.cards-not-whole", "spec.roles[0].resources.accelerator", INV),
+            id="accelerator",
+        ),
+        pytest.param(
+            {"resources": {"interface": LONG_DIGITS}},
+            ("resources.interface-not-whole", "spec.roles[0].resources.interface", INV),
+            id="interface",
+        ),
+        pytest.param(
+            {"shmSize": LONG_DIGITS},
+            ("shm.size-not-positive", "spec.roles[0].shmSize", INV),
+            id="shm-size",
+        ),
+        pytest.param(
+            {"shmSize": "1e99999999"},
+            ("shm.size-not-positive", "spec.roles[0].shmSize", INV),
+            id="shm-size-exponent",
+        ),
+        pytest.param(
+            {"resources": {"accelerator": "1e-99999999"}},
+            ("resources.cards-not-whole", "spec.roles[0].resources.accelerator", INV),
+            id="accelerator-exponent",
+        ),
+        pytest.param(
+            {"extraArgs": ["--tensor-parallel-size", LONG_DIGITS]},
+            ("degrees.unreadable", "spec.roles[0]", INV),
+            id="degree",
+        ),
+        pytest.param(
+            {"env": [{"name": "VLLM_DP_SIZE", "value": LONG_DIGITS}]},
+            ("degrees.unreadable", "spec.roles[0]", INV),
+            id="vllm-dp-size",
+        ),
+        pytest.param(
+            {"extraArgs": ["--port", LONG_DIGITS], "ports": [{"port": 8000}]},
+            ("port-flag.differs-from-declared", "spec.roles[0].extraArgs", INV),
+            id="port-flag",
+        ),
+    ],
+)
+def test_long_numbers_get_a_verdict(fields: dict[str, Any], expected: tuple[str, str, str]) -> None:
+    """A number of thousands of digits (or a quantity of a huge exponent, which expanded for
+    seconds) passes the schema; the rules refuse it at its field instead of crashing."""
+    import time
+
+    started = time.monotonic()
+    verdict = review(deployment(role(**fields)))
+    assert time.monotonic() - started < 2
+    assert expected in causes(verdict)
+
+
 def test_every_rule_collects() -> None:
     """Rules do not short-circuit each other: one object, many refusals."""
     obj = deployment(

@@ -64,6 +64,15 @@ def test_schema_errors_refuse_like_the_api_server(
     assert response["status"]["details"]["group"] == "worker.gpustack.ai"
 
 
+def test_an_unreadable_min_render_version_warns_instead_of_crashing() -> None:
+    """A 5000-digit annotation (the API server takes it) is more than Python's int() reads."""
+    obj = deployment()
+    obj["metadata"]["annotations"] = {"modeldeployment.gpustack.ai/min-render-version": "9" * 5000}
+    verdict = review(obj)
+    assert verdict.allowed
+    assert any("is read as 1" in w for w in verdict.warnings)
+
+
 def test_no_object() -> None:
     verdict = review(None, operation="CREATE")
     assert causes(verdict) == [("schema.violation", "", "FieldValueRequired")]
