@@ -194,6 +194,17 @@ CASES = [
         [],
         id="R6-zero-percentage",
     ),
+    *[
+        pytest.param(
+            deployment(role(env=[{"name": "OK", "value": "1"}, {"name": name, "value": "x"}])),
+            [("env.name-invalid", "spec.roles[0].env[1].name", INV)],
+            id=f"R4b-env-name-{k}",
+        )
+        for k, name in enumerate(("A=B", "É", "TAB\t", "NEW\nLINE"))
+    ],
+    pytest.param(
+        deployment(role(env=[{"name": "1st.var-x y", "value": "1"}])), [], id="R4b-relaxed"
+    ),
     # R5c shared-memory size
     *[
         pytest.param(
