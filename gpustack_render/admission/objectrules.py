@@ -32,7 +32,7 @@ from gpustack_render.core.naming import (
     role_service_name,
     router_service_name,
 )
-from gpustack_render.core.paths import KV_CACHE, MODEL, ROLES, FieldPath
+from gpustack_render.core.paths import ENGINE, KV_CACHE, MODEL, ROLES, FieldPath
 from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.engines import mountpaths
 from gpustack_render.engines.owned import (
@@ -78,6 +78,25 @@ def validate_release_scope(ctx: Context) -> ErrorList:
                     ROLES.index(i).child("elasticEp"),
                     "this release does not deliver the Elastic EP profile; remove the field",
                     origin="release.field-not-delivered",
+                )
+            )
+    return out
+
+
+def validate_images(ctx: Context) -> ErrorList:
+    """R17 (project addition): an image reference with leading or trailing whitespace, which
+    the API server refuses on every Pod that runs it (``roles[].image`` empty falls back)."""
+    out = ErrorList()
+    found: list[tuple[FieldPath, str | None]] = [(ENGINE.child("image"), ctx.md.spec.engine.image)]
+    found.extend((ROLES.index(i).child("image"), r.image) for i, r in enumerate(ctx.md.spec.roles))
+    for where, image in found:
+        if image and image != image.strip():
+            out.append(
+                errors.invalid(
+                    where,
+                    image,
+                    "an image reference must not have leading or trailing whitespace",
+                    origin="image.whitespace",
                 )
             )
     return out
@@ -618,4 +637,5 @@ def validate_object(ctx: Context, *, existing: frozenset[str]) -> ErrorList:
     out.extend(validate_kinds(ctx))
     out.extend(validate_topology(ctx))
     out.extend(validate_router(ctx))
+    out.extend(validate_images(ctx))
     return out

@@ -37,6 +37,11 @@ def _with_cache(**spec: Any) -> dict[str, Any]:
     return {**CACHE, **spec}
 
 
+def _with_engine_image(obj: dict[str, Any], image: str) -> dict[str, Any]:
+    obj["spec"]["engine"]["image"] = image
+    return obj
+
+
 CASES = [
     # §12 release scope
     pytest.param(
@@ -442,6 +447,16 @@ CASES = [
         [("kinds.not-rendered-by-engine", "spec.roles[0].kind", INV)],
         id="R15c-encode",
     ),
+    # R17 images
+    pytest.param(
+        _with_engine_image(deployment(role(image=" runner:2")), "runner:1 "),
+        [
+            ("image.whitespace", "spec.engine.image", INV),
+            ("image.whitespace", "spec.roles[0].image", INV),
+        ],
+        id="R17-image-whitespace",
+    ),
+    pytest.param(deployment(role(image="")), [], id="R17-empty-role-image-falls-back"),
     # R16 topology
     pytest.param(
         deployment(role(topology={"requiredLevel": "bad level"})),
