@@ -96,12 +96,29 @@ def validate_degrees(
     return out
 
 
+def _is_env_name(name: str) -> bool:
+    """What a Pod's ``env[].name`` may be: printable ASCII other than ``=``."""
+    return all(" " <= c <= "~" and c != "=" for c in name)
+
+
 def validate_owned_env(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorList:
-    """R4: an ``env`` name owned for the engine (take-over roles included)."""
+    """R4: an ``env`` name owned for the engine (take-over roles included); R4b: a name no
+    Pod can carry (the API server would refuse every Pod of the role)."""
     out = ErrorList()
     engine = ctx.base_engine
     owned = owned_env(engine)
     for j, entry in enumerate(role.env or ()):
+        if not _is_env_name(entry.name):
+            out.append(
+                errors.invalid(
+                    path.child("env").index(j).child("name"),
+                    entry.name,
+                    "an environment variable name must consist only of printable ASCII "
+                    "characters other than '='",
+                    origin="env.name-invalid",
+                )
+            )
+            continue
         if entry.name not in owned:
             continue
         out.append(

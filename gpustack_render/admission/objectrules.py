@@ -19,7 +19,7 @@ from gpustack_render.admission.arguments import (
 from gpustack_render.admission.context import Context, quantity_value
 from gpustack_render.admission.ports import validate_declared_ports
 from gpustack_render.admission.router import validate_router
-from gpustack_render.api.modeldeployment import MAX_ROLES, RoleSpec
+from gpustack_render.api.modeldeployment import MAX_ROLES, AdditionalVolume, RoleSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.naming import (
@@ -32,7 +32,7 @@ from gpustack_render.core.naming import (
     role_service_name,
     router_service_name,
 )
-from gpustack_render.core.paths import KV_CACHE, MODEL, ROLES, FieldPath
+from gpustack_render.core.paths import ENGINE, KV_CACHE, MODEL, ROLES, FieldPath
 from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.engines import mountpaths
 from gpustack_render.engines.owned import (
@@ -44,6 +44,7 @@ from gpustack_render.engines.owned import (
 #: The implicit lowest topology level; naming it explicitly is refused (R16b).
 HOSTNAME_LEVEL: Final = "kubernetes.io/hostname"
 
+# Matched whole (``fullmatch``): ``$`` alone also matches before a trailing newline.
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -77,6 +78,25 @@ def validate_release_scope(ctx: Context) -> ErrorList:
                     ROLES.index(i).child("elasticEp"),
                     "this release does not deliver the Elastic EP profile; remove the field",
                     origin="release.field-not-delivered",
+                )
+            )
+    return out
+
+
+def validate_images(ctx: Context) -> ErrorList:
+    """R17 (project addition): an image reference with leading or trailing whitespace, which
+    the API server refuses on every Pod that runs it (``roles[].image`` empty falls back)."""
+    out = ErrorList()
+    found: list[tuple[FieldPath, str | None]] = [(ENGINE.child("image"), ctx.md.spec.engine.image)]
+    found.extend((ROLES.index(i).child("image"), r.image) for i, r in enumerate(ctx.md.spec.roles))
+    for where, image in found:
+        if image and image != image.strip():
+            out.append(
+                errors.invalid(
+                    where,
+                    image,
+                    "an image reference must not have leading or trailing whitespace",
+                    origin="image.whitespace",
                 )
             )
     return out
@@ -120,6 +140,26 @@ def validate_resources(role: RoleSpec, path: FieldPath) -> ErrorList:
     return out
 
 
+def validate_shm_size(role: RoleSpec, path: FieldPath) -> ErrorList:
+    """R5c: ``shmSize`` is a positive quantity (a negative ``sizeLimit`` makes every Pod of the
+    role invalid, and a zero one leaves ``/dev/shm`` no room)."""
+    out = ErrorList()
+    if role.shm_size is None:
+        return out
+    size = quantity_value(role.shm_size)
+    if size is None or size <= 0:
+        out.append(
+            errors.invalid(
+                path.child("shmSize"),
+                role.shm_size,
+                f"{path.child('shmSize')} must be a positive quantity, such as 32Gi; leave it "
+                f"out for the 16Gi default",
+                origin="shm.size-not-positive",
+            )
+        )
+    return out
+
+
 def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList) -> dict[str, str]:
     """Paths the renderer mounts on this role's ``main`` container (docs/contract/render.md §14),
     with why."""
@@ -138,9 +178,67 @@ def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList)
     return out
 
 
+#: The hostPath types a Pod volume accepts ("" = no check), as the API server lists them.
+HOST_PATH_TYPES: Final = (
+    "",
+    "BlockDevice",
+    "CharDevice",
+    "Directory",
+    "DirectoryOrCreate",
+    "File",
+    "FileOrCreate",
+    "Socket",
+)
+
+
+def _source_problems(vol: AdditionalVolume, vpath: FieldPath) -> ErrorList:
+    """R7f: a source the rendered Pod volume could not carry (the API server would refuse every
+    Pod of the role): a ConfigMap or Secret without a name, a hostPath without a path, with a
+    ``..`` element or of a type Pods do not know."""
+    out = ErrorList()
+    origin = "volumes.source-unusable"
+    for key, ref in (("configMap", vol.config_map), ("secret", vol.secret)):
+        if ref is not None and not ref.name:
+            out.append(
+                errors.required(
+                    vpath.child(key, "name"),
+                    f"the volume mounted at {vol.mount_path} names no {key}: name the {key} "
+                    f"in this namespace",
+                    origin=origin,
+                )
+            )
+    host = vol.host_path
+    if host is None:
+        return out
+    hpath = vpath.child("hostPath")
+    if not host.path:
+        out.append(
+            errors.required(
+                hpath.child("path"),
+                f"the volume mounted at {vol.mount_path} names no node path",
+                origin=origin,
+            )
+        )
+    elif ".." in host.path.split("/"):
+        out.append(
+            errors.invalid(
+                hpath.child("path"),
+                host.path,
+                "must not contain '..' as a path element; name the node path itself",
+                origin=origin,
+            )
+        )
+    if host.type is not None and host.type not in HOST_PATH_TYPES:
+        out.append(
+            errors.not_supported(hpath.child("type"), host.type, HOST_PATH_TYPES, origin=origin)
+        )
+    return out
+
+
 def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> ErrorList:
-    """R7a–R7e: one source per entry, unique mount paths, no ``..`` in ``subPath``, no mount
-    at a path the operator mounts (D22; ``/dev/shm`` and the compile cache take precedence)."""
+    """R7a–R7f: one source per entry, unique mount paths, no ``..`` in ``subPath``, no mount
+    at a path the operator mounts (D22; ``/dev/shm`` and the compile cache take precedence), a
+    source a Pod volume can carry."""
     out = ErrorList()
     volumes = role.additional_volumes or []
     if not volumes:
@@ -176,6 +274,7 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
                     origin="volumes.several-sources",
                 )
             )
+        out.extend(_source_problems(vol, vpath))
         if vol.mount_path in seen:
             k = seen[vol.mount_path]
             out.append(
@@ -217,13 +316,14 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
 
 
 def validate_role(ctx: Context, i: int, role: RoleSpec) -> ErrorList:
-    """R1–R8 for one role, in order."""
+    """R1–R8 for one role, in order (R5c, the shared-memory size, beside R5)."""
     path = ROLES.index(i)
     out = ErrorList()
     out.extend(validate_owned_args(ctx, role, path))
     out.extend(validate_degrees(ctx, role, path, role_parallelism(ctx, role)))
     out.extend(validate_owned_env(ctx, role, path))
     out.extend(validate_resources(role, path))
+    out.extend(validate_shm_size(role, path))
     out.extend(validate_volumes(ctx, i, role, path))
     out.extend(validate_declared_ports(ctx, i, role, path))
     return out
@@ -310,12 +410,35 @@ def validate_service_names(ctx: Context, *, existing: frozenset[str]) -> ErrorLi
     return out
 
 
+#: A role name of the shape ``<role>-r<ordinal>`` (canonical decimal ordinal), the only shape
+#: whose role Service can equal an instance Service ``<md>-<role>-r<ordinal>`` of another role.
+_INSTANCE_SHAPED = re.compile(r"(?P<role>.+)-r(?P<ordinal>0|[1-9][0-9]*)")
+
+
+def _contested_ordinals(ctx: Context) -> dict[str, set[int]]:
+    """Per role name, the ordinals whose instance Service another claim can also produce.
+
+    An instance Service ``<md>-<role>-r<o>`` is longer than ``<md>``, cannot be ``<md>-router``,
+    and equals another role's instance Service only for a repeated role name (whose role Service
+    is claimed twice first); so only a role named ``<role>-r<o>`` can contest it. Claiming just
+    these keeps R13 linear in the number of roles instead of in Σ replicas: a request with
+    thousands of roles must be answered within the webhook's timeout too.
+    """
+    out: dict[str, set[int]] = {}
+    for role in ctx.md.spec.roles:
+        m = _INSTANCE_SHAPED.fullmatch(role.name)
+        if m is not None:
+            out.setdefault(m["role"], set()).add(int(m["ordinal"]))
+    return out
+
+
 def validate_service_collisions(ctx: Context) -> ErrorList:
     """R13: a Service name claimed twice; the later claimant (a role) is refused."""
     out = ErrorList()
     claims: dict[str, str] = {deployment_service_name(ctx.name): "the deployment's Service"}
     if ctx.router is not None:
         claims.setdefault(router_service_name(ctx.name), "the router's Service")
+    contested = _contested_ordinals(ctx)
     for i, role in enumerate(ctx.md.spec.roles):
         mine = [(role_service_name(ctx.name, role.name), f"the Service of role {role.name!r}")]
         if role.size > 1:
@@ -324,7 +447,8 @@ def validate_service_collisions(ctx: Context) -> ErrorList:
                     instance_name(ctx.name, role.name, o),
                     f"the instance {o} Service of role {role.name!r}",
                 )
-                for o in range(role.replicas)
+                for o in sorted(contested.get(role.name, ()))
+                if o < role.replicas
             )
         reported = False
         for service, claimant in mine:
@@ -431,7 +555,7 @@ def qualified_name_problems(value: str) -> list[str]:
         problems = []
         if len(prefix) > 253:
             problems.append("prefix part must be no more than 253 characters")
-        if not _DNS1123_SUBDOMAIN.match(prefix):
+        if not _DNS1123_SUBDOMAIN.fullmatch(prefix):
             problems.append(
                 "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
                 "alphanumeric characters, '-' or '.', and must start and end with an "
@@ -454,7 +578,7 @@ def _name_problems(name: str) -> list[str]:
     problems = []
     if len(name) > MAX_LABEL_LENGTH:
         problems.append(f"name part must be no more than {MAX_LABEL_LENGTH} characters")
-    if not _QUALIFIED_NAME.match(name):
+    if not _QUALIFIED_NAME.fullmatch(name):
         problems.append(
             "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
             "and end with an alphanumeric character"
@@ -513,4 +637,5 @@ def validate_object(ctx: Context, *, existing: frozenset[str]) -> ErrorList:
     out.extend(validate_kinds(ctx))
     out.extend(validate_topology(ctx))
     out.extend(validate_router(ctx))
+    out.extend(validate_images(ctx))
     return out

@@ -15,6 +15,7 @@ DELETE (and CONNECT) are always allowed. Lookups are memoised per object within 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpustack_render.admission.arguments import validate_kv_cache_dtype, validate_served_name
@@ -23,13 +24,14 @@ from gpustack_render.admission.context import GROUP_KIND, Context, memoised
 from gpustack_render.admission.hostaccess import validate_host_access
 from gpustack_render.admission.identity import validate_identity
 from gpustack_render.admission.instancetypes import validate_instance_types
-from gpustack_render.admission.objectrules import validate_object
+from gpustack_render.admission.objectrules import qualified_name_problems, validate_object
 from gpustack_render.admission.ports import validate_port_flag, validate_reserved_port_flag
 from gpustack_render.admission.warnings import deployment_warnings
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, Verdict
-from gpustack_render.core.paths import ROLES
+from gpustack_render.core.naming import MAX_LABEL_LENGTH
+from gpustack_render.core.paths import METADATA, ROLES
 from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.core.settings import Settings
 from gpustack_render.deployment.defaulting import default_accelerators
@@ -201,6 +203,9 @@ def review_deployment(
         return _refuse(errs, name)
     if request.operation == "CREATE" and not name and not md.metadata.generate_name:
         return _refuse(_NAME_REQUIRED, name)
+    meta = metadata_errors(md)
+    if meta:
+        return _refuse(meta, name)
     if mutated != original:
         md = ModelDeployment.model_validate(mutated)
     errs = validate_model_deployment(
@@ -232,6 +237,48 @@ _NAME_REQUIRED = ErrorList(
         )
     ]
 )
+
+
+#: A label value (Kubernetes ``IsValidLabelValue``), at most 63 characters.
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+#: The total size of an object's annotations, keys and values (``TotalAnnotationSizeLimitB``).
+ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def metadata_errors(md: ModelDeployment) -> ErrorList:
+    """What the API server's own ObjectMeta validation refuses in the labels and annotations,
+    after the mutating webhooks and before the validating ones (the ``review_deployment``
+    question is the API server's as a whole): keys that are not qualified names, label values
+    that are not label values, annotations over 256 KiB in total."""
+    out = ErrorList()
+    labels = METADATA.child("labels")
+    for key, value in md.metadata.labels.items():
+        problems = qualified_name_problems(key)
+        if problems:
+            out.append(errors.invalid(labels, key, "; ".join(problems), origin="metadata.invalid"))
+        if len(value) > MAX_LABEL_LENGTH or not _LABEL_VALUE.fullmatch(value):
+            out.append(
+                errors.invalid(
+                    labels,
+                    value,
+                    f"a valid label value must be empty or at most {MAX_LABEL_LENGTH} "
+                    f"alphanumeric characters, '-', '_' or '.', starting and ending with an "
+                    f"alphanumeric character",
+                    origin="metadata.invalid",
+                )
+            )
+    annotations = METADATA.child("annotations")
+    total = 0
+    for key, value in md.metadata.annotations.items():
+        problems = qualified_name_problems(key.lower())
+        if problems:
+            out.append(
+                errors.invalid(annotations, key, "; ".join(problems), origin="metadata.invalid")
+            )
+        total += len(key.encode()) + len(value.encode())
+    if total > ANNOTATIONS_LIMIT:
+        out.append(errors.too_long(annotations, ANNOTATIONS_LIMIT, origin="metadata.invalid"))
+    return out
 
 
 def mutate_deployment(

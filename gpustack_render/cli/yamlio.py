@@ -210,11 +210,17 @@ def _load_json(text: str, *, source: str) -> list[Any]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DocumentError(f"{source}: not valid JSON: {exc}") from exc
+    except ValueError as exc:  # a number of more digits than int() converts (4300)
+        raise DocumentError(f"{source}: not valid JSON: {_first_line(exc)}") from exc
     except RecursionError as exc:
         raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels") from exc
     if yamlread.depth(doc) > MAX_DEPTH:
         raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
     return doc if isinstance(doc, list) else [doc]
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).split(";")[0]
 
 
 def _is_list(doc: Mapping[str, Any]) -> bool:

@@ -21,6 +21,13 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "
 _MI = 1024 * 1024
 
 
+#: The most digits (and the largest decimal exponent) a quantity is read with: far past any
+#: resource a Pod takes, and small enough that exact arithmetic stays cheap (``1e9999999``
+#: took seconds to expand, and a 5000-digit number is more than ``int()`` converts).
+MAX_DIGITS = 1000
+_MAX_EXPONENT_TEXT = 8
+
+
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
@@ -31,7 +38,9 @@ def is_quantity(value: object) -> bool:
         return False
     if isinstance(value, int):
         return True
-    return isinstance(value, str) and _RE.match(value) is not None
+    # fullmatch: the pattern's ``$`` also matches before a trailing newline in Python, where
+    # the API server's (Go) regular expression ends only at the end of the text.
+    return isinstance(value, str) and _RE.fullmatch(value) is not None
 
 
 def parse_quantity(value: str | int) -> Fraction:
@@ -44,11 +53,15 @@ def parse_quantity(value: str | int) -> Fraction:
     if not m or not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
     sign = -1 if m.group(1) == "-" else 1
-    number = Fraction(m.group(2))
     suffix = m.group(6) or ""
+    if len(m.group(2)) > MAX_DIGITS or len(suffix) > _MAX_EXPONENT_TEXT:
+        raise QuantityError(f"{value[:40]!r}… is too long a quantity to read")
+    number = Fraction(m.group(2))
     if suffix in _BINARY:
         return sign * number * Fraction(1024 ** _BINARY[suffix])
     exponent = _DECIMAL[suffix] if suffix in _DECIMAL else int(Fraction(suffix[1:]))
+    if abs(exponent) > MAX_DIGITS:
+        raise QuantityError(f"{value!r} has an exponent past ±{MAX_DIGITS}")
     return sign * number * _pow10(exponent)
 
 

@@ -297,7 +297,10 @@ def parse_int(raw: str) -> int | None:
     text = raw.strip()
     if not _INT.match(text) or not text.isascii():
         return None
-    return int(text.replace("_", ""))
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:  # past the 4300 digits int() converts: what the engine's int() refuses
+        return None
 
 
 def _value_problem(raw: str, minimum: int) -> tuple[int | None, str]:

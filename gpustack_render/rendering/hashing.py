@@ -170,7 +170,10 @@ def _positive_int(value: str | None) -> int | None:
     text = value.strip()
     if not text or not text.isascii() or not text.isdigit():
         return None
-    number = int(text)
+    try:
+        number = int(text)
+    except ValueError:  # more digits than Python converts (4300): unparsable, not a crash
+        return None
     return number if number > 0 else None
 
 

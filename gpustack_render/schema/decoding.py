@@ -7,14 +7,16 @@ paths built from JSON names, so a user sees one error format whatever caught the
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from gpustack_render.api.common import API_VERSION
-from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, FieldError
 from gpustack_render.core.nesting import MAX_DEPTH, too_deep
@@ -207,13 +209,77 @@ def decode_model(cls: type[M], data: Any) -> tuple[M | None, ErrorList]:
         return None, ErrorList([errors.invalid("", None, detail, origin="schema.undecodable")])
 
 
+#: The largest float the API server's validator takes as a JSON integer (go-openapi's
+#: ``swag.IsFloat64AJSONInteger``): 2^53.
+_JSON_INTEGER_BOUND = 2**53
+#: The API server decodes a JSON number as an int64 when it can, else as a float64.
+_INT64 = range(-(2**63), 2**63)
+
+
+@functools.cache
+def _spec_schema() -> dict[str, Any]:
+    from gpustack_render.schema.crd import model_schema  # only an odd input needs it
+
+    return model_schema(ModelDeploymentSpec)
+
+
+def _has_null_or_float(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_null_or_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_null_or_float(v) for v in value)
+    return (
+        value is None
+        or isinstance(value, float)
+        or (isinstance(value, int) and not isinstance(value, bool) and value not in _INT64)
+    )
+
+
+def _as_served(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value`` as the API server reads it against its structural ``schema``: a ``null``
+    field of an object is pruned (then defaulted, when the schema has a default), and a whole
+    float where an integer belongs is that integer (``2.0`` is accepted and stored as ``2``),
+    while an integer beyond int64 is a float there (decoded as a float64, refused as not an
+    integer). Unknown fields and list items are left as they are (strict decoding refuses
+    them)."""
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if not isinstance(props, dict):
+            return value
+        return {
+            k: _as_served(v, props[k]) if k in props else v
+            for k, v in value.items()
+            if not (v is None and k in props)
+        }
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [_as_served(v, items) for v in value] if isinstance(items, dict) else value
+    if not (schema.get("type") == "integer" or schema.get("x-kubernetes-int-or-string")):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _JSON_INTEGER_BOUND:
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        try:
+            return float(value)
+        except OverflowError:  # past float64 too: the API server cannot decode it at all
+            return math.inf if value > 0 else -math.inf
+    return value
+
+
 def decode_deployment(data: Any) -> tuple[ModelDeployment | None, ErrorList]:
-    """A ModelDeployment with schema defaults applied, or every schema error found."""
+    """A ModelDeployment with schema defaults applied, or every schema error found.
+
+    The spec is first read as the API server reads it (:func:`_as_served`): ``replicas: null``
+    takes the default and ``replicas: 2.0`` is 2, as ``kubectl apply`` of the same file.
+    """
     if not isinstance(data, dict):
         return None, ErrorList([errors.invalid("", type(data).__name__, "must be an object")])
     deep = nesting_errors(data)
     if deep:
         return None, deep
+    spec = data.get("spec")
+    if isinstance(spec, dict) and _has_null_or_float(spec):
+        data = {**data, "spec": _as_served(spec, _spec_schema())}
     dupes = schema_duplicates(data)
     md, errs = decode_model(ModelDeployment, data)
     errs = ErrorList([*errs, *dupes])

@@ -22,11 +22,12 @@ from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.settings import Settings
 from gpustack_render.schema.lookups import StaticLookups
 
-INV, REQ, FORB, DUP = (
+INV, REQ, FORB, DUP, NSUP = (
     "FieldValueInvalid",
     "FieldValueRequired",
     "FieldValueForbidden",
     "FieldValueDuplicate",
+    "FieldValueNotSupported",
 )
 CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 LONG = "a" * 50
@@ -34,6 +35,11 @@ LONG = "a" * 50
 
 def _with_cache(**spec: Any) -> dict[str, Any]:
     return {**CACHE, **spec}
+
+
+def _with_engine_image(obj: dict[str, Any], image: str) -> dict[str, Any]:
+    obj["spec"]["engine"]["image"] = image
+    return obj
 
 
 CASES = [
@@ -193,6 +199,30 @@ CASES = [
         [],
         id="R6-zero-percentage",
     ),
+    *[
+        pytest.param(
+            deployment(role(env=[{"name": "OK", "value": "1"}, {"name": name, "value": "x"}])),
+            [("env.name-invalid", "spec.roles[0].env[1].name", INV)],
+            id=f"R4b-env-name-{k}",
+        )
+        for k, name in enumerate(("A=B", "É", "TAB\t", "NEW\nLINE"))
+    ],
+    pytest.param(
+        deployment(role(env=[{"name": "1st.var-x y", "value": "1"}])), [], id="R4b-relaxed"
+    ),
+    # R5c shared-memory size
+    *[
+        pytest.param(
+            deployment(role(shmSize=size)),
+            [("shm.size-not-positive", "spec.roles[0].shmSize", INV)],
+            id=f"R5c-shm-size-{size!r}",
+        )
+        for size in ("-1Gi", "0", 0, -1, "0Mi")
+    ],
+    *[
+        pytest.param(deployment(role(shmSize=size)), [], id=f"R5c-shm-size-{size!r}")
+        for size in ("32Gi", "1", 1, "1Mi")
+    ],
     # R7 additional volumes
     pytest.param(
         deployment(role(additionalVolumes=[{"mountPath": "/data"}])),
@@ -232,6 +262,32 @@ CASES = [
         ),
         [("volumes.path-traversal", "spec.roles[0].additionalVolumes[0].subPath", INV)],
         id="R7c-dotdot",
+    ),
+    *[
+        pytest.param(
+            deployment(role(additionalVolumes=[{"mountPath": "/d", **source}])),
+            [("volumes.source-unusable", f"spec.roles[0].additionalVolumes[0].{field}", kind)],
+            id=f"R7f-{field}",
+        )
+        for source, field, kind in (
+            ({"configMap": {"name": ""}}, "configMap.name", REQ),
+            ({"secret": {"name": ""}}, "secret.name", REQ),
+            ({"hostPath": {"path": ""}}, "hostPath.path", REQ),
+            ({"hostPath": {"path": "/srv/../etc"}}, "hostPath.path", INV),
+            ({"hostPath": {"path": "/srv", "type": "directory"}}, "hostPath.type", NSUP),
+        )
+    ],
+    pytest.param(
+        deployment(
+            role(
+                additionalVolumes=[
+                    {"mountPath": "/a", "hostPath": {"path": "/srv/a..b", "type": ""}},
+                    {"mountPath": "/b", "hostPath": {"path": "/srv", "type": "DirectoryOrCreate"}},
+                ]
+            )
+        ),
+        [],
+        id="R7f-host-paths",
     ),
     pytest.param(
         deployment(
@@ -353,6 +409,19 @@ CASES = [
     ),
     pytest.param(deployment(role("x", size=2), role("x-r1")), [], id="R13-no-overlap"),
     pytest.param(
+        deployment(role("x", size=2, replicas=3), role("x-r02"), role("x-r3"), role("x-r1-r0")),
+        [],
+        id="R13-ordinal-not-an-instance",
+    ),
+    pytest.param(
+        deployment(role("x-r1", size=2), role("x", size=2, replicas=2), role("x-r1-r0")),
+        [
+            ("names.service-name-claimed-twice", "spec.roles[1].name", INV),
+            ("names.service-name-claimed-twice", "spec.roles[2].name", INV),
+        ],
+        id="R13-instance-of-an-instance-shaped-role",
+    ),
+    pytest.param(
         deployment(role("r" * 8, size=2, replicas=100), name="d" * 50),
         [("names.member-name-too-long", "spec.roles[0]", INV)],
         id="R14-member-name",
@@ -378,6 +447,16 @@ CASES = [
         [("kinds.not-rendered-by-engine", "spec.roles[0].kind", INV)],
         id="R15c-encode",
     ),
+    # R17 images
+    pytest.param(
+        _with_engine_image(deployment(role(image=" runner:2")), "runner:1 "),
+        [
+            ("image.whitespace", "spec.engine.image", INV),
+            ("image.whitespace", "spec.roles[0].image", INV),
+        ],
+        id="R17-image-whitespace",
+    ),
+    pytest.param(deployment(role(image="")), [], id="R17-empty-role-image-falls-back"),
     # R16 topology
     pytest.param(
         deployment(role(topology={"requiredLevel": "bad level"})),
@@ -389,6 +468,14 @@ CASES = [
         [("topology.hostname-level", "spec.roles[0].topology.requiredLevel", FORB)],
         id="R16b-hostname",
     ),
+    *[
+        pytest.param(
+            deployment(role(topology={"requiredLevel": level})),
+            [("topology.invalid-level-key", "spec.roles[0].topology.requiredLevel", INV)],
+            id=f"R16a-trailing-newline-{level!r}",
+        )
+        for level in ("rack\n", "example.com\n/rack", "kubernetes.io/hostname\n")
+    ],
     pytest.param(
         deployment(
             role("a", topology={"requiredLevel": "topology.kubernetes.io/zone"}),
@@ -420,6 +507,127 @@ def test_r11_duplicate_role_backstop() -> None:
     assert causes(review(deployment(role("a"), role("a")))) == [
         ("schema.violation", "spec.roles[1]", DUP)
     ]
+
+
+def _claims_by_enumeration(md: ModelDeployment) -> list[tuple[str, str]]:
+    """R13 as its definition reads: every claim of every role, in order (the reference)."""
+    claims = {"qwen": "md"}
+    out = []
+    for i, r in enumerate(md.spec.roles):
+        mine = [f"qwen-{r.name}"]
+        if r.size > 1:
+            mine += [f"qwen-{r.name}-r{o}" for o in range(r.replicas)]
+        hits = [n for n in mine if n in claims]
+        for n in mine:
+            claims.setdefault(n, r.name)
+        if hits:
+            out.append((f"spec.roles[{i}].name", hits[0]))
+    return out
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["a", "a-r0", "a-r1", "a-r12", "a-r012"],
+        ["a-r1", "a", "a-r1-r0", "a-r1-r1", "b-r0"],
+        ["a-r0-r0", "a-r0", "a", "a-r3"],
+    ],
+)
+def test_r13_claims_only_contested_instances(names: list[str]) -> None:
+    """Claiming only the instance Services another role can contest finds exactly the
+    collisions that enumerating every instance finds, and names the same Service."""
+    for size in (1, 2):
+        md = ModelDeployment.model_validate(
+            deployment(
+                *[role(n, size=size if k % 2 else 2, replicas=3) for k, n in enumerate(names)]
+            )
+        )
+        errs = validate_model_deployment(
+            md, old=None, lookups=StaticLookups.of(default_objects()), settings=Settings()
+        ).by_origin("names.service-name-claimed-twice")
+        found = [(e.field, e.detail.split("'")[1]) for e in errs]
+        assert found == _claims_by_enumeration(md)
+
+
+def test_r13_work_does_not_grow_with_replicas() -> None:
+    """Thousands of roles of 1024 replicas (a body the API server accepts) are judged within
+    the webhook's timeout; enumerating every instance Service took over a minute."""
+    import time
+
+    from gpustack_render.admission.context import Context, memoised
+    from gpustack_render.admission.objectrules import validate_service_collisions
+
+    roles = [role(f"r{i}", size=2, replicas=1024) for i in range(20000)]
+    md = ModelDeployment.model_validate(deployment(*roles))
+    ctx = Context(
+        md=md,
+        lookups=memoised(StaticLookups.of(default_objects())),
+        settings=Settings(),
+        name="qwen",
+        namespace="team-a",
+    )
+    started = time.monotonic()
+    assert not validate_service_collisions(ctx)
+    assert time.monotonic() - started < 5
+
+
+LONG_DIGITS = "9" * 5000  # more digits than int() converts
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param(
+            {"resources": {"accelerator": LONG_DIGITS}},
+            ("resources.cards-not-whole", "spec.roles[0].resources.accelerator", INV),
+            id="accelerator",
+        ),
+        pytest.param(
+            {"resources": {"interface": LONG_DIGITS}},
+            ("resources.interface-not-whole", "spec.roles[0].resources.interface", INV),
+            id="interface",
+        ),
+        pytest.param(
+            {"shmSize": LONG_DIGITS},
+            ("shm.size-not-positive", "spec.roles[0].shmSize", INV),
+            id="shm-size",
+        ),
+        pytest.param(
+            {"shmSize": "1e99999999"},
+            ("shm.size-not-positive", "spec.roles[0].shmSize", INV),
+            id="shm-size-exponent",
+        ),
+        pytest.param(
+            {"resources": {"accelerator": "1e-99999999"}},
+            ("resources.cards-not-whole", "spec.roles[0].resources.accelerator", INV),
+            id="accelerator-exponent",
+        ),
+        pytest.param(
+            {"extraArgs": ["--tensor-parallel-size", LONG_DIGITS]},
+            ("degrees.unreadable", "spec.roles[0]", INV),
+            id="degree",
+        ),
+        pytest.param(
+            {"env": [{"name": "VLLM_DP_SIZE", "value": LONG_DIGITS}]},
+            ("degrees.unreadable", "spec.roles[0]", INV),
+            id="vllm-dp-size",
+        ),
+        pytest.param(
+            {"extraArgs": ["--port", LONG_DIGITS], "ports": [{"port": 8000}]},
+            ("port-flag.differs-from-declared", "spec.roles[0].extraArgs", INV),
+            id="port-flag",
+        ),
+    ],
+)
+def test_long_numbers_get_a_verdict(fields: dict[str, Any], expected: tuple[str, str, str]) -> None:
+    """A number of thousands of digits (or a quantity of a huge exponent, which expanded for
+    seconds) passes the schema; the rules refuse it at its field instead of crashing."""
+    import time
+
+    started = time.monotonic()
+    verdict = review(deployment(role(**fields)))
+    assert time.monotonic() - started < 2
+    assert expected in causes(verdict)
 
 
 def test_every_rule_collects() -> None:

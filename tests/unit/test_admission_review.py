@@ -64,6 +64,45 @@ def test_schema_errors_refuse_like_the_api_server(
     assert response["status"]["details"]["group"] == "worker.gpustack.ai"
 
 
+def test_an_unreadable_min_render_version_warns_instead_of_crashing() -> None:
+    """A 5000-digit annotation (the API server takes it) is more than Python's int() reads."""
+    obj = deployment()
+    obj["metadata"]["annotations"] = {"modeldeployment.gpustack.ai/min-render-version": "9" * 5000}
+    verdict = review(obj)
+    assert verdict.allowed
+    assert any("is read as 1" in w for w in verdict.warnings)
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "field"),
+    [
+        pytest.param({"a": "b c"}, {}, "metadata.labels", id="label-value-space"),
+        pytest.param({"a": "x" * 64}, {}, "metadata.labels", id="label-value-too-long"),
+        pytest.param({"app/version": "0.25.1+cu12"}, {}, "metadata.labels", id="label-value-plus"),
+        pytest.param({"Example.com/x": "1"}, {}, "metadata.labels", id="label-prefix-upper"),
+        pytest.param({}, {"a/b/c": "1"}, "metadata.annotations", id="annotation-key"),
+        pytest.param({}, {"a": "x" * (256 * 1024)}, "metadata.annotations", id="annotations-size"),
+    ],
+)
+def test_metadata_the_api_server_refuses_is_refused(
+    labels: dict[str, str], annotations: dict[str, str], field: str
+) -> None:
+    """The API server validates labels and annotations before the validating webhooks, so the
+    review of the whole request refuses what it refuses."""
+    obj = deployment()
+    obj["metadata"]["labels"] = labels
+    obj["metadata"]["annotations"] = annotations
+    verdict = review(obj)
+    assert [(c[0], c[1]) for c in causes(verdict)] == [("metadata.invalid", field)]
+
+
+def test_metadata_the_api_server_accepts_is_accepted() -> None:
+    obj = deployment()
+    obj["metadata"]["labels"] = {"app.kubernetes.io/version": "0.25.1", "empty": "", "A_b": "X.y"}
+    obj["metadata"]["annotations"] = {"Example.COM/Note": "any text: at all"}
+    assert review(obj).allowed
+
+
 def test_no_object() -> None:
     verdict = review(None, operation="CREATE")
     assert causes(verdict) == [("schema.violation", "", "FieldValueRequired")]

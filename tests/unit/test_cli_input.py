@@ -91,6 +91,7 @@ BAD_INPUT = [
     pytest.param("a: " + "[" * 5000 + "]" * 5000 + "\n", "deeper", id="flow-nesting-5000"),
     pytest.param('{"a": ' * 5000 + "1" + "}" * 5000, "deeper", id="json-nesting-5000"),
     pytest.param("[" * 100_000 + "]" * 100_000, "deeper", id="json-nesting-100000"),
+    pytest.param('{"a": ' + "9" * 5000 + "}", "not valid JSON", id="json-number-5000-digits"),
     pytest.param("a: '" + "x" * yamlio.MAX_BYTES + "'\n", "bytes", id="too-large"),
     pytest.param("a: 1\n---\n" * (yamlio.MAX_DOCUMENTS + 1), "documents", id="too-many-documents"),
     pytest.param("a: 1\na: 2\n", "duplicate key 'a'", id="duplicate-key"),

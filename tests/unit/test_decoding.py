@@ -46,6 +46,51 @@ def test_schema_defaults_are_applied() -> None:
     assert out["metadata"] == {"name": "qwen", "namespace": "team-a"}
 
 
+def test_nulls_and_whole_floats_read_as_the_api_server_reads_them() -> None:
+    """A null field is pruned, then defaulted (``replicas:`` left empty by a template), and a
+    whole float where an integer belongs is that integer: the API server accepts both and
+    stores the default or the integer, so ``admit`` and ``render`` must too."""
+    md, errs = decode_deployment(
+        {
+            **copy.deepcopy(BASE),
+            "spec": {
+                **BASE["spec"],
+                "kvCache": {"poolRef": {"name": "p"}, "connector": None},
+                "router": None,
+                "roles": [
+                    {
+                        "name": "server",
+                        "instanceType": "a10g",
+                        "kind": None,
+                        "replicas": None,
+                        "size": 2.0,
+                        "privileged": None,
+                        "image": None,
+                        "startupTimeoutSeconds": 1e2,
+                        "ports": [{"port": 8000.0, "protocol": None}],
+                        "resources": {"accelerator": 2.0, "interface": None},
+                    }
+                ],
+            },
+        }
+    )
+    assert not errs and md is not None
+    out = md.to_dict()
+    assert out["spec"]["kvCache"] == {"poolRef": {"name": "p"}, "connector": "Mooncake"}
+    assert "router" not in out["spec"]
+    role = out["spec"]["roles"][0]
+    assert (role["kind"], role["replicas"], role["size"], role["privileged"]) == (
+        "Server",
+        1,
+        2,
+        False,
+    )
+    assert "image" not in role and role["startupTimeoutSeconds"] == 100
+    assert role["ports"] == [{"port": 8000, "protocol": "TCP"}]
+    assert role["resources"] == {"accelerator": 2}
+    assert isinstance(role["resources"]["accelerator"], int)
+
+
 def test_defaulting_is_a_fixed_point() -> None:
     md, _ = decode_deployment(copy.deepcopy(BASE))
     assert md is not None
@@ -89,6 +134,18 @@ def test_quantities_keep_their_json_type() -> None:
             id="accelerator-not-a-quantity",
         ),
         pytest.param(
+            {"shmSize": "16Gi\n"},
+            "spec.roles[0].shmSize",
+            ErrorType.INVALID,
+            id="quantity-with-trailing-newline",
+        ),
+        pytest.param(
+            {"resources": {"accelerator": "1\n"}},
+            "spec.roles[0].resources.accelerator",
+            ErrorType.INVALID,
+            id="accelerator-with-trailing-newline",
+        ),
+        pytest.param(
             {"ports": [{"port": 70000}]},
             "spec.roles[0].ports[0].port",
             ErrorType.INVALID,
@@ -97,8 +154,29 @@ def test_quantities_keep_their_json_type() -> None:
         pytest.param(
             {"instanceType": None},
             "spec.roles[0].instanceType",
-            ErrorType.INVALID,
+            ErrorType.REQUIRED,
             id="instance-type-null",
+        ),
+        pytest.param(
+            {"replicas": 2.5}, "spec.roles[0].replicas", ErrorType.INVALID, id="replicas-fraction"
+        ),
+        pytest.param(
+            {"replicas": 2.0**53 + 2},
+            "spec.roles[0].replicas",
+            ErrorType.INVALID,
+            id="replicas-float-past-2-53",
+        ),
+        pytest.param(
+            {"resources": {"accelerator": 2**63}},
+            "spec.roles[0].resources.accelerator",
+            ErrorType.INVALID,
+            id="accelerator-past-int64",
+        ),
+        pytest.param(
+            {"extraArgs": [None]}, "spec.roles[0].extraArgs[0]", ErrorType.INVALID, id="null-item"
+        ),
+        pytest.param(
+            {"bogus": None}, "spec.roles[0].bogus", ErrorType.FORBIDDEN, id="unknown-field-null"
         ),
     ],
 )

@@ -123,6 +123,7 @@ def test_seat_hasher_falls_back_for_keys_after_seat() -> None:
         pytest.param("-2", 1, id="negative"),
         pytest.param("two", 1, id="not-a-number"),
         pytest.param(" 1 ", 1, id="trimmed"),
+        pytest.param("9" * 5000, 1, id="too-many-digits-to-read"),
     ],
 )
 def test_effective_floor(annotation: str | None, floor: int) -> None:
