@@ -3,9 +3,12 @@
 One replica of the controller reconciles at a time. A candidate takes the Lease when it is free,
 its own, or expired — judged by how long *this* process has watched the same record without a
 renewal (as client-go does), so clock skew between replicas does not matter. The leader renews
-every ``renew_seconds``; when it cannot renew within the lease duration it has lost, and the
-caller must stop reconciling. Writes are updates carrying ``resourceVersion``, so two candidates
-never both win.
+every ``renew_seconds`` (retrying every ``retry_seconds`` after a failure); when no renewal
+succeeds within ``renew_deadline`` — shorter than the lease duration, measured from the start
+of the last successful attempt, and bounding every attempt, however slow the API server
+answers — it has lost, and the caller must stop reconciling before a standby can take the
+expired Lease (client-go's renew deadline). Writes are updates carrying ``resourceVersion``, so
+two candidates never both win.
 """
 
 from __future__ import annotations
@@ -38,7 +41,10 @@ class LeaderElector:
         lease_seconds: int = 15,
         renew_seconds: float = 5.0,
         retry_seconds: float = 2.0,
+        renew_deadline: float = 10.0,
     ) -> None:
+        if not 0 < renew_deadline < lease_seconds:
+            raise ValueError("renew_deadline must be positive and shorter than lease_seconds")
         self.kube = kube
         self.namespace = namespace
         self.name = name
@@ -46,6 +52,7 @@ class LeaderElector:
         self.lease_seconds = lease_seconds
         self.renew_seconds = renew_seconds
         self.retry_seconds = retry_seconds
+        self.renew_deadline = renew_deadline
         self._observed: tuple[str, float] | None = None  # (record, monotonic time first seen)
         self.leading = False
 
@@ -115,17 +122,35 @@ class LeaderElector:
             await asyncio.sleep(self.retry_seconds)
 
     async def keep(self) -> None:
-        """Renew until a renewal cannot be made within the lease duration; then return."""
+        """Renew until no renewal succeeds within the renew deadline; then return.
+
+        The deadline runs from the start of the last successful attempt (the renewal it wrote
+        is at least that recent) and bounds each attempt: a request the API server does not
+        answer is abandoned, so this returns no later than ``renew_deadline`` after the last
+        renewal, before a standby sees the Lease expire.
+        """
         loop = asyncio.get_running_loop()
         last_ok = loop.time()
+        delay = self.renew_seconds
         while True:
-            await asyncio.sleep(self.renew_seconds)
-            if await self.try_acquire_or_renew():
-                last_ok = loop.time()
-            elif loop.time() - last_ok >= self.lease_seconds or not self.leading:
+            await asyncio.sleep(max(0.0, min(delay, last_ok + self.renew_deadline - loop.time())))
+            started = loop.time()
+            left = last_ok + self.renew_deadline - started
+            renewed = False
+            if left > 0:
+                try:
+                    renewed = await asyncio.wait_for(self.try_acquire_or_renew(), left)
+                except TimeoutError:
+                    log.warning("lease %s/%s: renewal timed out", self.namespace, self.name)
+            if renewed:
+                last_ok = started
+                delay = self.renew_seconds
+            elif loop.time() - last_ok >= self.renew_deadline or not self.leading:
                 self._lost()
                 log.error("lost lease %s/%s", self.namespace, self.name)
                 return
+            else:
+                delay = self.retry_seconds
 
     async def release(self) -> None:
         """Give the Lease up (a successor need not wait for it to expire)."""
