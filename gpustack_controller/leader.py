@@ -54,6 +54,8 @@ class LeaderElector:
         self.retry_seconds = retry_seconds
         self.renew_deadline = renew_deadline
         self._observed: tuple[str, float] | None = None  # (record, monotonic time first seen)
+        #: Loop time at the start of the last successful attempt (its renewTime is newer).
+        self._renewed_at: float | None = None
         self.leading = False
 
     def _body(self, previous: dict[str, Any] | None) -> dict[str, Any]:
@@ -116,9 +118,23 @@ class LeaderElector:
         metrics.LEADER.set(0)
         return False
 
+    async def _attempt(self, timeout: float) -> bool:
+        """One attempt abandoned after ``timeout`` seconds (then: not won)."""
+        try:
+            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout)
+        except TimeoutError:
+            log.warning("lease %s/%s: the API server did not answer", self.namespace, self.name)
+            return False
+
     async def acquire(self) -> None:
-        """Return once this process leads."""
-        while not await self.try_acquire_or_renew():
+        """Return once this process leads, within the renew deadline of the attempt that won
+        (a Lease written long before its answer came back may already look expired)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            if await self._attempt(self.renew_deadline):
+                self._renewed_at = started
+                return
             await asyncio.sleep(self.retry_seconds)
 
     async def keep(self) -> None:
@@ -130,20 +146,15 @@ class LeaderElector:
         renewal, before a standby sees the Lease expire.
         """
         loop = asyncio.get_running_loop()
-        last_ok = loop.time()
+        last_ok = self._renewed_at if self._renewed_at is not None else loop.time()
         delay = self.renew_seconds
         while True:
             await asyncio.sleep(max(0.0, min(delay, last_ok + self.renew_deadline - loop.time())))
             started = loop.time()
             left = last_ok + self.renew_deadline - started
-            renewed = False
-            if left > 0:
-                try:
-                    renewed = await asyncio.wait_for(self.try_acquire_or_renew(), left)
-                except TimeoutError:
-                    log.warning("lease %s/%s: renewal timed out", self.namespace, self.name)
+            renewed = left > 0 and await self._attempt(left)
             if renewed:
-                last_ok = started
+                last_ok = self._renewed_at = started
                 delay = self.renew_seconds
             elif loop.time() - last_ok >= self.renew_deadline or not self.leading:
                 self._lost()

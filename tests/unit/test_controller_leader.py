@@ -20,11 +20,14 @@ class LeaseServer:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.hang = False
+        #: How many of the next requests are never answered.
+        self.drop = 0
         self.requests = 0
 
     async def _gate(self) -> None:
         self.requests += 1
-        if self.hang:
+        if self.hang or self.drop > 0:
+            self.drop = max(0, self.drop - 1)
             await asyncio.Event().wait()  # an API server that never answers
 
     def _store(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +72,19 @@ async def test_a_renewal_the_api_server_never_answers_loses_the_lease_within_the
     # The guard only turns a hang into a failure; the deadline under test is 0.3 s.
     await asyncio.wait_for(elector.keep(), timeout=30)
     assert not elector.leading
+
+
+async def test_an_unanswered_acquisition_is_abandoned_and_tried_again() -> None:
+    """A candidate does not wait on one request for ever (nor lead on a Lease written
+    longer ago than the renew deadline): the attempt is given up and made again."""
+    server = LeaseServer()
+    server.drop = 1
+    elector = _elector(
+        server, lease_seconds=1, renew_seconds=0.05, retry_seconds=0.01, renew_deadline=0.3
+    )
+    await asyncio.wait_for(elector.acquire(), timeout=30)  # a guard against a hang
+    assert elector.leading and server.requests >= 2
+    assert server.lease is not None and server.lease["spec"]["holderIdentity"] == "a"
 
 
 async def test_a_leader_whose_renewals_succeed_keeps_the_lease() -> None:
