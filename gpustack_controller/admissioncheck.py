@@ -5,6 +5,7 @@ own field manager. The verdict itself is ``gpustack_render.reconcile.jointcheck.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 from collections.abc import Callable, Mapping
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 READ_RETRY_SECONDS: Final = 15.0
 #: A ``Pending`` verdict is looked at again this often (parking is time-based).
 PENDING_RECHECK_SECONDS: Final = 60.0
+#: The AdmissionCheck is ensured again this often while the controller runs.
+ENSURE_EVERY_SECONDS: Final = 60.0
 
 
 def _now() -> datetime.datetime:
@@ -66,6 +69,19 @@ async def ensure_admission_check(kube: Kube, *, now: datetime.datetime | None = 
         field_manager=CONTROLLER_NAME,
         subresource="status",
     )
+
+
+async def keep_admission_check(kube: Kube, *, every: float = ENSURE_EVERY_SECONDS) -> None:
+    """Ensure the AdmissionCheck every ``every`` seconds until cancelled. A deleted check would
+    otherwise stay gone until the controller restarts, and every ClusterQueue listing it is
+    inactive meanwhile (Kueue admits nothing through it); a failed attempt is logged and made
+    again next time."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await ensure_admission_check(kube)
+        except ApiError as exc:
+            log.warning("ensuring AdmissionCheck %s failed: %s; retrying", CHECK_NAME, exc)
 
 
 class AdmissionCheckReconciler:

@@ -27,7 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpustack_controller.admissioncheck import AdmissionCheckReconciler, ensure_admission_check
+from gpustack_controller.admissioncheck import (
+    AdmissionCheckReconciler,
+    ensure_admission_check,
+    keep_admission_check,
+)
 from gpustack_controller.kube import (
     BACKENDS,
     BINDINGS,
@@ -160,6 +164,9 @@ class Controller:
                     self.check_queue.run_workers(self.checker, workers=self.options.check_workers),
                     name="check-workers",
                 )
+            )
+            self._tasks.append(
+                asyncio.create_task(keep_admission_check(self.kube), name="admission-check")
             )
         if self.options.leader_election:
             self._tasks.append(asyncio.create_task(self.elector.keep(), name="lease"))

@@ -70,7 +70,12 @@ from gpustack_render.reconcile.status import (
     status_to_json,
     with_replacing,
 )
-from gpustack_render.reconcile.teardown import Draining, plan_teardown
+from gpustack_render.reconcile.teardown import (
+    Draining,
+    Releasing,
+    plan_teardown,
+    plan_unreadable_teardown,
+)
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment
 
@@ -162,8 +167,7 @@ class DeploymentReconciler:
             return None
         md, errs = decode_deployment(raw)
         if md is None:
-            log.error("cannot read ModelDeployment %s: %s", key, "; ".join(map(str, errs)))
-            return None
+            return await self._unreadable(key, raw, errs)
         if md.metadata.deletion_timestamp is not None:
             return await self._teardown(md, raw)
         finalizers = claims.with_finalizer(md.metadata.finalizers)
@@ -218,11 +222,16 @@ class DeploymentReconciler:
         """Every Pod carrying the deployment's selector and the namespace's Workloads owning
         one of them or named after one of ``groups`` (a group's Workload outlives its Pods), as
         the API server holds them now, indexed once for the pass."""
-        namespace = md.metadata.namespace
+        meta = md.metadata
+        return await self._observe_named(meta.namespace, meta.name, meta.uid, groups)
+
+    async def _observe_named(
+        self, namespace: str, name: str, uid: str, groups: frozenset[str] = frozenset()
+    ) -> ReplicaIndex:
         raw_pods, _ = await self.kube.list(
-            PODS, namespace, label_selector=deployment_selector(md.metadata.name)
+            PODS, namespace, label_selector=deployment_selector(name)
         )
-        pods = [observe_pod(p, owner_uid=md.metadata.uid) for p in raw_pods]
+        pods = [observe_pod(p, owner_uid=uid) for p in raw_pods]
         uids = {p.uid for p in pods}
         raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
         workloads = [observe_workload(w) for w in raw_workloads]
@@ -289,17 +298,22 @@ class DeploymentReconciler:
         return QUEUE_RECHECK_SECONDS if conflicts else None
 
     async def _write_status(self, md: ModelDeployment, status: ModelDeploymentStatus) -> None:
+        await self._write_status_of(md.metadata.namespace, md.metadata.name, status)
+
+    async def _write_status_of(
+        self, namespace: str, name: str, status: ModelDeploymentStatus
+    ) -> None:
         body = {
             "apiVersion": MODEL_DEPLOYMENTS.api_version,
             "kind": MODEL_DEPLOYMENTS.kind,
-            "metadata": {"name": md.metadata.name, "namespace": md.metadata.namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "status": status_to_json(status),
         }
         await self.kube.apply(
             MODEL_DEPLOYMENTS,
             body,
             field_manager=FIELD_MANAGER,
-            namespace=md.metadata.namespace,
+            namespace=namespace,
             subresource="status",
         )
 
@@ -411,14 +425,38 @@ class DeploymentReconciler:
 
     # ---- teardown ---------------------------------------------------------------------------
 
+    async def _unreadable(
+        self, key: str, raw: dict[str, Any], errs: Iterable[object]
+    ) -> float | None:
+        """A stored deployment that does not decode: an Event naming why; a deleted one is
+        still torn down from its metadata (its Pods, Workloads, claim and finalizer), so it
+        cannot hold them for ever. Looked at again later: a status-only fix moves no
+        generation, so no watch event would bring it back."""
+        problems = [str(e) for e in errs]
+        log.error("cannot read ModelDeployment %s: %s", key, "; ".join(problems))
+        meta = raw.get("metadata") or {}
+        deleting = meta.get("deletionTimestamp") is not None
+        await self.recorder.record(raw, events.deployment_unreadable(problems, deleting=deleting))
+        if not deleting:
+            return QUEUE_RECHECK_SECONDS
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        index = await self._observe_named(namespace, name, str(meta.get("uid") or ""))
+        return await self._run_teardown(
+            namespace, name, raw, plan_unreadable_teardown(raw, index=index)
+        )
+
     async def _teardown(self, md: ModelDeployment, raw: dict[str, Any]) -> float | None:
-        namespace, name = md.metadata.namespace, md.metadata.name
         step = plan_teardown(md, index=await self._observe(md), now=self.now())
+        return await self._run_teardown(md.metadata.namespace, md.metadata.name, raw, step)
+
+    async def _run_teardown(
+        self, namespace: str, name: str, raw: dict[str, Any], step: Draining | Releasing | None
+    ) -> float | None:
         if step is None:
             return None
         if isinstance(step, Draining):
             if step.status is not None:
-                await self._write_status(md, step.status)
+                await self._write_status_of(namespace, name, step.status)
                 self.gauges.observe(namespace, name, step.status)
             results = await bounded(
                 partial(self.kube.delete, PODS, p.name, namespace, uid=p.uid)

@@ -29,6 +29,8 @@ RENDER_FAILED: Final = "RenderFailed"
 #: An object the deployment reads is stored but cannot be decoded (one hostile object must
 #: stop only the deployments that read it).
 INPUT_UNREADABLE: Final = "InputUnreadable"
+#: The ModelDeployment itself is stored but cannot be decoded.
+DEPLOYMENT_UNREADABLE: Final = "DeploymentUnreadable"
 LOCAL_QUEUE_CONFLICT: Final = "LocalQueueConflict"
 #: The store's ``kv_lease_duration`` default (the injection seed's "Workload impact").
 KV_LEASE_SECONDS: Final = 30
@@ -103,6 +105,22 @@ def input_unreadable(failure: LookupFailed) -> Event:
         INPUT_UNREADABLE,
         f"{failure.kind} {where} is stored but cannot be read ({failure.reason}); this "
         f"deployment is not reconciled against it until that object is fixed or replaced",
+    )
+
+
+def deployment_unreadable(problems: Iterable[object], *, deleting: bool) -> Event:
+    """``DeploymentUnreadable``: the stored ModelDeployment does not decode, so nothing is
+    rendered, rolled or reported for it; each problem names its field."""
+    what = "; ".join(str(p) for p in problems) or "no reason given"
+    then = (
+        "its teardown still runs from its metadata: its Pods and their Workloads are deleted "
+        "and its finalizer removed"
+        if deleting
+        else "it is not reconciled (no Pod is created, rolled or deleted, and its status is not "
+        "updated) until the object is fixed"
+    )
+    return Event(
+        DEPLOYMENT_UNREADABLE, f"the stored ModelDeployment cannot be read ({what}); {then}"
     )
 
 

@@ -95,6 +95,13 @@ REPLICAS_NOT_READY: Final = "ReplicasNotReady"
 #: The summary conditions' reason while the deployment is being deleted.
 DELETING: Final = "Deleting"
 
+#: The longest condition message (and ``phaseMessage``) written: Kubernetes' bound on a
+#: condition's message, which Kueue applies to its own. A message naming every waiting
+#: replica's downstream check grows with the replica count; unbounded, the status of a large
+#: deployment would outgrow what the API server stores and no status would be written at all.
+MAX_MESSAGE_CHARS: Final = 32768
+_TRUNCATED: Final = " ..."
+
 PHASE_STARTING: Final = "Starting"
 PHASE_READY: Final = "Ready"
 PHASE_DEGRADED: Final = "Degraded"
@@ -538,6 +545,13 @@ def router_ready(md: ModelDeployment) -> ConditionVerdict:
     )
 
 
+def bounded_message(message: str) -> str:
+    """``message`` cut to :data:`MAX_MESSAGE_CHARS`, ending in `` ...`` when cut."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return message[: MAX_MESSAGE_CHARS - len(_TRUNCATED)] + _TRUNCATED
+
+
 def conditions_with_times(
     verdicts: Mapping[str, ConditionVerdict],
     previous: Sequence[Condition] | None,
@@ -568,7 +582,7 @@ def conditions_with_times(
                 type=type_,
                 status=verdict.status,
                 reason=verdict.reason,
-                message=verdict.message,
+                message=bounded_message(verdict.message),
                 last_transition_time=when,
                 observed_generation=generation,
             )
@@ -686,7 +700,7 @@ def phase(
         value, message = PHASE_STARTING, quota_message
     for note in notes:
         message = f"{message}; {note}" if message else note
-    return value, message
+    return value, bounded_message(message)
 
 
 def parallelism_status(parallelism: Parallelism, *, managed: bool) -> RoleParallelism:

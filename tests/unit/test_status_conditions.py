@@ -290,6 +290,32 @@ def test_quota_reserved_multi_role_names_the_waiting_roles() -> None:
     assert "roles decode" in message(status, st.QUOTA_RESERVED)
 
 
+def test_messages_naming_every_waiting_replica_stay_within_the_condition_bound() -> None:
+    """Each waiting replica's downstream check message is named, so the message grows with the
+    replica count (1024 per role, 10 roles); it is cut at Kubernetes' 32768-character condition
+    bound, as Kueue cuts its own, so a large deployment's status still fits the API server."""
+    md = deployment(
+        role("prefill", kind="Prefill", replicas=8), role("decode", kind="Decode", replicas=8)
+    )
+    rendering = rendered(md)
+    pods = pods_of(rendering, ready=False)
+    long = CheckState(state="Pending", message="waiting for a provisioning request " * 300)
+    wls = [
+        replace(w, admitted=False, checks={"provisioning": long})
+        if "prefill" in next(iter(w.owner_pods))
+        else replace(w, quota_reserved=False, admitted=False, ever_admitted=False)
+        for w in workloads_of(pods)
+    ]
+    status = compute(md, rendering, pods, wls)
+    assert condition(status, st.QUOTA_RESERVED) == ("False", "Pending")
+    for type_ in (st.QUOTA_RESERVED, st.READY):
+        text = message(status, type_)
+        assert len(text) == st.MAX_MESSAGE_CHARS and text.endswith(" ...")
+    assert message(status, st.QUOTA_RESERVED).startswith("8 of 16 replicas wait for quota")
+    assert status.phase == st.PHASE_STARTING
+    assert status.phase_message is not None and len(status.phase_message) == st.MAX_MESSAGE_CHARS
+
+
 def test_a_preemption_note_is_appended_on_the_other_branches() -> None:
     """docs/contract/controller.md §14: "A preemption note is appended on other branches" (Parked
     and Reserved included)."""
