@@ -8,8 +8,9 @@ With helm built from its Go module by hack/envtest/build.sh (like kubectl):
   keep-on-uninstall annotation; the Namespace is left to ``--create-namespace``), and each chart
   switch renders the same objects as the matching kustomize component (input CRDs,
   cert-manager, ServiceMonitors);
-* the values reach the objects (image, replicas, resources, scheduling, Settings, caBundle) and
-  a certificate mode that is not available is refused with its field named;
+* the values reach the objects (image, replicas, resources, scheduling, Settings, caBundle), a
+  certificate mode that is not available is refused with its field named, and so is a misspelt
+  or mistyped value (values.schema.json);
 * the rendered objects pass ``kubectl apply --dry-run=server`` on the simulated cluster: the
   defaults with the input CRDs, and every switch on (cert-manager's and the Prometheus
   Operator's kinds then stand in as schema-less CRDs, so only their kinds are checked).
@@ -231,6 +232,29 @@ def test_an_unavailable_certificate_mode_is_refused(helm: Path, mode: str) -> No
     )  # fmt: skip
     assert result.returncode != 0
     assert "certificates.mode" in result.stderr and mode in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "where"),
+    [
+        ("controller.replica=3", "at '/controller': additional properties 'replica'"),
+        ("settings.native-sidecar=false", "at '/settings': additional properties 'native-sidecar'"),
+        ("webhook.replicas=two", "at '/webhook/replicas'"),
+        ("certificates.selfManaged.certLifetime=0d", "at '/certificates/selfManaged/certLifetime'"),
+    ],
+)
+def test_a_misspelt_or_mistyped_value_is_refused_with_its_path(
+    helm: Path, setting: str, where: str
+) -> None:
+    """values.schema.json (tests/unit/test_chart_values_schema.py), as helm reports it."""
+    result = subprocess.run(
+        [str(helm), "template", "x", str(CHART), "--kube-version", KUBE_VERSION,
+         "--set", setting],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "don't meet the specifications of the schema" in result.stderr, result.stderr
+    assert where in result.stderr, result.stderr
 
 
 def test_the_rendered_chart_passes_a_server_side_dry_run(cluster: Cluster, helm: Path) -> None:
