@@ -188,6 +188,23 @@ def test_values_reach_the_objects(helm: Path, tmp_path: Path) -> None:
     assert not [o for o in objects if o["metadata"]["name"].startswith("gpustack-render-")]
 
 
+def test_a_pod_annotation_given_is_kept_over_the_scrape_annotations(helm: Path) -> None:
+    objects = template(
+        helm,
+        "--set-string", "controller.podAnnotations.prometheus\\.io/port=9999",
+        "--set-string", "controller.podAnnotations.team=ml",
+    )  # fmt: skip
+    controller = _one(objects, "Deployment", "gpustack-controller")
+    assert controller["spec"]["template"]["metadata"]["annotations"] == {
+        "prometheus.io/port": "9999",  # the user's, never silently replaced
+        "prometheus.io/path": "/metrics",
+        "prometheus.io/scrape": "true",
+        "team": "ml",
+    }
+    plain = _one(template(helm), "Deployment", "gpustack-controller")
+    assert plain["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "8081"
+
+
 def _hook_config_name(kind: str) -> str:
     return {
         "MutatingWebhookConfiguration": "gpustack-worker-mutation",
