@@ -274,6 +274,39 @@ def test_a_misspelt_or_mistyped_value_is_refused_with_its_path(
     assert where in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("replicas", "min_available", "kept"),
+    [("1", "1", 1), ("3", "3", 3), ("2", "100%", 2), ("1", "50%", 1)],
+)
+def test_a_budget_that_keeps_every_webhook_pod_is_refused(
+    helm: Path, replicas: str, min_available: str, kept: int
+) -> None:
+    result = subprocess.run(
+        [str(helm), "template", "x", str(CHART), "--kube-version", KUBE_VERSION,
+         "--set", f"webhook.replicas={replicas}", "--set", f"webhook.minAvailable={min_available}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert (
+        f"webhook.minAvailable ({min_available}) keeps {kept} of webhook.replicas ({replicas})"
+        in result.stderr
+    ), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("replicas", "min_available"), [("1", "0"), ("3", "2"), ("3", "60%"), ("0", "1")]
+)
+def test_a_budget_that_lets_one_webhook_pod_go_renders(
+    helm: Path, replicas: str, min_available: str
+) -> None:
+    objects = template(
+        helm, "--set", f"webhook.replicas={replicas}",
+        "--set", f"webhook.minAvailable={min_available}",
+    )  # fmt: skip
+    budget = _one(objects, "PodDisruptionBudget", "gpustack-webhook")
+    assert str(budget["spec"]["minAvailable"]) == min_available
+
+
 def test_the_rendered_chart_passes_a_server_side_dry_run(cluster: Cluster, helm: Path) -> None:
     try:
         cluster.control_plane.request(
