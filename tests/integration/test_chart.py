@@ -205,6 +205,37 @@ def test_a_pod_annotation_given_is_kept_over_the_scrape_annotations(helm: Path) 
     assert plain["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "8081"
 
 
+def test_large_whole_numbers_from_a_values_file_render_whole(helm: Path, tmp_path: Path) -> None:
+    """A values file's numbers reach the templates as floats, which print 1e+06 from a million:
+    an argument the servers refuse, a replica count the API server refuses, a Setting the
+    controller ignores."""
+    values = {
+        "controller": {"replicas": 1000000, "workers": 1000000},
+        "webhook": {
+            "replicas": 3000000,
+            "minAvailable": 2000000,
+            "connectionLimits": {"maxConnections": 1000000},
+        },
+        "settings": {"model-deployment-park-after-seconds": 1000000},
+    }
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(json.dumps(values))
+    objects = template(helm, "-f", str(values_file))
+    controller = _one(objects, "Deployment", "gpustack-controller")
+    assert controller["spec"]["replicas"] == 1000000
+    assert "--workers=1000000" in controller["spec"]["template"]["spec"]["containers"][0]["args"]
+    webhook = _one(objects, "Deployment", "gpustack-webhook")
+    assert webhook["spec"]["replicas"] == 3000000
+    assert (
+        "--max-connections=1000000" in webhook["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    assert (
+        _one(objects, "PodDisruptionBudget", "gpustack-webhook")["spec"]["minAvailable"] == 2000000
+    )
+    settings = _one(objects, "ConfigMap", "gpustack-settings")["data"]
+    assert settings["model-deployment-park-after-seconds"] == "1000000"
+
+
 def _hook_config_name(kind: str) -> str:
     return {
         "MutatingWebhookConfiguration": "gpustack-worker-mutation",
