@@ -11,6 +11,8 @@ With helm built from its Go module by hack/envtest/build.sh (like kubectl):
 * the values reach the objects (image, replicas, resources, scheduling, Settings, caBundle), a
   certificate mode that is not available is refused with its field named, and so is a misspelt
   or mistyped value (values.schema.json);
+* ``helm install`` prints NOTES that say what the certificate mode needs (a warning when your
+  own Secret's CA is not given);
 * the rendered objects pass ``kubectl apply --dry-run=server`` on the simulated cluster: the
   defaults with the input CRDs, and every switch on (cert-manager's and the Prometheus
   Operator's kinds then stand in as schema-less CRDs, so only their kinds are checked).
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -60,13 +63,13 @@ def helm(envtest_binaries: ClusterBinaries) -> Path:
     return path
 
 
-def template(helm: Path, *args: str) -> Objects:
+def template(helm: Path, *args: str, chart: Path = CHART) -> Objects:
     return yaml_stream(
         run(
             helm,
             "template",
             "gpustack-render",
-            CHART,
+            chart,
             "--namespace",
             NAMESPACE,
             "--kube-version",
@@ -364,6 +367,50 @@ def test_the_rendered_chart_passes_a_server_side_dry_run(cluster: Cluster, helm:
             "GET", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/gpustack-controller"
         )
     assert info.value.status == 404
+
+
+def _notes(helm: Path, chart: Path, *args: str) -> str:
+    """The NOTES ``helm install`` prints: NOTES.txt includes ``gpustack-render.notes``, which
+    ``helm template`` of a copy of the chart with one more template renders."""
+    (found,) = template(helm, "--show-only", "templates/notes.yaml", *args, chart=chart)
+    notes: str = found["data"]["notes"]
+    return notes
+
+
+@pytest.fixture(scope="module")
+def notes_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    copy_ = tmp_path_factory.mktemp("chart") / "gpustack-render"
+    shutil.copytree(CHART, copy_, symlinks=False)
+    (copy_ / "templates" / "notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n"
+        'data:\n  notes: {{ include "gpustack-render.notes" . | quote }}\n'
+    )
+    return copy_
+
+
+def test_the_install_notes_say_what_each_certificate_mode_needs(
+    helm: Path, notes_chart: Path
+) -> None:
+    assert (CHART / "templates" / "NOTES.txt").read_text() == (
+        '{{- include "gpustack-render.notes" . }}\n'
+    )
+    notes = _notes(helm, notes_chart)
+    assert "deployment/gpustack-webhook deployment/gpustack-controller" in notes
+    assert "issues its own into the Secret gpustack-webhook-tls" in notes
+    assert "gpustack-model-deployment-joint" in notes
+    assert "WARNING" not in notes and "crds.install" not in notes
+    # Your own Secret and no CA given: every review would fail TLS until caBundle is patched.
+    bare = _notes(helm, notes_chart, "--set", "certificates.mode=existingSecret")
+    assert "kubectl -n gpustack-system create secret tls gpustack-webhook-tls" in bare
+    assert "WARNING: certificates.existingSecret.caBundle is empty" in bare
+    given = _notes(
+        helm, notes_chart, "--set", "certificates.mode=existingSecret",
+        "--set", "certificates.existingSecret.caBundle=Q0EK",
+    )  # fmt: skip
+    assert "WARNING" not in given
+    manager = _notes(helm, notes_chart, "--set", "certificates.mode=certManager")
+    assert "cert-manager issues the Secret gpustack-webhook-tls" in manager
+    assert "crds.install is false" in _notes(helm, notes_chart, "--set", "crds.install=false")
 
 
 def test_the_dashboard_ships_in_a_configmap(helm: Path) -> None:
