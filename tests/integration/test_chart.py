@@ -8,8 +8,11 @@ With helm built from its Go module by hack/envtest/build.sh (like kubectl):
   keep-on-uninstall annotation; the Namespace is left to ``--create-namespace``), and each chart
   switch renders the same objects as the matching kustomize component (input CRDs,
   cert-manager, ServiceMonitors);
-* the values reach the objects (image, replicas, resources, scheduling, Settings, caBundle) and
-  a certificate mode that is not available is refused with its field named;
+* the values reach the objects (image, replicas, resources, scheduling, Settings, caBundle), a
+  certificate mode that is not available is refused with its field named, and so is a misspelt
+  or mistyped value (values.schema.json);
+* ``helm install`` prints NOTES that say what the certificate mode needs (a warning when your
+  own Secret's CA is not given);
 * the rendered objects pass ``kubectl apply --dry-run=server`` on the simulated cluster: the
   defaults with the input CRDs, and every switch on (cert-manager's and the Prometheus
   Operator's kinds then stand in as schema-less CRDs, so only their kinds are checked).
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -59,13 +63,13 @@ def helm(envtest_binaries: ClusterBinaries) -> Path:
     return path
 
 
-def template(helm: Path, *args: str) -> Objects:
+def template(helm: Path, *args: str, chart: Path = CHART) -> Objects:
     return yaml_stream(
         run(
             helm,
             "template",
             "gpustack-render",
-            CHART,
+            chart,
             "--namespace",
             NAMESPACE,
             "--kube-version",
@@ -187,6 +191,54 @@ def test_values_reach_the_objects(helm: Path, tmp_path: Path) -> None:
     assert not [o for o in objects if o["metadata"]["name"].startswith("gpustack-render-")]
 
 
+def test_a_pod_annotation_given_is_kept_over_the_scrape_annotations(helm: Path) -> None:
+    objects = template(
+        helm,
+        "--set-string", "controller.podAnnotations.prometheus\\.io/port=9999",
+        "--set-string", "controller.podAnnotations.team=ml",
+    )  # fmt: skip
+    controller = _one(objects, "Deployment", "gpustack-controller")
+    assert controller["spec"]["template"]["metadata"]["annotations"] == {
+        "prometheus.io/port": "9999",  # the user's, never silently replaced
+        "prometheus.io/path": "/metrics",
+        "prometheus.io/scrape": "true",
+        "team": "ml",
+    }
+    plain = _one(template(helm), "Deployment", "gpustack-controller")
+    assert plain["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "8081"
+
+
+def test_large_whole_numbers_from_a_values_file_render_whole(helm: Path, tmp_path: Path) -> None:
+    """A values file's numbers reach the templates as floats, which print 1e+06 from a million:
+    an argument the servers refuse, a replica count the API server refuses, a Setting the
+    controller ignores."""
+    values = {
+        "controller": {"replicas": 1000000, "workers": 1000000},
+        "webhook": {
+            "replicas": 3000000,
+            "minAvailable": 2000000,
+            "connectionLimits": {"maxConnections": 1000000},
+        },
+        "settings": {"model-deployment-park-after-seconds": 1000000},
+    }
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(json.dumps(values))
+    objects = template(helm, "-f", str(values_file))
+    controller = _one(objects, "Deployment", "gpustack-controller")
+    assert controller["spec"]["replicas"] == 1000000
+    assert "--workers=1000000" in controller["spec"]["template"]["spec"]["containers"][0]["args"]
+    webhook = _one(objects, "Deployment", "gpustack-webhook")
+    assert webhook["spec"]["replicas"] == 3000000
+    assert (
+        "--max-connections=1000000" in webhook["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    assert (
+        _one(objects, "PodDisruptionBudget", "gpustack-webhook")["spec"]["minAvailable"] == 2000000
+    )
+    settings = _one(objects, "ConfigMap", "gpustack-settings")["data"]
+    assert settings["model-deployment-park-after-seconds"] == "1000000"
+
+
 def _hook_config_name(kind: str) -> str:
     return {
         "MutatingWebhookConfiguration": "gpustack-worker-mutation",
@@ -233,6 +285,62 @@ def test_an_unavailable_certificate_mode_is_refused(helm: Path, mode: str) -> No
     assert "certificates.mode" in result.stderr and mode in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("setting", "where"),
+    [
+        ("controller.replica=3", "at '/controller': additional properties 'replica'"),
+        ("settings.native-sidecar=false", "at '/settings': additional properties 'native-sidecar'"),
+        ("webhook.replicas=two", "at '/webhook/replicas'"),
+        ("certificates.selfManaged.certLifetime=0d", "at '/certificates/selfManaged/certLifetime'"),
+    ],
+)
+def test_a_misspelt_or_mistyped_value_is_refused_with_its_path(
+    helm: Path, setting: str, where: str
+) -> None:
+    """values.schema.json (tests/unit/test_chart_values_schema.py), as helm reports it."""
+    result = subprocess.run(
+        [str(helm), "template", "x", str(CHART), "--kube-version", KUBE_VERSION,
+         "--set", setting],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "don't meet the specifications of the schema" in result.stderr, result.stderr
+    assert where in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("replicas", "min_available", "kept"),
+    [("1", "1", 1), ("3", "3", 3), ("2", "100%", 2), ("1", "50%", 1)],
+)
+def test_a_budget_that_keeps_every_webhook_pod_is_refused(
+    helm: Path, replicas: str, min_available: str, kept: int
+) -> None:
+    result = subprocess.run(
+        [str(helm), "template", "x", str(CHART), "--kube-version", KUBE_VERSION,
+         "--set", f"webhook.replicas={replicas}", "--set", f"webhook.minAvailable={min_available}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert (
+        f"webhook.minAvailable ({min_available}) keeps {kept} of webhook.replicas ({replicas})"
+        in result.stderr
+    ), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("replicas", "min_available"), [("1", "0"), ("3", "2"), ("3", "60%"), ("0", "1")]
+)
+def test_a_budget_that_lets_one_webhook_pod_go_renders(
+    helm: Path, replicas: str, min_available: str
+) -> None:
+    objects = template(
+        helm, "--set", f"webhook.replicas={replicas}",
+        "--set", f"webhook.minAvailable={min_available}",
+    )  # fmt: skip
+    budget = _one(objects, "PodDisruptionBudget", "gpustack-webhook")
+    assert str(budget["spec"]["minAvailable"]) == min_available
+
+
 def test_the_rendered_chart_passes_a_server_side_dry_run(cluster: Cluster, helm: Path) -> None:
     try:
         cluster.control_plane.request(
@@ -259,6 +367,50 @@ def test_the_rendered_chart_passes_a_server_side_dry_run(cluster: Cluster, helm:
             "GET", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/gpustack-controller"
         )
     assert info.value.status == 404
+
+
+def _notes(helm: Path, chart: Path, *args: str) -> str:
+    """The NOTES ``helm install`` prints: NOTES.txt includes ``gpustack-render.notes``, which
+    ``helm template`` of a copy of the chart with one more template renders."""
+    (found,) = template(helm, "--show-only", "templates/notes.yaml", *args, chart=chart)
+    notes: str = found["data"]["notes"]
+    return notes
+
+
+@pytest.fixture(scope="module")
+def notes_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    copy_ = tmp_path_factory.mktemp("chart") / "gpustack-render"
+    shutil.copytree(CHART, copy_, symlinks=False)
+    (copy_ / "templates" / "notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n"
+        'data:\n  notes: {{ include "gpustack-render.notes" . | quote }}\n'
+    )
+    return copy_
+
+
+def test_the_install_notes_say_what_each_certificate_mode_needs(
+    helm: Path, notes_chart: Path
+) -> None:
+    assert (CHART / "templates" / "NOTES.txt").read_text() == (
+        '{{- include "gpustack-render.notes" . }}\n'
+    )
+    notes = _notes(helm, notes_chart)
+    assert "deployment/gpustack-webhook deployment/gpustack-controller" in notes
+    assert "issues its own into the Secret gpustack-webhook-tls" in notes
+    assert "gpustack-model-deployment-joint" in notes
+    assert "WARNING" not in notes and "crds.install" not in notes
+    # Your own Secret and no CA given: every review would fail TLS until caBundle is patched.
+    bare = _notes(helm, notes_chart, "--set", "certificates.mode=existingSecret")
+    assert "kubectl -n gpustack-system create secret tls gpustack-webhook-tls" in bare
+    assert "WARNING: certificates.existingSecret.caBundle is empty" in bare
+    given = _notes(
+        helm, notes_chart, "--set", "certificates.mode=existingSecret",
+        "--set", "certificates.existingSecret.caBundle=Q0EK",
+    )  # fmt: skip
+    assert "WARNING" not in given
+    manager = _notes(helm, notes_chart, "--set", "certificates.mode=certManager")
+    assert "cert-manager issues the Secret gpustack-webhook-tls" in manager
+    assert "crds.install is false" in _notes(helm, notes_chart, "--set", "crds.install=false")
 
 
 def test_the_dashboard_ships_in_a_configmap(helm: Path) -> None:

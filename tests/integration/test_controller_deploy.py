@@ -102,6 +102,38 @@ def test_deployment_runs_the_controller_with_probes_on_its_health_port() -> None
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
 
 
+async def test_the_health_server_the_deployment_starts_answers_over_ipv4_and_ipv6() -> None:
+    """The kubelet probes the Pod IP, which is IPv6 on an IPv6 or IPv6-first dual-stack cluster:
+    the deployment's arguments make the health server listen on every address."""
+    from gpustack_controller.__main__ import _parser
+
+    (dep,) = manifests("deployment.yaml")
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    args = _parser().parse_args(container["args"])
+    families = [(socket.AF_INET, "127.0.0.1")]
+    if socket.has_ipv6:
+        try:
+            with socket.socket(socket.AF_INET6) as probe:
+                probe.bind(("::1", 0))
+            families.append((socket.AF_INET6, "::1"))
+        except OSError:
+            pass
+    if len(families) < 2:
+        pytest.skip("no IPv6 loopback on this host")
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    runner = await serve(lambda: (True, "ok"), host=args.health_host, port=port)
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _, address in families:
+                host = f"[{address}]" if ":" in address else address
+                async with session.get(f"http://{host}:{port}/healthz") as response:
+                    assert response.status == 200, address
+    finally:
+        await runner.cleanup()
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def admin(kubeconfig_path: Path) -> AsyncIterator[Kube]:
     client = await Kube.connect(kubeconfig=str(kubeconfig_path))
