@@ -58,7 +58,9 @@ def _parser() -> argparse.ArgumentParser:
         help="/healthz, /readyz and /metrics port (default 8081)",
     )
     p.add_argument(
-        "--health-host", default="0.0.0.0", help="address of the health server (default 0.0.0.0)"
+        "--health-host",
+        default="",
+        help="address of the health server (default: every address, IPv4 and IPv6)",
     )
     p.add_argument(
         "--leader-elect",

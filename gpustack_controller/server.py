@@ -35,7 +35,7 @@ def make_app(healthy: Callable[[], tuple[bool, str]]) -> web.Application:
 
 
 async def serve(
-    healthy: Callable[[], tuple[bool, str]], *, host: str = "0.0.0.0", port: int = 8081
+    healthy: Callable[[], tuple[bool, str]], *, host: str = "", port: int = 8081
 ) -> web.AppRunner:
     """Start the server; returns the runner (``await runner.cleanup()`` to stop)."""
     runner = web.AppRunner(make_app(healthy), access_log=None)

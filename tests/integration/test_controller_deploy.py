@@ -102,14 +102,16 @@ def test_deployment_runs_the_controller_with_probes_on_its_health_port() -> None
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
 
 
-async def test_the_health_server_the_deployment_starts_answers_over_ipv4_and_ipv6() -> None:
+@pytest.mark.parametrize("shipped", [True, False], ids=["deployment-args", "default"])
+async def test_the_health_server_answers_over_ipv4_and_ipv6(shipped: bool) -> None:
     """The kubelet probes the Pod IP, which is IPv6 on an IPv6 or IPv6-first dual-stack cluster:
-    the deployment's arguments make the health server listen on every address."""
+    the deployment's arguments, and the server's default, make the health server listen on
+    every address."""
     from gpustack_controller.__main__ import _parser
 
     (dep,) = manifests("deployment.yaml")
     (container,) = dep["spec"]["template"]["spec"]["containers"]
-    args = _parser().parse_args(container["args"])
+    args = _parser().parse_args(container["args"] if shipped else [])
     families = [(socket.AF_INET, "127.0.0.1")]
     if socket.has_ipv6:
         try:
