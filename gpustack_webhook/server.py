@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from gpustack_render.admission import mutate_deployment, validate_deployment
 from gpustack_render.api.common import GROUP
@@ -362,6 +363,18 @@ class WebhookServer:
                 hook, started, 408, f"body did not arrive within {self.limits.body_timeout:g}s"
             )
             response.force_close()
+            return response
+        except web.RequestPayloadError as exc:
+            # A body aiohttp cannot decode (its Content-Encoding, chunked framing, a length it
+            # does not reach): the sender's fault. The rest of the stream is unusable, so the
+            # connection closes after the answer instead of draining it.
+            cause = exc.__cause__ if isinstance(exc.__cause__, HttpProcessingError) else exc
+            problem = " ".join(str(getattr(cause, "message", "") or cause).split())
+            response = self._refuse_request(
+                hook, started, 400, f"body could not be read: {problem}"
+            )
+            response.force_close()
+            request.content.feed_eof()
             return response
         try:
             review = parse_review(raw, hook)
