@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -227,13 +228,24 @@ def check_request_fields(request: Mapping[str, Any]) -> None:
     )
 
 
+#: Characters the API server will not put in a ``Warning`` header (Go's ``unicode.IsControl``:
+#: C0, DEL and C1). A warning holding one is dropped whole, with no trace, so they are escaped.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def wire_warning(text: str) -> str:
+    """``text`` with every control character escaped (``\\n``, ``\\x1b``): the API server
+    drops a warning holding one instead of showing it."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m[0], f"\\x{ord(m[0]):02x}"), text)
+
+
 def encode_review(verdict: Verdict, uid: str) -> dict[str, Any]:
-    """The AdmissionReview answering request ``uid`` (patch as base64 JSON Patch)."""
-    return {
-        "apiVersion": ADMISSION_API_VERSION,
-        "kind": "AdmissionReview",
-        "response": verdict.to_response(uid, patch_encoding="base64"),
-    }
+    """The AdmissionReview answering request ``uid`` (patch as base64 JSON Patch; warnings as
+    :func:`wire_warning` writes them, empty ones left out as the API server would)."""
+    response = verdict.to_response(uid, patch_encoding="base64")
+    response["warnings"] = [wire_warning(w) for w in response["warnings"] if w]
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
 def _object_name(request: AdmissionRequest) -> str:

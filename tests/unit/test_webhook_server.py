@@ -102,6 +102,20 @@ def allow_all(request: AdmissionRequest, *, lookups: Lookups, settings: Settings
     return Verdict.allow(patch=[{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}])
 
 
+#: Warnings as a rule may write them: one quoting a stored condition reason with a newline, an
+#: empty one, a terminal escape, a C1 control, and a plain one.
+RAW_WARNINGS = (
+    "spec.kvCache.poolRef: no KV cache: pool reports (LedgerUnreachable\nretrying)",
+    "",
+    "tab\there \x1b[31mred\x85",
+    "plain, accents é ü kept",
+)
+
+
+def warn(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:
+    return Verdict.allow(warnings=RAW_WARNINGS)
+
+
 def crash(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:
     raise KeyError(SECRET_VALUE)
 
@@ -129,6 +143,7 @@ class CountingSources(StaticSources):
 
 STANDIN_HOOKS = (
     Webhook("allow", "/allow", "worker.gpustack.ai", "v1", "ModelDeployment", allow_all),
+    Webhook("warn", "/warn", "worker.gpustack.ai", "v1", "ModelDeployment", warn),
     Webhook("crash", "/crash", "worker.gpustack.ai", "v1", "ModelDeployment", crash),
     Webhook("hang", "/hang", "worker.gpustack.ai", "v1", "ModelDeployment", reads_instance_type),
 )
@@ -193,6 +208,22 @@ async def test_answer_echoes_uid_and_encodes_patch_as_base64(
         {"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}
     ]
     assert answer["warnings"] == []
+
+
+async def test_warnings_reach_the_api_server_with_control_characters_escaped(
+    standin: tuple[WebhookServer, TestClient[Any, Any]],
+) -> None:
+    """The API server drops a warning holding a control character (its Warning header cannot
+    carry one) and ignores an empty one: each is escaped, or left out, so none vanishes."""
+    _, client = standin
+    resp = await client.post("/warn", json=review(deployment(), uid="u-1"))
+    warnings = (await resp.json())["response"]["warnings"]
+    assert warnings == [
+        "spec.kvCache.poolRef: no KV cache: pool reports (LedgerUnreachable\\nretrying)",
+        "tab\\there \\x1b[31mred\\x85",
+        "plain, accents é ü kept",
+    ]
+    assert not any(ch < " " or "\x7f" <= ch <= "\x9f" for w in warnings for ch in w)
 
 
 @pytest.mark.parametrize(
