@@ -29,7 +29,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -88,6 +88,9 @@ class Webhook:
     version: str
     kind: str
     review: Review
+    #: False for a validating webhook: the API server refuses a validating answer that carries
+    #: a patch (and then applies the failure policy), so none is ever sent from one.
+    mutating: bool = True
 
 
 def default_webhooks() -> tuple[Webhook, ...]:
@@ -108,9 +111,10 @@ def default_webhooks() -> tuple[Webhook, ...]:
             "v1",
             "ModelDeployment",
             validate_deployment,
+            mutating=False,
         ),
         Webhook("pod-inject", PATH_POD_INJECT, "", "v1", "Pod", review_pod),
-        Webhook("pod-freeze", PATH_POD_FREEZE, "", "v1", "Pod", review_pod),
+        Webhook("pod-freeze", PATH_POD_FREEZE, "", "v1", "Pod", review_pod, mutating=False),
     )
 
 
@@ -399,6 +403,11 @@ class WebhookServer:
                 hook, started, 400, f"body could not be read as an AdmissionReview ({exc!r:.200})"
             )
         verdict = await self.review(hook, admission)
+        if verdict.patch and not hook.mutating:
+            # The Pod freeze path shares the injection's entry point: a CREATE sent to it (a
+            # registration that lists CREATE) is judged there, but only the mutating path
+            # may change the object.
+            verdict = replace(verdict, patch=[])
         elapsed = time.perf_counter() - started
         self.metrics.observe_review(hook.name, verdict.kind.value, elapsed)
         if log.isEnabledFor(logging.INFO):

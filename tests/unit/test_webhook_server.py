@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +24,11 @@ import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
 from gpustack_render.api.inputs import InputObject, InstanceType
+from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.core.errors import Verdict
 from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.core.settings import Settings
+from gpustack_render.schema.kinds import INPUT_MODELS
 from gpustack_render.schema.lookups import Lookups, StaticLookups
 from gpustack_webhook import logs
 from gpustack_webhook.lookups import ReadKey, StaticSources
@@ -42,6 +45,7 @@ from gpustack_webhook.server import (
 MD_KIND = {"group": "worker.gpustack.ai", "version": "v1", "kind": "ModelDeployment"}
 POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
 SECRET_VALUE = "s3cr3t-value-never-logged"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 
 def review(
@@ -504,6 +508,37 @@ async def test_pod_without_binding_is_refused_with_the_reason(
     assert answer["status"]["code"] == 403
     assert answer["status"]["reason"] == "Forbidden"
     assert "kvcache.gpustack.ai/binding" in answer["status"]["message"]
+
+
+async def test_a_validating_path_never_answers_with_a_patch() -> None:
+    """The API server refuses a validating webhook's answer that carries a patch (and then
+    applies the failure policy, Ignore on the freeze path). The freeze path shares the
+    injection's entry point, so a CREATE sent to it (a registration listing CREATE) is judged
+    there but answered without the injection's patch; the mutating path still carries it."""
+    docs = load_documents((GOLDEN / "inject-binding-default-domain" / "input.yaml").read_text())
+    pod = next(d for d in docs if d["kind"] == "Pod")
+    objects = StaticLookups.of(
+        [INPUT_MODELS[d["kind"]].model_validate(d) for d in docs if d["kind"] in INPUT_MODELS],
+        default_namespace=pod["metadata"]["namespace"],
+    )
+    server = WebhookServer(StaticSources(objects=objects))
+    client = await _client(server)
+    try:
+        answers = {}
+        for path in (PATH_POD_INJECT, PATH_POD_FREEZE):
+            body = review(pod, kind=POD_KIND, namespace=pod["metadata"]["namespace"])
+            answers[path] = (await (await client.post(path, json=body)).json())["response"]
+    finally:
+        await client.close()
+    assert answers[PATH_POD_INJECT]["allowed"] is True
+    assert answers[PATH_POD_INJECT]["patchType"] == "JSONPatch"
+    assert answers[PATH_POD_FREEZE]["allowed"] is True
+    assert "patch" not in answers[PATH_POD_FREEZE]
+    assert "patchType" not in answers[PATH_POD_FREEZE]
+    assert {h.path for h in default_webhooks() if not h.mutating} == {
+        PATH_MODELDEPLOYMENT_VALIDATE,
+        PATH_POD_FREEZE,
+    }
 
 
 async def test_freeze_refuses_removing_the_opt_in_label(
