@@ -45,7 +45,7 @@ from gpustack_render.core.settings import Settings
 from gpustack_render.injection import review_pod
 from gpustack_render.schema.lookups import LookupFailed, Lookups
 from gpustack_webhook.limits import ConnectionLimits, Guard, GuardedSite
-from gpustack_webhook.logs import LOGGER_NAME, fields
+from gpustack_webhook.logs import LOGGER_NAME, fields, frames
 from gpustack_webhook.lookups import NeedRead, ReadKey, ReviewReads, Sources
 from gpustack_webhook.metrics import CONTENT_TYPE, MALFORMED, Metrics
 
@@ -398,7 +398,10 @@ class WebhookServer:
         except BadReview as exc:
             return self._refuse_request(hook, started, 400, str(exc))
         except Exception as exc:  # RecursionError, MemoryError: still the body's fault
-            log.exception("request could not be read", extra=fields(webhook=hook.name))
+            log.error(
+                "request could not be read",
+                extra=fields(webhook=hook.name, error=type(exc).__name__, frames=frames(exc)),
+            )
             return self._refuse_request(
                 hook, started, 400, f"body could not be read as an AdmissionReview ({exc!r:.200})"
             )
@@ -485,9 +488,14 @@ class WebhookServer:
                 f"the review did not finish within {self.review_timeout:g}s; retry"
             )
         except Exception as exc:
-            log.exception(
+            log.error(
                 "review failed; answering an internal error",
-                extra=fields(webhook=hook.name, uid=request.uid, error=type(exc).__name__),
+                extra=fields(
+                    webhook=hook.name,
+                    uid=request.uid,
+                    error=type(exc).__name__,
+                    frames=frames(exc),
+                ),
             )
             return Verdict.internal_error(
                 f"the {hook.name} webhook failed while reviewing this request "

@@ -326,6 +326,10 @@ async def test_library_exception_is_an_internal_error_and_logged_without_data(
     lines = [json.loads(line) for line in log_stream.getvalue().splitlines()]
     failed = [line for line in lines if line["msg"].startswith("review failed")]
     assert failed and failed[0]["level"] == "error" and failed[0]["uid"] == "u-crash"
+    # Where it failed, never what the exception said: its message may quote the object.
+    assert failed[0]["error"] == "KeyError"
+    assert any(frame.endswith(" in crash") for frame in failed[0]["frames"])
+    assert SECRET_VALUE not in log_stream.getvalue()
     assert _sample(server, "gpustack_webhook_reviews_total", webhook="crash", verdict="internal")
 
 
