@@ -178,8 +178,8 @@ def parser() -> argparse.ArgumentParser:
         "--body-timeout",
         type=float,
         default=ConnectionLimits.body_timeout,
-        help="seconds for a request's body once its headers arrived "
-        f"(default {ConnectionLimits.body_timeout:g})",
+        help="seconds for a request's body once its headers arrived, and for a client to "
+        f"drain a full send buffer of its answer (default {ConnectionLimits.body_timeout:g})",
     )
     p.add_argument(
         "--idle-timeout",

@@ -10,7 +10,11 @@ connection costs the server memory whether or not it ever sends a request, so
   connection's opening for its first request);
 * its body within ``body_timeout`` of its headers (enforced where the body is read,
   :mod:`gpustack_webhook.server`; the rest of a refused body is drained for ``linger``);
-* a keep-alive connection with no request is closed ``idle_timeout`` after its last answer.
+* a keep-alive connection with no request is closed ``idle_timeout`` after its last answer;
+* an answer the client does not take is bounded by ``body_timeout`` too: once the send buffer
+  is full (asyncio pauses writing), the client must drain it within that time or the
+  connection is aborted, so a client that never reads cannot hold a slot and its answer's
+  memory for ever.
 
 Only the asyncio ``Protocol`` interface is used: each connection's aiohttp handler is wrapped
 by a :class:`_Guarded` protocol that watches its bytes, and a middleware marks when a request
@@ -34,6 +38,7 @@ log = logging.getLogger(f"{LOGGER_NAME}.limits")
 
 #: Reasons a connection is closed or refused (the metric's label).
 HEADER_TIMEOUT, IDLE_TIMEOUT, OVER_CAPACITY = "header_timeout", "idle_timeout", "over_capacity"
+WRITE_TIMEOUT = "write_timeout"
 
 #: Called with a reason each time a connection is closed or refused by a limit.
 CloseObserver = Callable[[str], None]
@@ -45,7 +50,8 @@ class ConnectionLimits:
 
     #: Seconds for the TLS handshake, and for a request's headers from its first byte.
     header_timeout: float = 5.0
-    #: Seconds for a request's body once its headers have arrived.
+    #: Seconds for a request's body once its headers have arrived; also how long the client
+    #: may leave a full send buffer undrained while it is sent an answer.
     body_timeout: float = 5.0
     #: Seconds a keep-alive connection may wait for its next request.
     idle_timeout: float = 30.0
@@ -120,6 +126,8 @@ class _Guarded(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = self.loop.call_later(
             guard.limits.header_timeout + 1.0, self._release
         )
+        #: Armed while writing is paused (the client is not reading the answer).
+        self.write_timer: asyncio.TimerHandle | None = None
 
     # ---- asyncio.Protocol ----------------------------------------------------------------
 
@@ -138,9 +146,14 @@ class _Guarded(asyncio.Protocol):
         self.inner.eof_received()
 
     def pause_writing(self) -> None:
+        if self.write_timer is None:
+            self.write_timer = self.loop.call_later(
+                self.guard.limits.body_timeout, self._write_expired
+            )
         self.inner.pause_writing()
 
     def resume_writing(self) -> None:
+        self._cancel_write()
         self.inner.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -176,17 +189,29 @@ class _Guarded(asyncio.Protocol):
 
     def _expire(self) -> None:
         self.timer = None
-        if self.busy or self.transport is None:
+        if not self.busy:
+            self._abort(HEADER_TIMEOUT, "request headers did not arrive", "header_timeout")
+
+    def _cancel_write(self) -> None:
+        if self.write_timer is not None:
+            self.write_timer.cancel()
+            self.write_timer = None
+
+    def _write_expired(self) -> None:
+        self.write_timer = None
+        self._abort(WRITE_TIMEOUT, "client did not read its answer", "body_timeout")
+
+    def _abort(self, reason: str, what: str, limit: str) -> None:
+        if self.transport is None:
             return
-        self.guard.observe(HEADER_TIMEOUT)
-        log.info(
-            "closing a connection whose request headers did not arrive in time",
-            extra=fields(seconds=self.guard.limits.header_timeout),
-        )
+        self.guard.observe(reason)
+        seconds = getattr(self.guard.limits, limit)
+        log.info(f"closing a connection whose {what} in time", extra=fields(seconds=seconds))
         self.transport.abort()
 
     def _release(self) -> None:
         self._cancel()
+        self._cancel_write()
         self.guard.open.discard(self)
         self.guard._by_handler.pop(self.inner, None)
 
