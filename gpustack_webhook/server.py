@@ -64,6 +64,8 @@ PATH_POD_FREEZE = "/validate-gpustack-worker-kvcache-core-v1-pod"
 
 #: Default request body limit: the API server's own limit for an object is 3 MiB.
 DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024
+#: Longest refusal text of a request that is not a review (the rest is cut).
+MAX_PROBLEM_CHARS = 500
 #: Default time budget of one review; below the registrations' ``timeoutSeconds: 10``.
 DEFAULT_REVIEW_TIMEOUT = 9.0
 
@@ -440,6 +442,10 @@ class WebhookServer:
         self, hook: Webhook, started: float, status: int, problem: str
     ) -> web.Response:
         self.metrics.observe_review(hook.name, MALFORMED, time.perf_counter() - started)
+        if len(problem) > MAX_PROBLEM_CHARS:
+            # A problem may quote the sender's value (a kind of megabytes): cut, so neither the
+            # answer nor the log line grows with it.
+            problem = f"{problem[:MAX_PROBLEM_CHARS]}... ({len(problem)} characters)"
         log.warning(
             "request refused", extra=fields(webhook=hook.name, status=status, problem=problem)
         )

@@ -272,3 +272,15 @@ async def test_a_body_whose_content_encoding_does_not_decode_is_a_400(
     )
     assert resp.status == 200
     assert (await resp.json())["response"]["uid"] == "u-1"
+
+
+async def test_a_refusal_quoting_a_huge_value_is_cut(client: TestClient[Any, Any]) -> None:
+    """The wrong-kind refusal quotes the kind the body names: a kind of megabytes made an answer
+    and a log line of megabytes; both are cut to a bounded text saying how long it was."""
+    path = PATH_MODELDEPLOYMENT_VALIDATE
+    review = envelope(path)
+    review["request"]["kind"]["kind"] = "K" * 2_000_000
+    status, text = await _post(client, path, json.dumps(review).encode())
+    assert status == 400
+    assert "reviews ModelDeployment" in text
+    assert len(text) < 1000 and "characters)" in text
