@@ -66,6 +66,8 @@ PATH_POD_FREEZE = "/validate-gpustack-worker-kvcache-core-v1-pod"
 DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024
 #: Longest refusal text of a request that is not a review (the rest is cut).
 MAX_PROBLEM_CHARS = 500
+#: Causes named in a review's log line (``causesTotal`` counts them all when there are more).
+MAX_LOGGED_CAUSES = 20
 #: Default time budget of one review; below the registrations' ``timeoutSeconds: 10``.
 DEFAULT_REVIEW_TIMEOUT = 9.0
 
@@ -274,9 +276,14 @@ def _verdict_fields(verdict: Verdict) -> dict[str, Any]:
     if verdict.origin:
         out["rule"] = verdict.origin
     if verdict.errors:
+        # The first causes only: a refusal can have thousands (one per entry of a long list),
+        # and a log line must not grow with the object.
         out["causes"] = [
-            {"field": e.field, "reason": e.type.value, "rule": e.origin} for e in verdict.errors
+            {"field": e.field, "reason": e.type.value, "rule": e.origin}
+            for e in verdict.errors[:MAX_LOGGED_CAUSES]
         ]
+        if len(verdict.errors) > MAX_LOGGED_CAUSES:
+            out["causesTotal"] = len(verdict.errors)
     if verdict.patch:
         out["patchOps"] = len(verdict.patch)
     if verdict.warnings:

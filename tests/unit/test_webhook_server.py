@@ -399,6 +399,26 @@ async def test_review_log_line_is_json_and_carries_no_object_data(
     assert isinstance(line["durationMs"], float)
 
 
+async def test_a_review_log_line_does_not_grow_with_the_causes(
+    library: tuple[WebhookServer, TestClient[Any, Any], StaticLookups], log_stream: io.StringIO
+) -> None:
+    """One refusal cause per entry of a long list (here 3,000 volumes on one mount path) made a
+    log line naming every one; it names the first ones and counts them all."""
+    _, client, _ = library
+    volumes = [
+        {"name": f"v{i}", "mountPath": "/data", "configMap": {"name": "c"}} for i in range(3000)
+    ]
+    resp = await client.post(
+        PATH_MODELDEPLOYMENT_VALIDATE, json=review(deployment(additionalVolumes=volumes))
+    )
+    causes = (await resp.json())["response"]["status"]["details"]["causes"]
+    assert len(causes) >= 3000
+    line = json.loads(log_stream.getvalue().splitlines()[-1])
+    assert line["msg"] == "review"
+    assert len(line["causes"]) == 20
+    assert line["causesTotal"] == len(causes)
+
+
 # ---- the library behind the server (StaticLookups) -----------------------------------------
 
 
