@@ -221,8 +221,9 @@ def parser() -> argparse.ArgumentParser:
         "--body-timeout",
         type=seconds,
         default=ConnectionLimits.body_timeout,
-        help="seconds for a request's body once its headers arrived, and for a client to "
-        f"drain a full send buffer of its answer (default {ConnectionLimits.body_timeout:g})",
+        help="seconds for a request's body once its headers arrived; also the longest a "
+        "client may take none of an answer still being sent "
+        f"(default {ConnectionLimits.body_timeout:g})",
     )
     p.add_argument(
         "--idle-timeout",
