@@ -67,6 +67,49 @@ def duration(text: str) -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
+def _number(text: str, kind: type[int] | type[float]) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    value = _number(text, float)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def seconds_or_zero(text: str) -> float:
+    """A finite number of seconds, 0 or more."""
+    value = _number(text, float)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number, 1 or more."""
+    value = int(_number(text, int))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 1 or more")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    value = int(_number(text, int))
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """Bad flags are one line on stderr and exit 2 (the usage is in --help)."""
 
@@ -135,10 +178,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--host", default="", help="address to listen on (default: every address, IPv4 and IPv6)"
     )
-    p.add_argument("--port", type=int, default=9443, help="HTTPS port (default 9443)")
+    p.add_argument("--port", type=port, default=9443, help="HTTPS port (default 9443)")
     p.add_argument(
         "--probe-port",
-        type=int,
+        type=port,
         default=0,
         help="plain-HTTP port for /healthz, /readyz and /metrics (default 0: none; the HTTPS "
         "port serves them too)",
@@ -157,60 +200,61 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-body-bytes",
-        type=int,
+        type=count,
         default=DEFAULT_MAX_BODY_BYTES,
         help="larger review bodies are answered 413 (default 3 MiB)",
     )
     p.add_argument(
         "--review-timeout",
-        type=float,
+        type=seconds,
         default=DEFAULT_REVIEW_TIMEOUT,
         help="time budget of one review in seconds, reads included (default 9)",
     )
     p.add_argument(
         "--header-timeout",
-        type=float,
+        type=seconds,
         default=ConnectionLimits.header_timeout,
         help="seconds for the TLS handshake and for a request's headers from its first byte "
         f"(default {ConnectionLimits.header_timeout:g})",
     )
     p.add_argument(
         "--body-timeout",
-        type=float,
+        type=seconds,
         default=ConnectionLimits.body_timeout,
-        help="seconds for a request's body once its headers arrived "
+        help="seconds for a request's body once its headers arrived; also the longest a "
+        "client may take none of an answer still being sent "
         f"(default {ConnectionLimits.body_timeout:g})",
     )
     p.add_argument(
         "--idle-timeout",
-        type=float,
+        type=seconds,
         default=ConnectionLimits.idle_timeout,
         help="seconds a keep-alive connection may wait for its next request "
         f"(default {ConnectionLimits.idle_timeout:g})",
     )
     p.add_argument(
         "--max-connections",
-        type=int,
+        type=count,
         default=ConnectionLimits.max_connections,
         help="connections open at once per listener; more are refused at accept "
         f"(default {ConnectionLimits.max_connections})",
     )
     p.add_argument(
         "--request-timeout",
-        type=float,
+        type=seconds,
         default=5.0,
         help="time budget of one read from the API server in seconds (default 5)",
     )
     p.add_argument(
         "--settings-max-age",
-        type=float,
+        type=seconds_or_zero,
         default=2.0,
         help="seconds a read of the gpustack-settings ConfigMap is reused by later reviews "
         "(default 2; 0 reads it for every review). The objects rules read are always read live",
     )
     p.add_argument(
         "--cert-reload-interval",
-        type=float,
+        type=seconds,
         default=10.0,
         help="seconds between checks of the certificate files, or of the Secret when "
         "self-managed (also the longest wait between attempts before the first certificate "
@@ -218,13 +262,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--shutdown-delay",
-        type=float,
+        type=seconds_or_zero,
         default=5.0,
         help="seconds to keep serving while not ready after SIGTERM (default 5)",
     )
     p.add_argument(
         "--shutdown-timeout",
-        type=float,
+        type=seconds_or_zero,
         default=15.0,
         help="seconds in-flight reviews get to finish after the listener closes (default 15)",
     )

@@ -112,6 +112,12 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
+def _nameable(name: str) -> bool:
+    """Whether an object can have ``name``: the API server refuses ``.``, ``..`` and names
+    holding ``/`` or ``%`` for every kind (400 to a GET), so no stored object has one."""
+    return name not in (".", "..") and "/" not in name and "%" not in name
+
+
 class ClusterConfigError(Exception):
     """No usable cluster configuration: ``--kubeconfig`` cannot be read, or there is neither the
     in-cluster service account nor a default kubeconfig. Bad usage, not a failure at run time."""
@@ -273,6 +279,10 @@ class KubeReader:
         resource = RESOURCES.get(kind)
         if resource is None:
             raise ReadError(f"{kind} is not a kind this server reads")
+        if not _nameable(name):
+            # Not found, as it is: a GET would be answered 400, a read failure that a retry
+            # never heals, instead of the rule's answer for a name that names nothing.
+            return None
         where = f"/namespaces/{_segment(namespace)}" if resource.namespaced else ""
         obj = await self._get(f"/apis/{GROUP}/{VERSION}{where}/{resource.plural}/{_segment(name)}")
         if obj is None:

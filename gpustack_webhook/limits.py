@@ -10,7 +10,12 @@ connection costs the server memory whether or not it ever sends a request, so
   connection's opening for its first request);
 * its body within ``body_timeout`` of its headers (enforced where the body is read,
   :mod:`gpustack_webhook.server`; the rest of a refused body is drained for ``linger``);
-* a keep-alive connection with no request is closed ``idle_timeout`` after its last answer.
+* a keep-alive connection with no request is closed ``idle_timeout`` after its last answer;
+* an answer the client does not take is bounded by ``body_timeout`` too: while part of it is
+  still in the server's send buffers (TLS and TCP), each ``body_timeout`` must see some of it
+  taken, or the connection is aborted; a client that never reads would otherwise hold its
+  slot and the answer's memory for ever on plain HTTP, and until the idle timeout plus
+  asyncio's 30 s TLS shutdown timeout over TLS.
 
 Only the asyncio ``Protocol`` interface is used: each connection's aiohttp handler is wrapped
 by a :class:`_Guarded` protocol that watches its bytes, and a middleware marks when a request
@@ -34,6 +39,7 @@ log = logging.getLogger(f"{LOGGER_NAME}.limits")
 
 #: Reasons a connection is closed or refused (the metric's label).
 HEADER_TIMEOUT, IDLE_TIMEOUT, OVER_CAPACITY = "header_timeout", "idle_timeout", "over_capacity"
+WRITE_TIMEOUT = "write_timeout"
 
 #: Called with a reason each time a connection is closed or refused by a limit.
 CloseObserver = Callable[[str], None]
@@ -45,7 +51,8 @@ class ConnectionLimits:
 
     #: Seconds for the TLS handshake, and for a request's headers from its first byte.
     header_timeout: float = 5.0
-    #: Seconds for a request's body once its headers have arrived.
+    #: Seconds for a request's body once its headers have arrived; also the longest a client
+    #: may take none of an answer still in the send buffers.
     body_timeout: float = 5.0
     #: Seconds a keep-alive connection may wait for its next request.
     idle_timeout: float = 30.0
@@ -120,6 +127,12 @@ class _Guarded(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = self.loop.call_later(
             guard.limits.header_timeout + 1.0, self._release
         )
+        #: Armed from an answer (or a paused write) until the send buffers are empty.
+        self.write_timer: asyncio.TimerHandle | None = None
+        #: Bytes the send buffers held at the last check (None: not checked yet).
+        self.pending: int | None = None
+        #: Closed by a limit here (counted under its own reason, not as idle).
+        self.aborted = False
 
     # ---- asyncio.Protocol ----------------------------------------------------------------
 
@@ -138,6 +151,7 @@ class _Guarded(asyncio.Protocol):
         self.inner.eof_received()
 
     def pause_writing(self) -> None:
+        self._watch_output()
         self.inner.pause_writing()
 
     def resume_writing(self) -> None:
@@ -148,6 +162,7 @@ class _Guarded(asyncio.Protocol):
         # Idle past the limit: aiohttp's keep-alive timer closed it.
         if (
             not self.busy
+            and not self.aborted
             and idle is not None
             and self.timer is None
             and self.loop.time() - idle >= self.guard.limits.idle_timeout * 0.99
@@ -164,6 +179,8 @@ class _Guarded(asyncio.Protocol):
         self._cancel()
         # Idle again: aiohttp's keep-alive timer (idle_timeout) runs from the answer; the
         # next request's header deadline starts with its first byte.
+        if not value:
+            self._watch_output()  # the answer is written once the handler returns
 
     def _arm(self) -> None:
         self._cancel()
@@ -176,17 +193,58 @@ class _Guarded(asyncio.Protocol):
 
     def _expire(self) -> None:
         self.timer = None
-        if self.busy or self.transport is None:
+        if not self.busy:
+            self._abort(HEADER_TIMEOUT, "request headers did not arrive", "header_timeout")
+
+    def _cancel_write(self) -> None:
+        if self.write_timer is not None:
+            self.write_timer.cancel()
+            self.write_timer = None
+
+    def _watch_output(self) -> None:
+        if self.write_timer is None:
+            self.pending = None
+            self.write_timer = self.loop.call_later(
+                self.guard.limits.body_timeout, self._write_expired
+            )
+
+    def _pending_output(self) -> int:
+        """Bytes of answers not yet sent: the transport's buffer and, over TLS, the buffer
+        of the TCP transport beneath it (asyncio hands the app protocol no pause for that
+        one until the TLS layer's own 512 KiB buffer fills)."""
+        if self.transport is None:
+            return 0
+        size = self.transport.get_write_buffer_size()
+        below = getattr(getattr(self.transport, "_ssl_protocol", None), "_transport", None)
+        if below is not None:
+            size += int(below.get_write_buffer_size())
+        return size
+
+    def _write_expired(self) -> None:
+        self.write_timer = None
+        pending = self._pending_output()
+        if pending == 0 or self.busy:
             return
-        self.guard.observe(HEADER_TIMEOUT)
-        log.info(
-            "closing a connection whose request headers did not arrive in time",
-            extra=fields(seconds=self.guard.limits.header_timeout),
-        )
+        if self.pending is None or pending < self.pending:
+            self.pending = pending  # some of it was taken: another period
+            self.write_timer = self.loop.call_later(
+                self.guard.limits.body_timeout, self._write_expired
+            )
+            return
+        self._abort(WRITE_TIMEOUT, "client did not read its answer", "body_timeout")
+
+    def _abort(self, reason: str, what: str, limit: str) -> None:
+        if self.transport is None:
+            return
+        self.aborted = True
+        self.guard.observe(reason)
+        seconds = getattr(self.guard.limits, limit)
+        log.info(f"closing a connection whose {what} in time", extra=fields(seconds=seconds))
         self.transport.abort()
 
     def _release(self) -> None:
         self._cancel()
+        self._cancel_write()
         self.guard.open.discard(self)
         self.guard._by_handler.pop(self.inner, None)
 

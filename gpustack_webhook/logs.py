@@ -11,7 +11,9 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import os
 import sys
+import traceback
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -54,6 +56,17 @@ def configure(level: str = "info", *, stream: TextIO | None = None) -> None:
     root.setLevel(level.upper())
     # The client library logs request bodies at debug level; keep it quiet whatever the level.
     logging.getLogger("kubernetes_asyncio").setLevel(logging.WARNING)
+
+
+def frames(exc: BaseException, *, limit: int = 30) -> list[str]:
+    """Where ``exc`` was raised, as ``file:line in function`` (innermost last), without its
+    message: an exception raised while reading an object may quote the object (a validation
+    error quotes the input value), and the log must not."""
+    out = [
+        f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
+        for frame in traceback.extract_tb(exc.__traceback__)
+    ]
+    return out[-limit:]
 
 
 def fields(**values: Any) -> dict[str, Any]:

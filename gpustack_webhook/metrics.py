@@ -73,7 +73,7 @@ class Metrics:
         self.connections_closed = Counter(
             "gpustack_webhook_connections_closed",
             "Connections closed or refused by a limit, by reason (header_timeout, body_timeout, "
-            "idle_timeout, over_capacity).",
+            "write_timeout, idle_timeout, over_capacity).",
             ["reason"],
             registry=self.registry,
         )

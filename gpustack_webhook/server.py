@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from gpustack_render.admission import mutate_deployment, validate_deployment
 from gpustack_render.api.common import GROUP
@@ -43,7 +45,7 @@ from gpustack_render.core.settings import Settings
 from gpustack_render.injection import review_pod
 from gpustack_render.schema.lookups import LookupFailed, Lookups
 from gpustack_webhook.limits import ConnectionLimits, Guard, GuardedSite
-from gpustack_webhook.logs import LOGGER_NAME, fields
+from gpustack_webhook.logs import LOGGER_NAME, fields, frames
 from gpustack_webhook.lookups import NeedRead, ReadKey, ReviewReads, Sources
 from gpustack_webhook.metrics import CONTENT_TYPE, MALFORMED, Metrics
 
@@ -62,6 +64,10 @@ PATH_POD_FREEZE = "/validate-gpustack-worker-kvcache-core-v1-pod"
 
 #: Default request body limit: the API server's own limit for an object is 3 MiB.
 DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024
+#: Longest refusal text of a request that is not a review (the rest is cut).
+MAX_PROBLEM_CHARS = 500
+#: Causes named in a review's log line (``causesTotal`` counts them all when there are more).
+MAX_LOGGED_CAUSES = 20
 #: Default time budget of one review; below the registrations' ``timeoutSeconds: 10``.
 DEFAULT_REVIEW_TIMEOUT = 9.0
 
@@ -86,6 +92,9 @@ class Webhook:
     version: str
     kind: str
     review: Review
+    #: False for a validating webhook: the API server refuses a validating answer that carries
+    #: a patch (and then applies the failure policy), so none is ever sent from one.
+    mutating: bool = True
 
 
 def default_webhooks() -> tuple[Webhook, ...]:
@@ -106,9 +115,10 @@ def default_webhooks() -> tuple[Webhook, ...]:
             "v1",
             "ModelDeployment",
             validate_deployment,
+            mutating=False,
         ),
         Webhook("pod-inject", PATH_POD_INJECT, "", "v1", "Pod", review_pod),
-        Webhook("pod-freeze", PATH_POD_FREEZE, "", "v1", "Pod", review_pod),
+        Webhook("pod-freeze", PATH_POD_FREEZE, "", "v1", "Pod", review_pod, mutating=False),
     )
 
 
@@ -226,13 +236,24 @@ def check_request_fields(request: Mapping[str, Any]) -> None:
     )
 
 
+#: Characters the API server will not put in a ``Warning`` header (Go's ``unicode.IsControl``:
+#: C0, DEL and C1). A warning holding one is dropped whole, with no trace, so they are escaped.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def wire_warning(text: str) -> str:
+    """``text`` with every control character escaped (``\\n``, ``\\x1b``): the API server
+    drops a warning holding one instead of showing it."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m[0], f"\\x{ord(m[0]):02x}"), text)
+
+
 def encode_review(verdict: Verdict, uid: str) -> dict[str, Any]:
-    """The AdmissionReview answering request ``uid`` (patch as base64 JSON Patch)."""
-    return {
-        "apiVersion": ADMISSION_API_VERSION,
-        "kind": "AdmissionReview",
-        "response": verdict.to_response(uid, patch_encoding="base64"),
-    }
+    """The AdmissionReview answering request ``uid`` (patch as base64 JSON Patch; warnings as
+    :func:`wire_warning` writes them, empty ones left out as the API server would)."""
+    response = verdict.to_response(uid, patch_encoding="base64")
+    response["warnings"] = [wire_warning(w) for w in response["warnings"] if w]
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
 def _object_name(request: AdmissionRequest) -> str:
@@ -255,9 +276,14 @@ def _verdict_fields(verdict: Verdict) -> dict[str, Any]:
     if verdict.origin:
         out["rule"] = verdict.origin
     if verdict.errors:
+        # The first causes only: a refusal can have thousands (one per entry of a long list),
+        # and a log line must not grow with the object.
         out["causes"] = [
-            {"field": e.field, "reason": e.type.value, "rule": e.origin} for e in verdict.errors
+            {"field": e.field, "reason": e.type.value, "rule": e.origin}
+            for e in verdict.errors[:MAX_LOGGED_CAUSES]
         ]
+        if len(verdict.errors) > MAX_LOGGED_CAUSES:
+            out["causesTotal"] = len(verdict.errors)
     if verdict.patch:
         out["patchOps"] = len(verdict.patch)
     if verdict.warnings:
@@ -363,17 +389,37 @@ class WebhookServer:
             )
             response.force_close()
             return response
+        except web.RequestPayloadError as exc:
+            # A body aiohttp cannot decode (its Content-Encoding, chunked framing, a length it
+            # does not reach): the sender's fault. The rest of the stream is unusable, so the
+            # connection closes after the answer instead of draining it.
+            cause = exc.__cause__ if isinstance(exc.__cause__, HttpProcessingError) else exc
+            problem = " ".join(str(getattr(cause, "message", "") or cause).split())
+            response = self._refuse_request(
+                hook, started, 400, f"body could not be read: {problem}"
+            )
+            response.force_close()
+            request.content.feed_eof()
+            return response
         try:
             review = parse_review(raw, hook)
             admission = AdmissionRequest.from_review(review)
         except BadReview as exc:
             return self._refuse_request(hook, started, 400, str(exc))
         except Exception as exc:  # RecursionError, MemoryError: still the body's fault
-            log.exception("request could not be read", extra=fields(webhook=hook.name))
+            log.error(
+                "request could not be read",
+                extra=fields(webhook=hook.name, error=type(exc).__name__, frames=frames(exc)),
+            )
             return self._refuse_request(
                 hook, started, 400, f"body could not be read as an AdmissionReview ({exc!r:.200})"
             )
         verdict = await self.review(hook, admission)
+        if verdict.patch and not hook.mutating:
+            # The Pod freeze path shares the injection's entry point: a CREATE sent to it (a
+            # registration that lists CREATE) is judged there, but only the mutating path
+            # may change the object.
+            verdict = replace(verdict, patch=[])
         elapsed = time.perf_counter() - started
         self.metrics.observe_review(hook.name, verdict.kind.value, elapsed)
         if log.isEnabledFor(logging.INFO):
@@ -403,6 +449,10 @@ class WebhookServer:
         self, hook: Webhook, started: float, status: int, problem: str
     ) -> web.Response:
         self.metrics.observe_review(hook.name, MALFORMED, time.perf_counter() - started)
+        if len(problem) > MAX_PROBLEM_CHARS:
+            # A problem may quote the sender's value (a kind of megabytes): cut, so neither the
+            # answer nor the log line grows with it.
+            problem = f"{problem[:MAX_PROBLEM_CHARS]}... ({len(problem)} characters)"
         log.warning(
             "request refused", extra=fields(webhook=hook.name, status=status, problem=problem)
         )
@@ -451,9 +501,14 @@ class WebhookServer:
                 f"the review did not finish within {self.review_timeout:g}s; retry"
             )
         except Exception as exc:
-            log.exception(
+            log.error(
                 "review failed; answering an internal error",
-                extra=fields(webhook=hook.name, uid=request.uid, error=type(exc).__name__),
+                extra=fields(
+                    webhook=hook.name,
+                    uid=request.uid,
+                    error=type(exc).__name__,
+                    frames=frames(exc),
+                ),
             )
             return Verdict.internal_error(
                 f"the {hook.name} webhook failed while reviewing this request "

@@ -195,3 +195,16 @@ async def test_a_missing_secret_that_may_not_be_created_is_one_warning_per_pass(
     written = {k: base64.b64decode(v) for k, v in put["data"].items()}
     now = datetime.datetime.now(datetime.UTC)
     assert certificates.decide(written, policy=SETUP.policy, now=now).action.value == "reuse"
+
+
+@pytest.mark.parametrize("name", [".", "..", "a%2eb", "team/chat"])
+async def test_a_name_no_object_can_have_is_not_found_without_a_request(
+    served: tuple[Api, KubeReader], name: str
+) -> None:
+    """The API server answers 400 to a GET of ``.``, ``..`` or a name holding ``%`` (and no
+    object has ``/`` in its name): a read failure, retried in vain, where the rules answer a
+    name that names nothing (a Pod's Binding annotation, a pool reference). It is not found."""
+    api, reader = served
+    assert await reader.get_object("KVCachePoolBinding", "team-a", name) is None
+    assert await reader.get_object("InstanceType", "", name) is None
+    assert api.seen == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -16,9 +17,13 @@ import pytest
 import pytest_asyncio
 from test_webhook_tls import write_pair
 
+from gpustack_render.core.errors import Verdict
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.schema.lookups import Lookups
 from gpustack_webhook.limits import ConnectionLimits
 from gpustack_webhook.lookups import StaticSources
-from gpustack_webhook.server import PATH_POD_INJECT, WebhookServer
+from gpustack_webhook.server import PATH_POD_INJECT, Webhook, WebhookServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -202,3 +207,67 @@ async def test_the_tls_handshake_is_bounded_by_the_header_timeout(tmp_path: Path
         assert not server.guards[0].open
     finally:
         await server.stop()
+
+
+def big_answer(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:
+    """An answer far larger than the socket buffers between client and server can hold."""
+    return Verdict.allow(
+        patch=[{"op": "add", "path": "/metadata/annotations/x", "value": "a" * (12 << 20)}]
+    )
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+async def test_an_answer_the_client_does_not_read_is_aborted_within_the_body_timeout(
+    tmp_path: Path, tls: bool
+) -> None:
+    """A client that sends a review and never reads the answer held the connection (its slot
+    and the answer in the send buffers): for ever on plain HTTP (aiohttp's keep-alive timer
+    waits for the write to finish, the header timer sleeps while a request is handled), and
+    over TLS until the idle timeout plus asyncio's 30 s TLS shutdown timeout (the TLS layer
+    passes the whole answer to the TCP transport, so the app protocol is never paused)."""
+    context = None
+    if tls:
+        cert, key = write_pair(tmp_path, "limits")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+    hook = Webhook("big", "/big", "", "v1", "Pod", big_answer)
+    server = WebhookServer(StaticSources(), webhooks=[hook], limits=LIMITS)
+    await server.start(host="127.0.0.1", port=0, ssl_context=context)
+    sock = socket.socket()
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        request = post(REVIEW).replace(PATH_POD_INJECT.encode(), b"/big", 1)
+        if tls:
+            client = ssl.create_default_context()
+            client.check_hostname = False
+            client.verify_mode = ssl.CERT_NONE
+            sock.setblocking(False)
+            tls_sock = client.wrap_socket(sock, do_handshake_on_connect=False)
+            await _handshake(tls_sock)
+            tls_sock.setblocking(True)
+            tls_sock.sendall(request)
+        else:
+            sock.sendall(request)
+        # Never read. The server gives up once its send buffer waited the body timeout.
+        async with asyncio.timeout(LIMITS.body_timeout + 10 * SLACK):
+            while not server.guards[0].open:  # accepted
+                await asyncio.sleep(0.01)
+            while server.guards[0].open:
+                await asyncio.sleep(0.05)
+        metrics = server.metrics.render().decode()
+        assert 'gpustack_webhook_connections_closed_total{reason="write_timeout"} 1.0' in metrics
+        assert 'reason="idle_timeout"' not in metrics
+    finally:
+        sock.close()
+        await server.stop()
+
+
+async def _handshake(sock: ssl.SSLSocket) -> None:
+    """The client's TLS handshake without blocking the loop the server runs on."""
+    while True:
+        try:
+            sock.do_handshake()
+            return
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            await asyncio.sleep(0.01)

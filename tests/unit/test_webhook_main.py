@@ -21,6 +21,45 @@ def test_defaults() -> None:
     assert args.shutdown_delay + args.shutdown_timeout < 30  # the Deployment's grace period
 
 
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--port=70000",
+        "--port=-1",
+        "--probe-port=65536",
+        "--max-body-bytes=0",
+        "--max-body-bytes=1.5",
+        "--max-connections=0",
+        "--review-timeout=nan",
+        "--header-timeout=inf",
+        "--body-timeout=-1",
+        "--idle-timeout=0",
+        "--request-timeout=abc",
+        "--cert-reload-interval=0",
+        "--settings-max-age=-2",
+        "--shutdown-delay=nan",
+        "--shutdown-timeout=-1",
+    ],
+)
+def test_a_number_the_server_cannot_run_with_is_a_usage_error_naming_the_flag(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A zero reload interval polled the API server without pause, a negative body timeout
+    answered every review 408, a zero connection cap refused every connection, a port past
+    65535 failed at bind: each is refused at start, with the flag named."""
+    with pytest.raises(SystemExit) as exit_info:
+        entry.parser().parse_args(["--cert-file=c", "--key-file=k", flag])
+    assert exit_info.value.code == entry.EXIT_USAGE
+    assert f"argument {flag.split('=')[0]}:" in capsys.readouterr().err
+
+
+def test_zero_is_kept_where_it_means_something() -> None:
+    args = entry.parser().parse_args(
+        ["--cert-file=c", "--key-file=k", "--port=0", "--settings-max-age=0", "--shutdown-delay=0"]
+    )
+    assert (args.port, args.settings_max_age, args.shutdown_delay) == (0, 0.0, 0.0)
+
+
 def test_a_certificate_source_is_required() -> None:
     with pytest.raises(SystemExit):
         entry.parse_args(["--port=1"])

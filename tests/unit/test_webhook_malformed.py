@@ -8,6 +8,7 @@ reaches the library, which answers a verdict (never an internal error) for it.
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -246,3 +247,40 @@ async def test_odd_objects_get_a_verdict_never_an_error(
             if code >= 500:
                 failures[f"{operation}/{name}"] = answer["status"]
     assert not failures
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_body_whose_content_encoding_does_not_decode_is_a_400(
+    client: TestClient[Any, Any], encoding: str
+) -> None:
+    """aiohttp decodes ``Content-Encoding`` itself; a body that is not what it claims is the
+    sender's fault: a 400 naming the encoding (it was a 500 with a traceback), and the
+    connection is closed rather than drained."""
+    path = PATH_MODELDEPLOYMENT_VALIDATE
+    resp = await client.post(
+        path,
+        data=b"not compressed at all",
+        headers={"Content-Type": "application/json", "Content-Encoding": encoding},
+    )
+    assert resp.status == 400
+    assert encoding in await resp.text()
+    assert resp.headers.get("Connection", "").lower() == "close"
+    # A well-formed compressed review is still read.
+    body = gzip.compress(json.dumps(envelope(path, operation="CREATE")).encode())
+    resp = await client.post(
+        path, data=body, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    )
+    assert resp.status == 200
+    assert (await resp.json())["response"]["uid"] == "u-1"
+
+
+async def test_a_refusal_quoting_a_huge_value_is_cut(client: TestClient[Any, Any]) -> None:
+    """The wrong-kind refusal quotes the kind the body names: a kind of megabytes made an answer
+    and a log line of megabytes; both are cut to a bounded text saying how long it was."""
+    path = PATH_MODELDEPLOYMENT_VALIDATE
+    review = envelope(path)
+    review["request"]["kind"]["kind"] = "K" * 2_000_000
+    status, text = await _post(client, path, json.dumps(review).encode())
+    assert status == 400
+    assert "reviews ModelDeployment" in text
+    assert len(text) < 1000 and "characters)" in text

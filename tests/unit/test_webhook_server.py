@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +24,11 @@ import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
 from gpustack_render.api.inputs import InputObject, InstanceType
+from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.core.errors import Verdict
 from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.core.settings import Settings
+from gpustack_render.schema.kinds import INPUT_MODELS
 from gpustack_render.schema.lookups import Lookups, StaticLookups
 from gpustack_webhook import logs
 from gpustack_webhook.lookups import ReadKey, StaticSources
@@ -42,6 +45,7 @@ from gpustack_webhook.server import (
 MD_KIND = {"group": "worker.gpustack.ai", "version": "v1", "kind": "ModelDeployment"}
 POD_KIND = {"group": "", "version": "v1", "kind": "Pod"}
 SECRET_VALUE = "s3cr3t-value-never-logged"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 
 def review(
@@ -102,6 +106,20 @@ def allow_all(request: AdmissionRequest, *, lookups: Lookups, settings: Settings
     return Verdict.allow(patch=[{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}])
 
 
+#: Warnings as a rule may write them: one quoting a stored condition reason with a newline, an
+#: empty one, a terminal escape, a C1 control, and a plain one.
+RAW_WARNINGS = (
+    "spec.kvCache.poolRef: no KV cache: pool reports (LedgerUnreachable\nretrying)",
+    "",
+    "tab\there \x1b[31mred\x85",
+    "plain, accents é ü kept",
+)
+
+
+def warn(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:
+    return Verdict.allow(warnings=RAW_WARNINGS)
+
+
 def crash(request: AdmissionRequest, *, lookups: Lookups, settings: Settings) -> Verdict:
     raise KeyError(SECRET_VALUE)
 
@@ -129,6 +147,7 @@ class CountingSources(StaticSources):
 
 STANDIN_HOOKS = (
     Webhook("allow", "/allow", "worker.gpustack.ai", "v1", "ModelDeployment", allow_all),
+    Webhook("warn", "/warn", "worker.gpustack.ai", "v1", "ModelDeployment", warn),
     Webhook("crash", "/crash", "worker.gpustack.ai", "v1", "ModelDeployment", crash),
     Webhook("hang", "/hang", "worker.gpustack.ai", "v1", "ModelDeployment", reads_instance_type),
 )
@@ -193,6 +212,22 @@ async def test_answer_echoes_uid_and_encodes_patch_as_base64(
         {"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}
     ]
     assert answer["warnings"] == []
+
+
+async def test_warnings_reach_the_api_server_with_control_characters_escaped(
+    standin: tuple[WebhookServer, TestClient[Any, Any]],
+) -> None:
+    """The API server drops a warning holding a control character (its Warning header cannot
+    carry one) and ignores an empty one: each is escaped, or left out, so none vanishes."""
+    _, client = standin
+    resp = await client.post("/warn", json=review(deployment(), uid="u-1"))
+    warnings = (await resp.json())["response"]["warnings"]
+    assert warnings == [
+        "spec.kvCache.poolRef: no KV cache: pool reports (LedgerUnreachable\\nretrying)",
+        "tab\\there \\x1b[31mred\\x85",
+        "plain, accents é ü kept",
+    ]
+    assert not any(ch < " " or "\x7f" <= ch <= "\x9f" for w in warnings for ch in w)
 
 
 @pytest.mark.parametrize(
@@ -291,6 +326,10 @@ async def test_library_exception_is_an_internal_error_and_logged_without_data(
     lines = [json.loads(line) for line in log_stream.getvalue().splitlines()]
     failed = [line for line in lines if line["msg"].startswith("review failed")]
     assert failed and failed[0]["level"] == "error" and failed[0]["uid"] == "u-crash"
+    # Where it failed, never what the exception said: its message may quote the object.
+    assert failed[0]["error"] == "KeyError"
+    assert any(frame.endswith(" in crash") for frame in failed[0]["frames"])
+    assert SECRET_VALUE not in log_stream.getvalue()
     assert _sample(server, "gpustack_webhook_reviews_total", webhook="crash", verdict="internal")
 
 
@@ -358,6 +397,26 @@ async def test_review_log_line_is_json_and_carries_no_object_data(
     assert line["allowed"] is True
     assert line["patchOps"] == 1
     assert isinstance(line["durationMs"], float)
+
+
+async def test_a_review_log_line_does_not_grow_with_the_causes(
+    library: tuple[WebhookServer, TestClient[Any, Any], StaticLookups], log_stream: io.StringIO
+) -> None:
+    """One refusal cause per entry of a long list (here 3,000 volumes on one mount path) made a
+    log line naming every one; it names the first ones and counts them all."""
+    _, client, _ = library
+    volumes = [
+        {"name": f"v{i}", "mountPath": "/data", "configMap": {"name": "c"}} for i in range(3000)
+    ]
+    resp = await client.post(
+        PATH_MODELDEPLOYMENT_VALIDATE, json=review(deployment(additionalVolumes=volumes))
+    )
+    causes = (await resp.json())["response"]["status"]["details"]["causes"]
+    assert len(causes) >= 3000
+    line = json.loads(log_stream.getvalue().splitlines()[-1])
+    assert line["msg"] == "review"
+    assert len(line["causes"]) == 20
+    assert line["causesTotal"] == len(causes)
 
 
 # ---- the library behind the server (StaticLookups) -----------------------------------------
@@ -473,6 +532,37 @@ async def test_pod_without_binding_is_refused_with_the_reason(
     assert answer["status"]["code"] == 403
     assert answer["status"]["reason"] == "Forbidden"
     assert "kvcache.gpustack.ai/binding" in answer["status"]["message"]
+
+
+async def test_a_validating_path_never_answers_with_a_patch() -> None:
+    """The API server refuses a validating webhook's answer that carries a patch (and then
+    applies the failure policy, Ignore on the freeze path). The freeze path shares the
+    injection's entry point, so a CREATE sent to it (a registration listing CREATE) is judged
+    there but answered without the injection's patch; the mutating path still carries it."""
+    docs = load_documents((GOLDEN / "inject-binding-default-domain" / "input.yaml").read_text())
+    pod = next(d for d in docs if d["kind"] == "Pod")
+    objects = StaticLookups.of(
+        [INPUT_MODELS[d["kind"]].model_validate(d) for d in docs if d["kind"] in INPUT_MODELS],
+        default_namespace=pod["metadata"]["namespace"],
+    )
+    server = WebhookServer(StaticSources(objects=objects))
+    client = await _client(server)
+    try:
+        answers = {}
+        for path in (PATH_POD_INJECT, PATH_POD_FREEZE):
+            body = review(pod, kind=POD_KIND, namespace=pod["metadata"]["namespace"])
+            answers[path] = (await (await client.post(path, json=body)).json())["response"]
+    finally:
+        await client.close()
+    assert answers[PATH_POD_INJECT]["allowed"] is True
+    assert answers[PATH_POD_INJECT]["patchType"] == "JSONPatch"
+    assert answers[PATH_POD_FREEZE]["allowed"] is True
+    assert "patch" not in answers[PATH_POD_FREEZE]
+    assert "patchType" not in answers[PATH_POD_FREEZE]
+    assert {h.path for h in default_webhooks() if not h.mutating} == {
+        PATH_MODELDEPLOYMENT_VALIDATE,
+        PATH_POD_FREEZE,
+    }
 
 
 async def test_freeze_refuses_removing_the_opt_in_label(
