@@ -322,7 +322,10 @@ def _groups(args: argparse.Namespace, verb: str) -> list[Group]:
     operands = [*args.files, *args.filename]
     if not operands:
         raise UsageError(f"{verb}: no input; name files or directories, or - for stdin")
-    return collect(operands, recursive=getattr(args, "recursive", False), stdin=sys.stdin)
+    groups = collect(operands, recursive=getattr(args, "recursive", False), stdin=sys.stdin)
+    if not groups:  # only directories, holding no file a walk reads
+        raise UsageError(f"{verb}: no ModelDeployment in " + ", ".join(operands))
+    return groups
 
 
 def _each_deployment(

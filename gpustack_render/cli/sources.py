@@ -51,14 +51,21 @@ def read_source(path: str, stdin: TextIO) -> tuple[str, str]:
         raise ValueError(f"{path}: not UTF-8 text: {exc.reason}") from exc
 
 
-def _walk(directory: str, *, recursive: bool) -> list[str]:
+def _walk(directory: str, *, recursive: bool) -> tuple[list[str], list[str]]:
+    """The files of ``directory`` a walk reads, and one message per directory it could not
+    list (``os.walk`` skips those silently; kubectl reports them)."""
     found: list[str] = []
-    for root, dirs, files in os.walk(directory):
+    failed: list[str] = []
+
+    def unreadable(exc: OSError) -> None:
+        failed.append(f"{exc.filename or directory}: cannot read: {exc.strerror or exc}")
+
+    for root, dirs, files in os.walk(directory, onerror=unreadable):
         dirs.sort()
         if not recursive:
             dirs.clear()
         found.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(EXTENSIONS))
-    return sorted(found) if not recursive else found
+    return (sorted(found) if not recursive else found), failed
 
 
 def collect(operands: Sequence[str], *, recursive: bool, stdin: TextIO) -> list[Group]:
@@ -67,7 +74,9 @@ def collect(operands: Sequence[str], *, recursive: bool, stdin: TextIO) -> list[
     named = Group(named=True)
     for operand in operands:
         if operand != "-" and os.path.isdir(operand):
-            for path in _walk(operand, recursive=recursive):
+            paths, failed = _walk(operand, recursive=recursive)
+            groups.extend(Group(paths=[operand], error=message) for message in failed)
+            for path in paths:
                 groups.append(_read_group([path], stdin))
             continue
         if not named.paths:
