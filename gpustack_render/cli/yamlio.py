@@ -206,17 +206,67 @@ def load_documents(
 
 
 def _load_json(text: str, *, source: str) -> list[Any]:
+    """The JSON values of ``text``: one, or several in a row as kubectl's decoder reads them
+    (``jq '.items[]'`` prints a stream of objects); an array gives its items."""
+    decoder = json.JSONDecoder(
+        object_pairs_hook=_json_object, parse_constant=_json_constant, parse_float=_json_float
+    )
+    docs: list[Any] = []
+    end = _skip_space(text, 0)
     try:
-        doc = json.loads(text)
+        while end < len(text):
+            doc, end = decoder.raw_decode(text, end)
+            end = _skip_space(text, end)
+            if yamlread.depth(doc) > MAX_DEPTH:
+                raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+            docs.extend(doc if isinstance(doc, list) else [doc])
+    except _JSONError as exc:
+        raise DocumentError(f"{source}: not valid JSON: {exc}") from None
     except json.JSONDecodeError as exc:
         raise DocumentError(f"{source}: not valid JSON: {exc}") from exc
+    except DocumentError:
+        raise
     except ValueError as exc:  # a number of more digits than int() converts (4300)
         raise DocumentError(f"{source}: not valid JSON: {_first_line(exc)}") from exc
     except RecursionError as exc:
         raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels") from exc
-    if yamlread.depth(doc) > MAX_DEPTH:
-        raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
-    return doc if isinstance(doc, list) else [doc]
+    return docs
+
+
+class _JSONError(ValueError):
+    """What kubectl's JSON decoder refuses, or the reader refuses on purpose, as YAML's does."""
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_space(text: str, at: int) -> int:
+    match = _JSON_SPACE.match(text, at)
+    return match.end() if match else at
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object, refusing a repeated key (JSON keeps the last one in silence; the API server's
+    strict field validation refuses it, and so does the YAML reader)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _JSONError(f"found duplicate key {key!r}")
+            seen.add(key)
+    return obj
+
+
+def _json_constant(name: str) -> Any:
+    raise _JSONError(f"{name} is not a JSON value (JSON has no infinity or NaN)")
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _JSONError(f"{text} is out of range for a number (JSON has no infinity)")
+    return value
 
 
 def _first_line(exc: BaseException) -> str:
