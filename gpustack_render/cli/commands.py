@@ -34,6 +34,16 @@ EXIT_USAGE = 2
 
 #: ``render --validate`` modes, as kubectl names them.
 VALIDATE_MODES = ("strict", "warn", "ignore")
+#: kubectl's older boolean spellings (``--validate=false`` is common in CI scripts), the
+#: words Go's ``strconv.ParseBool`` reads: true is strict, false is ignore.
+_VALIDATE_ALIASES = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), "strict"),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), "ignore"),
+}
+
+
+def _validate_mode(value: str) -> str:
+    return _VALIDATE_ALIASES.get(value, value)
 
 
 class UsageError(Exception):
@@ -133,10 +143,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--validate",
         choices=VALIDATE_MODES,
+        type=_validate_mode,
         default="strict",
-        help="judge the deployment as admission does before rendering: strict (default) "
-        "refuses with exit 1 and prints no manifests, warn prints the causes as warnings and "
-        "renders, ignore renders without judging",
+        help="judge the deployment as admission does before rendering: strict (or true; the "
+        "default) refuses with exit 1 and prints no manifests, warn prints the causes as "
+        "warnings and renders, ignore (or false) renders without judging",
     )
     r.add_argument(
         "--old",
