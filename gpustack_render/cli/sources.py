@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from gpustack_render.cli.yamlio import MAX_BYTES
+
 #: The file names a directory walk reads (kubectl's list).
 EXTENSIONS = (".yaml", ".yml", ".json")
 
@@ -34,17 +36,22 @@ class Group:
         return ", ".join(self.paths)
 
 
-def read_source(path: str, stdin: TextIO) -> tuple[str, str]:
+def read_source(path: str, stdin: TextIO, *, max_bytes: int = MAX_BYTES) -> tuple[str, str]:
     """(name, text) of one file; raises :class:`OSError` or :class:`ValueError` with a one-line
-    message naming it."""
+    message naming it.
+
+    At most one character past ``max_bytes`` is read (a file of at most that many bytes holds
+    no more characters), so the reader refuses a larger file without holding it whole (a
+    mistaken ``/dev/zero``, or a multi-gigabyte dump in a directory).
+    """
     if path == "-":
         try:
-            return "<stdin>", stdin.read()
+            return "<stdin>", stdin.read(max_bytes + 1)
         except UnicodeDecodeError as exc:
             raise ValueError(f"<stdin>: not UTF-8 text: {exc.reason}") from exc
     try:
         with open(path, encoding="utf-8") as fh:
-            return path, fh.read()
+            return path, fh.read(max_bytes + 1)
     except OSError as exc:
         raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:

@@ -3,6 +3,7 @@ line and exit 2: never a traceback, never exit 1 (which reads as a refusal)."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from gpustack_render.cli import commands as cli
 from gpustack_render.cli import yamlio
+from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, load_documents
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen-chat.yaml"
@@ -143,3 +145,31 @@ def test_invalid_utf8_on_stdin_and_a_bomb_through_the_console_script() -> None:
         )
         assert proc.returncode == 2, proc.stderr
         assert b"Traceback" not in proc.stderr and proc.stderr.count(b"\n") == 1
+
+
+class _Endless:
+    """A standard input that never ends (``render - < /dev/zero``): reading it whole never
+    returns, so the test fails if the reader asks for everything."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def read(self, size: int = -1) -> str:
+        assert size >= 0, "read the whole of an endless input"
+        self.asked.append(size)
+        return "#" * size
+
+
+def test_an_endless_or_huge_input_is_refused_after_reading_past_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endless = _Endless()
+    monkeypatch.setattr(sys, "stdin", endless)
+    code, _, err = run(["render", "-"], capsys)
+    assert code == 2 and err == (
+        f"gpustack-render: <stdin>: larger than the limit of {yamlio.MAX_BYTES} bytes\n"
+    )
+    assert endless.asked == [yamlio.MAX_BYTES + 1]
+    big = tmp_path / "big.yaml"
+    big.write_text("#" * 100)
+    assert read_source(str(big), io.StringIO(), max_bytes=10) == (str(big), "#" * 11)
