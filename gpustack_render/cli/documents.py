@@ -8,6 +8,7 @@ from typing import Any
 from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.inputs import InputObject
 from gpustack_render.cli.yamlio import DocumentError, load_documents
+from gpustack_render.core import errors
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
 from gpustack_render.schema.decoding import decode_model
 from gpustack_render.schema.kinds import KINDS, MODELS
@@ -46,17 +47,7 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
             if not isinstance(api_version, str) or not isinstance(kind, str):
                 raise DocumentError(f"{where}: has no apiVersion and kind")
             if api_version == "v1" and kind == "ConfigMap":
-                name = (doc.get("metadata") or {}).get("name")
-                if name != CONFIGMAP_NAME:
-                    raise DocumentError(
-                        f"{where}: ConfigMap {name!r} is not read; only {CONFIGMAP_NAME!r} "
-                        "carries Settings"
-                    )
-                settings, errs = settings_from_data(doc.get("data") or {})
-                if errs:
-                    msgs = "; ".join(e.message() for e in errs)
-                    raise DocumentError(f"{where}: ConfigMap {CONFIGMAP_NAME}: {msgs}")
-                bundle.settings = settings
+                bundle.settings = _settings(doc, where)
                 continue
             if namespace and (
                 (api_version == "v1" and kind == "Pod")
@@ -81,6 +72,26 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
                 raise DocumentError(f"{where}: {kind} cannot be read: {msgs}")
             bundle.inputs.append(model)
     return bundle
+
+
+def _settings(doc: dict[str, Any], where: str) -> Settings:
+    """The Settings of the ``gpustack-settings`` ConfigMap ``doc``; any other ConfigMap, or one
+    whose ``metadata`` or ``data`` is no object, is a :class:`DocumentError`."""
+    meta, data = doc.get("metadata"), doc.get("data")
+    for field_name, value in (("metadata", meta), ("data", data)):
+        if value is not None and not isinstance(value, dict):
+            err = errors.invalid(field_name, value, "must be an object")
+            raise DocumentError(f"{where}: ConfigMap cannot be read: {err.message()}")
+    name = (meta or {}).get("name")
+    if name != CONFIGMAP_NAME:
+        raise DocumentError(
+            f"{where}: ConfigMap {name!r} is not read; only {CONFIGMAP_NAME!r} carries Settings"
+        )
+    settings, errs = settings_from_data(data or {})
+    if errs:
+        msgs = "; ".join(e.message() for e in errs)
+        raise DocumentError(f"{where}: ConfigMap {CONFIGMAP_NAME}: {msgs}")
+    return settings
 
 
 #: The project's namespaced kinds.

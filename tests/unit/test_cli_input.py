@@ -101,6 +101,16 @@ BAD_INPUT = [
     pytest.param("a: !!binary aGVsbG8=\n", "no JSON form", id="binary-tag"),
     pytest.param("a: *nope\n", "undefined alias", id="undefined-alias"),
     pytest.param(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [gpustack-settings]\n",
+        "document 1: ConfigMap cannot be read: metadata: Invalid value",
+        id="configmap-metadata-a-list",
+    ),
+    pytest.param(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: gpustack-settings}\ndata: x\n",
+        "document 1: ConfigMap cannot be read: data: Invalid value",
+        id="configmap-data-a-string",
+    ),
+    pytest.param(
         "apiVersion: worker.gpustack.ai/v1\nkind: ModelDeployment\nmetadata: []\n",
         None,
         id="metadata-a-list",
