@@ -127,7 +127,8 @@ def _parser() -> argparse.ArgumentParser:
             "-n",
             "--namespace",
             default="",
-            help="the namespace of every namespaced object that names none (default: default)",
+            help="the namespace of every namespaced object that names none (default: default); "
+            "one that names another is refused, as kubectl refuses it",
         )
         sp.add_argument(
             "-o",
@@ -222,8 +223,8 @@ def _explain_parser(sub: Any, files: Callable[..., None]) -> None:
             action.help = "output format: text (a table to read), yaml, or json (the stable schema)"
         if action.dest == "namespace":
             action.help = (
-                "the namespace of every namespaced object that names none (default: default); "
-                "in live mode, the deployment's namespace"
+                "the namespace of every namespaced object that names none (default: default; "
+                "one that names another is refused); in live mode, the deployment's namespace"
             )
         if action.dest == "files":
             action.help = (

@@ -53,7 +53,7 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
                 (api_version == "v1" and kind == "Pod")
                 or (api_version == API_VERSION and kind in _NAMESPACED)
             ):
-                doc = _in_namespace(doc, namespace)
+                doc = _in_namespace(doc, namespace, where)
             if api_version == "v1" and kind == "Pod":
                 bundle.pods.append(doc)
                 continue
@@ -98,8 +98,19 @@ def _settings(doc: dict[str, Any], where: str) -> Settings:
 _NAMESPACED = frozenset(info.kind for info in KINDS if info.namespaced)
 
 
-def _in_namespace(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
+def _in_namespace(doc: dict[str, Any], namespace: str, where: str) -> dict[str, Any]:
+    """``doc`` in ``namespace`` (``-n``); one that names another namespace is refused, as
+    kubectl refuses it (``the namespace from the provided object does not match``)."""
     meta = doc.get("metadata")
-    if not isinstance(meta, dict) or meta.get("namespace"):
+    if not isinstance(meta, dict):
         return doc
-    return {**doc, "metadata": {**meta, "namespace": namespace}}
+    own = meta.get("namespace")
+    if not own:
+        return {**doc, "metadata": {**meta, "namespace": namespace}}
+    if own != namespace:
+        raise DocumentError(
+            f"{where}: {doc.get('kind')} {meta.get('name') or meta.get('generateName') or ''!s} "
+            f"names the namespace {own!r}, not {namespace!r} as -n asks; pass -n {own} or "
+            "drop -n (kubectl refuses the same)"
+        )
+    return doc

@@ -77,6 +77,19 @@ def test_namespace_flag_fills_namespaced_objects_without_one(
     assert code == 0 and yamlio.load_documents(out)[0]["warnings"] == []
 
 
+@pytest.mark.parametrize("verb", ["render", "admit", "explain"])
+def test_namespace_flag_refuses_an_object_in_another_namespace(
+    verb: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # kubectl: "the namespace from the provided object does not match the namespace"
+    code, out, err = run([verb, "-n", "team-b", str(EXAMPLE)], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "qwen-chat.yaml: document 1: ModelDeployment qwen-chat names the namespace" in err
+    assert "'team-a', not 'team-b'" in err
+    code, _, err = run([verb, "-n", "team-a", str(EXAMPLE)], capsys)
+    assert code == 0 and "does not match" not in err
+
+
 def _every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     found = [parser]
     for action in parser._actions:
