@@ -10,6 +10,7 @@ usage, unreadable input, an unknown kind, or no request object.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +62,9 @@ class _Version(argparse.Action):
     package metadata costs a start-up otherwise)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
-        sys.stdout.write(version_text() + "\n")
+        out = _Output(sys.stdout)
+        out.write(version_text() + "\n")
+        out.flush()
         parser.exit(EXIT_OK)
 
 
@@ -736,13 +739,48 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
 }
 
 
+class _OutputError(Exception):
+    """Standard output could not be written: a full disk, a closed descriptor (no bug)."""
+
+
+class _Output(io.TextIOBase):
+    """Standard output whose failed write says so, instead of passing for an internal error;
+    a closed pipe (``| head``) stays a :class:`BrokenPipeError`."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._do(lambda stream: stream.write(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._do(lambda stream: stream.flush())
+
+    def _do(self, op: Callable[[TextIO], object]) -> None:
+        if self._stream is None:  # started with descriptor 1 closed
+            raise _OutputError("standard output is closed")
+        try:
+            op(self._stream)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _OutputError(exc.strerror or str(exc)) from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
-    args = _parser().parse_args(argv)
+    out = _Output(sys.stdout)
     try:
-        return COMMANDS[args.verb](args, sys.stdout, sys.stderr)
+        args = _parser().parse_args(argv)  # --version writes through _Output too
+        code = COMMANDS[args.verb](args, cast(TextIO, out), sys.stderr)
+        out.flush()  # here, not at exit, so a failed write is reported
+        return code
     except UsageError as exc:
         sys.stderr.write(f"gpustack-render: {exc}\n")
+        return EXIT_USAGE
+    except _OutputError as exc:
+        sys.stderr.write(f"gpustack-render: cannot write the output: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
