@@ -616,6 +616,11 @@ def inject_review(
 
 
 def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    operands = [*args.files, *args.filename]
+    if args.operation == "DELETE" and args.old and not operands and not args.summary:
+        # A DELETE request carries no object: the stored one is the whole question.
+        deleted, _ = admit_bundle(Bundle(), "", old_file=args.old, operation="DELETE")
+        return _answer(deleted, None, args, out, err)
     groups = _groups(args, "admit")
     named = [g for g in groups if g.named]
     if len(groups) == 1 and named and not args.summary:
