@@ -193,8 +193,8 @@ def load_documents(
                 f"{source}: document {i} is a {type(doc).__name__}, not a Kubernetes object"
             )
         if expand_lists and _is_list(doc):
-            items = doc.get("items") or []
-            if not isinstance(items, list):
+            items = doc["items"] if doc["items"] is not None else []
+            if not isinstance(items, list):  # also an empty {} or "", once read as no items
                 raise DocumentError(f"{source}: document {i}: List items must be a list")
             for j, item in enumerate(items, start=1):
                 if not isinstance(item, dict):

@@ -38,6 +38,8 @@ def test_a_stream_of_json_objects_is_read_as_kubectl_reads_it() -> None:
         pytest.param('[{"a": -Infinity}]', "JSON: -Infinity", id="json-infinity"),
         pytest.param('{"a": 1e400}', "JSON: 1e400", id="json-float-overflow"),
         pytest.param("a: 1\n---\n- 1\n- 2\n", "document 2", id="not-a-mapping"),
+        pytest.param("kind: List\nitems: {}\n", "List items must be a list", id="items-{}"),
+        pytest.param("kind: List\nitems: ''\n", "List items must be a list", id="items-empty-str"),
     ],
 )
 def test_unreadable_input_names_source_and_document(text: str, fragment: str) -> None:
