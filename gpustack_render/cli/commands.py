@@ -642,7 +642,7 @@ def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             _display_name(doc),
             "allowed" if verdict.allowed else "refused",
             EXIT_OK if verdict.allowed else EXIT_REFUSED,
-            pods=_pods_of(obj),
+            pods=_pods_of(obj) if verdict.allowed else 0,
             warnings=len(verdict.warnings),
         )
         outcomes.append(outcome)
@@ -680,7 +680,8 @@ def _admit_doc(
 
 
 def _pods_of(obj: dict[str, Any] | None) -> int:
-    """Σ replicas × size of a (defaulted) deployment: the Pods it would run."""
+    """Σ replicas × size of a (defaulted) deployment: the Pods it would run. Only for an
+    allowed one: a refused object may hold anything where the counts belong."""
     roles = ((obj or {}).get("spec") or {}).get("roles") or []
     return sum(int(r.get("replicas") or 1) * int(r.get("size") or 1) for r in roles if r)
 

@@ -175,3 +175,22 @@ def test_a_directory_with_nothing_to_read_is_named(
         code, out, err = run([verb, str(tmp_path)], capsys)
         assert code == 2 and out == ""
         assert err == f"gpustack-render: {verb}: no ModelDeployment in {tmp_path}\n"
+
+
+@pytest.mark.parametrize("replicas", ["abc", "[1]", "1.5", "1e30"])
+def test_admit_of_a_batch_counts_no_pods_of_a_refused_deployment(
+    replicas: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (EXAMPLES / "qwen-chat.yaml").read_text()
+    assert "    replicas: 2\n" in text
+    bad = text.replace("    replicas: 2\n", f"    replicas: {replicas}\n")
+    (tmp_path / "bad.yaml").write_text(bad)
+    shutil.copy(EXAMPLES / "cpu-only.yaml", tmp_path / "good.yaml")
+    code, out, err = run(["admit", "--summary", str(tmp_path)], capsys)
+    assert code == 1 and "internal error" not in err
+    assert [line.split("\t")[2:4] for line in out.splitlines()] == [
+        ["refused", "0 Pods"],
+        ["allowed", "2 Pods"],
+    ]
+    code, out, err = run(["admit", str(tmp_path)], capsys)
+    assert code == 1 and [r["allowed"] for r in yamlio.load_documents(out)] == [False, True]
