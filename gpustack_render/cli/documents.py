@@ -7,7 +7,7 @@ from typing import Any
 
 from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.inputs import InputObject
-from gpustack_render.cli.yamlio import DocumentError, load_documents
+from gpustack_render.cli.yamlio import DocumentError, load_located
 from gpustack_render.core import errors
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
 from gpustack_render.schema.decoding import decode_model
@@ -40,8 +40,8 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
     """
     bundle = Bundle()
     for source, text in sources:
-        for i, doc in enumerate(load_documents(text, source=source), start=1):
-            where = f"{source}: document {i}"
+        for position, doc in load_located(text, source=source):
+            where = f"{source}: {position}"
             api_version = doc.get("apiVersion")
             kind = doc.get("kind")
             if not isinstance(api_version, str) or not isinstance(kind, str):

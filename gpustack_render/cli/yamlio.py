@@ -165,6 +165,23 @@ def load_documents(
     that is not a mapping, or a file past one of the limits above, is a :class:`DocumentError`
     naming ``source`` and the document's position (1-based).
     """
+    located = load_located(
+        text, source=source, expand_lists=expand_lists, max_bytes=max_bytes, max_nodes=max_nodes
+    )
+    return [doc for _, doc in located]
+
+
+def load_located(
+    text: str,
+    *,
+    source: str = "<input>",
+    expand_lists: bool = True,
+    max_bytes: int = MAX_BYTES,
+    max_nodes: int = MAX_NODES,
+) -> list[tuple[str, dict[str, Any]]]:
+    """:func:`load_documents`, each object with where it is in the file: ``document <i>`` (its
+    position in the stream, empty documents counted) or ``document <i> item <j>`` (in a
+    List), so a message about the object points at the text a reader finds."""
     if len(text) > max_bytes and len(text.encode("utf-8")) > max_bytes:
         raise DocumentError(f"{source}: larger than the limit of {max_bytes} bytes")
     stripped = text.lstrip()
@@ -184,7 +201,7 @@ def load_documents(
             raise DocumentError(f"{source}: not valid YAML: nested too deep") from None
     if len(docs) > MAX_DOCUMENTS:
         raise DocumentError(f"{source}: more than {MAX_DOCUMENTS} documents")
-    out: list[dict[str, Any]] = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for i, doc in enumerate(docs, start=1):
         if doc is None:
             continue
@@ -199,9 +216,9 @@ def load_documents(
             for j, item in enumerate(items, start=1):
                 if not isinstance(item, dict):
                     raise DocumentError(f"{source}: document {i} item {j} is not an object")
-                out.append(item)
+                out.append((f"document {i} item {j}", item))
         else:
-            out.append(doc)
+            out.append((f"document {i}", doc))
     return out
 
 

@@ -183,3 +183,32 @@ def test_an_endless_or_huge_input_is_refused_after_reading_past_the_limit(
     big = tmp_path / "big.yaml"
     big.write_text("#" * 100)
     assert read_source(str(big), io.StringIO(), max_bytes=10) == (str(big), "#" * 11)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        pytest.param("---\n# a comment\n---\n" + "{SERVICE}", "document 2", id="after-an-empty"),
+        pytest.param(
+            "kind: List\napiVersion: v1\nitems:\n- {POD}\n- {POD}\n---\n" + "{SERVICE}",
+            "document 2",
+            id="after-a-list",
+        ),
+        pytest.param(
+            "kind: List\napiVersion: v1\nitems:\n- {POD}\n- {SVC}\n", "document 1 item 2", id="item"
+        ),
+    ],
+)
+def test_the_document_named_is_the_one_in_the_text(
+    text: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pod = "{apiVersion: v1, kind: Pod, metadata: {name: p}}"
+    service = "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+    f = tmp_path / "in.yaml"
+    f.write_text(
+        text.replace("{SERVICE}", service)
+        .replace("{POD}", pod)
+        .replace("{SVC}", pod.replace("Pod", "Service"))
+    )
+    code, _, err = run(["render", str(f)], capsys)
+    assert code == 2 and f"in.yaml: {where}: unknown kind v1/Service" in err
