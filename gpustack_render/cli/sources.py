@@ -45,10 +45,14 @@ def read_source(path: str, stdin: TextIO, *, max_bytes: int = MAX_BYTES) -> tupl
     mistaken ``/dev/zero``, or a multi-gigabyte dump in a directory).
     """
     if path == "-":
+        if stdin is None:  # started with descriptor 0 closed (<&-)
+            raise ValueError("<stdin>: cannot read: standard input is closed")
         try:
             return "<stdin>", stdin.read(max_bytes + 1)
         except UnicodeDecodeError as exc:
             raise ValueError(f"<stdin>: not UTF-8 text: {exc.reason}") from exc
+        except OSError as exc:
+            raise ValueError(f"<stdin>: cannot read: {exc.strerror or exc}") from exc
     try:
         with open(path, encoding="utf-8") as fh:
             return path, fh.read(max_bytes + 1)

@@ -212,3 +212,26 @@ def test_the_document_named_is_the_one_in_the_text(
     )
     code, _, err = run(["render", str(f)], capsys)
     assert code == 2 and f"in.yaml: {where}: unknown kind v1/Service" in err
+
+
+class _BadStdin(io.StringIO):
+    def read(self, size: int | None = -1) -> str:
+        raise OSError(5, "Input/output error")
+
+
+@pytest.mark.parametrize("stdin", [None, _BadStdin()], ids=["closed", "io-error"])
+@pytest.mark.parametrize(
+    "argv",
+    [["render", "-"], ["admit", str(EXAMPLE), "--old", "-"], ["inject", "-"]],
+    ids=["render", "admit-old", "inject"],
+)
+def test_a_standard_input_that_cannot_be_read_is_one_line(
+    stdin: object,
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "stdin", stdin)
+    code, _, err = run(argv, capsys)
+    assert code == 2 and err.startswith("gpustack-render: ") and err.count("\n") == 1
+    assert "<stdin>: cannot read: " in err and "internal error" not in err
