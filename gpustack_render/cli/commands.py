@@ -81,6 +81,11 @@ def version_text() -> str:
     return f"gpustack-render {package} (render version {CURRENT_RENDER_VERSION})"
 
 
+def _comma_list(value: str) -> list[str]:
+    """``-f a.yaml,b.yaml``: kubectl's ``-f`` is a comma list too."""
+    return [path for path in value.split(",") if path]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="gpustack-render",
@@ -106,12 +111,13 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument(
             "-f",
             "--filename",
-            action="append",
+            action="extend",
+            type=_comma_list,
             default=[],
             metavar="PATH",
             help="a file"
             + (" or directory (each file in it is read on its own)" if batch else "")
-            + "; repeatable, as kubectl's -f",
+            + "; repeatable or a comma list, as kubectl's -f",
         )
         if batch:
             sp.add_argument(

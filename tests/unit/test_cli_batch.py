@@ -194,3 +194,10 @@ def test_admit_of_a_batch_counts_no_pods_of_a_refused_deployment(
     ]
     code, out, err = run(["admit", str(tmp_path)], capsys)
     assert code == 1 and [r["allowed"] for r in yamlio.load_documents(out)] == [False, True]
+
+
+def test_filename_takes_a_comma_list_as_kubectl_does(capsys: pytest.CaptureFixture[str]) -> None:
+    takeover, cpu = str(EXAMPLES / "takeover.yaml"), str(EXAMPLES / "cpu-only.yaml")
+    listed = run(["render", "--summary", "-f", f"{takeover},{cpu}"], capsys)
+    repeated = run(["render", "--summary", "-f", takeover, "-f", cpu], capsys)
+    assert listed == repeated and listed[0] == 0 and listed[1].count("\trendered\t") == 2
