@@ -10,6 +10,8 @@ a directory's files in path order: the output is the same from one run to the ne
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,26 +42,39 @@ def read_source(path: str, stdin: TextIO, *, max_bytes: int = MAX_BYTES) -> tupl
     """(name, text) of one file; raises :class:`OSError` or :class:`ValueError` with a one-line
     message naming it.
 
-    At most one character past ``max_bytes`` is read (a file of at most that many bytes holds
-    no more characters), so the reader refuses a larger file without holding it whole (a
-    mistaken ``/dev/zero``, or a multi-gigabyte dump in a directory).
+    UTF-8, or UTF-16 after its byte order mark, as kubectl reads a file (PowerShell's ``>``
+    writes UTF-16). At most one character past ``max_bytes`` is read (a file of at most that
+    many bytes holds no more characters), so the reader refuses a larger file without holding
+    it whole (a mistaken ``/dev/zero``, or a multi-gigabyte dump in a directory).
     """
-    if path == "-":
-        if stdin is None:  # started with descriptor 0 closed (<&-)
-            raise ValueError("<stdin>: cannot read: standard input is closed")
-        try:
-            return "<stdin>", stdin.read(max_bytes + 1)
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"<stdin>: not UTF-8 text: {exc.reason}") from exc
-        except OSError as exc:
-            raise ValueError(f"<stdin>: cannot read: {exc.strerror or exc}") from exc
+    name = "<stdin>" if path == "-" else path
+    encoding = "utf-8"
     try:
-        with open(path, encoding="utf-8") as fh:
-            return path, fh.read(max_bytes + 1)
+        if path == "-":
+            if stdin is None:  # started with descriptor 0 closed (<&-)
+                raise ValueError("<stdin>: cannot read: standard input is closed")
+            raw = getattr(stdin, "buffer", None)
+            if isinstance(raw, io.BufferedReader) and raw.peek(2)[:2] in _UTF16_BOMS:
+                encoding = "utf-16"
+                wrapper = io.TextIOWrapper(raw, encoding=encoding)
+                try:
+                    return name, wrapper.read(max_bytes + 1)
+                finally:
+                    wrapper.detach()  # standard input stays open
+            return name, stdin.read(max_bytes + 1)
+        with open(path, "rb") as fh:  # opened once: a pipe (<(...)) cannot be read twice
+            if fh.peek(2)[:2] in _UTF16_BOMS:
+                encoding = "utf-16"
+            with io.TextIOWrapper(fh, encoding=encoding) as text:
+                return name, text.read(max_bytes + 1)
     except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text: {exc.reason}") from exc
+        raise ValueError(f"{name}: not {encoding.upper()} text: {exc.reason}") from exc
+
+
+#: The byte order marks of UTF-16 (little and big endian).
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
 def _walk(directory: str, *, recursive: bool) -> tuple[list[str], list[str]]:

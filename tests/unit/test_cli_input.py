@@ -3,6 +3,7 @@ line and exit 2: never a traceback, never exit 1 (which reads as a refusal)."""
 
 from __future__ import annotations
 
+import codecs
 import io
 import subprocess
 import sys
@@ -235,3 +236,26 @@ def test_a_standard_input_that_cannot_be_read_is_one_line(
     code, _, err = run(argv, capsys)
     assert code == 2 and err.startswith("gpustack-render: ") and err.count("\n") == 1
     assert "<stdin>: cannot read: " in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_utf16_with_a_byte_order_mark_is_read_as_kubectl_reads_it(
+    encoding: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What PowerShell's `kubectl get ... -o yaml > file` writes; kubectl decodes it.
+    text = EXAMPLE.read_text()
+    bom = {"utf-16-le": "\ufeff", "utf-16-be": "\ufeff"}.get(encoding, "")
+    f = tmp_path / "in.yaml"
+    f.write_bytes((bom + text.replace("\n", "\r\n")).encode(encoding))
+    assert run(["render", str(f)], capsys) == run(["render", str(EXAMPLE)], capsys)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpustack_render.cli", "render", "-o", "name", "-"],
+        input=f.read_bytes(),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith(b"localqueue."), proc.stderr
+    f.write_bytes(codecs.BOM_UTF16_LE + b"\x00\xd8")  # a lone surrogate half
+    code, _, err = run(["render", str(f)], capsys)
+    assert code == 2 and "in.yaml: not UTF-16 text" in err
