@@ -10,6 +10,7 @@ usage, unreadable input, an unknown kind, or no request object.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,16 @@ EXIT_USAGE = 2
 
 #: ``render --validate`` modes, as kubectl names them.
 VALIDATE_MODES = ("strict", "warn", "ignore")
+#: kubectl's older boolean spellings (``--validate=false`` is common in CI scripts), the
+#: words Go's ``strconv.ParseBool`` reads: true is strict, false is ignore.
+_VALIDATE_ALIASES = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), "strict"),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), "ignore"),
+}
+
+
+def _validate_mode(value: str) -> str:
+    return _VALIDATE_ALIASES.get(value, value)
 
 
 class UsageError(Exception):
@@ -51,7 +62,9 @@ class _Version(argparse.Action):
     package metadata costs a start-up otherwise)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
-        sys.stdout.write(version_text() + "\n")
+        out = _Output(sys.stdout)
+        out.write(version_text() + "\n")
+        out.flush()
         parser.exit(EXIT_OK)
 
 
@@ -66,6 +79,11 @@ def version_text() -> str:
     except PackageNotFoundError:
         package = "unknown"
     return f"gpustack-render {package} (render version {CURRENT_RENDER_VERSION})"
+
+
+def _comma_list(value: str) -> list[str]:
+    """``-f a.yaml,b.yaml``: kubectl's ``-f`` is a comma list too."""
+    return [path for path in value.split(",") if path]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,12 +111,13 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument(
             "-f",
             "--filename",
-            action="append",
+            action="extend",
+            type=_comma_list,
             default=[],
             metavar="PATH",
             help="a file"
             + (" or directory (each file in it is read on its own)" if batch else "")
-            + "; repeatable, as kubectl's -f",
+            + "; repeatable or a comma list, as kubectl's -f",
         )
         if batch:
             sp.add_argument(
@@ -117,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
             "-n",
             "--namespace",
             default="",
-            help="the namespace of every namespaced object that names none (default: default)",
+            help="the namespace of every namespaced object that names none (default: default); "
+            "one that names another is refused, as kubectl refuses it",
         )
         sp.add_argument(
             "-o",
@@ -133,10 +153,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--validate",
         choices=VALIDATE_MODES,
+        type=_validate_mode,
         default="strict",
-        help="judge the deployment as admission does before rendering: strict (default) "
-        "refuses with exit 1 and prints no manifests, warn prints the causes as warnings and "
-        "renders, ignore renders without judging",
+        help="judge the deployment as admission does before rendering: strict (or true; the "
+        "default) refuses with exit 1 and prints no manifests, warn prints the causes as "
+        "warnings and renders, ignore (or false) renders without judging",
     )
     r.add_argument(
         "--old",
@@ -211,8 +232,8 @@ def _explain_parser(sub: Any, files: Callable[..., None]) -> None:
             action.help = "output format: text (a table to read), yaml, or json (the stable schema)"
         if action.dest == "namespace":
             action.help = (
-                "the namespace of every namespaced object that names none (default: default); "
-                "in live mode, the deployment's namespace"
+                "the namespace of every namespaced object that names none (default: default; "
+                "one that names another is refused); in live mode, the deployment's namespace"
             )
         if action.dest == "files":
             action.help = (
@@ -322,7 +343,10 @@ def _groups(args: argparse.Namespace, verb: str) -> list[Group]:
     operands = [*args.files, *args.filename]
     if not operands:
         raise UsageError(f"{verb}: no input; name files or directories, or - for stdin")
-    return collect(operands, recursive=getattr(args, "recursive", False), stdin=sys.stdin)
+    groups = collect(operands, recursive=getattr(args, "recursive", False), stdin=sys.stdin)
+    if not groups:  # only directories, holding no file a walk reads
+        raise UsageError(f"{verb}: no ModelDeployment in " + ", ".join(operands))
+    return groups
 
 
 def _each_deployment(
@@ -598,6 +622,11 @@ def inject_review(
 
 
 def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    operands = [*args.files, *args.filename]
+    if args.operation == "DELETE" and args.old and not operands and not args.summary:
+        # A DELETE request carries no object: the stored one is the whole question.
+        deleted, _ = admit_bundle(Bundle(), "", old_file=args.old, operation="DELETE")
+        return _answer(deleted, None, args, out, err)
     groups = _groups(args, "admit")
     named = [g for g in groups if g.named]
     if len(groups) == 1 and named and not args.summary:
@@ -619,7 +648,7 @@ def cmd_admit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             _display_name(doc),
             "allowed" if verdict.allowed else "refused",
             EXIT_OK if verdict.allowed else EXIT_REFUSED,
-            pods=_pods_of(obj),
+            pods=_pods_of(obj) if verdict.allowed else 0,
             warnings=len(verdict.warnings),
         )
         outcomes.append(outcome)
@@ -657,7 +686,8 @@ def _admit_doc(
 
 
 def _pods_of(obj: dict[str, Any] | None) -> int:
-    """Σ replicas × size of a (defaulted) deployment: the Pods it would run."""
+    """Σ replicas × size of a (defaulted) deployment: the Pods it would run. Only for an
+    allowed one: a refused object may hold anything where the counts belong."""
     roles = ((obj or {}).get("spec") or {}).get("roles") or []
     return sum(int(r.get("replicas") or 1) * int(r.get("size") or 1) for r in roles if r)
 
@@ -721,13 +751,48 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
 }
 
 
+class _OutputError(Exception):
+    """Standard output could not be written: a full disk, a closed descriptor (no bug)."""
+
+
+class _Output(io.TextIOBase):
+    """Standard output whose failed write says so, instead of passing for an internal error;
+    a closed pipe (``| head``) stays a :class:`BrokenPipeError`."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._do(lambda stream: stream.write(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._do(lambda stream: stream.flush())
+
+    def _do(self, op: Callable[[TextIO], object]) -> None:
+        if self._stream is None:  # started with descriptor 1 closed
+            raise _OutputError("standard output is closed")
+        try:
+            op(self._stream)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _OutputError(exc.strerror or str(exc)) from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
-    args = _parser().parse_args(argv)
+    out = _Output(sys.stdout)
     try:
-        return COMMANDS[args.verb](args, sys.stdout, sys.stderr)
+        args = _parser().parse_args(argv)  # --version writes through _Output too
+        code = COMMANDS[args.verb](args, cast(TextIO, out), sys.stderr)
+        out.flush()  # here, not at exit, so a failed write is reported
+        return code
     except UsageError as exc:
         sys.stderr.write(f"gpustack-render: {exc}\n")
+        return EXIT_USAGE
+    except _OutputError as exc:
+        sys.stderr.write(f"gpustack-render: cannot write the output: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK

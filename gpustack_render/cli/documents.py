@@ -7,7 +7,8 @@ from typing import Any
 
 from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.inputs import InputObject
-from gpustack_render.cli.yamlio import DocumentError, load_documents
+from gpustack_render.cli.yamlio import DocumentError, load_located
+from gpustack_render.core import errors
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
 from gpustack_render.schema.decoding import decode_model
 from gpustack_render.schema.kinds import KINDS, MODELS
@@ -39,30 +40,20 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
     """
     bundle = Bundle()
     for source, text in sources:
-        for i, doc in enumerate(load_documents(text, source=source), start=1):
-            where = f"{source}: document {i}"
+        for position, doc in load_located(text, source=source):
+            where = f"{source}: {position}"
             api_version = doc.get("apiVersion")
             kind = doc.get("kind")
             if not isinstance(api_version, str) or not isinstance(kind, str):
                 raise DocumentError(f"{where}: has no apiVersion and kind")
             if api_version == "v1" and kind == "ConfigMap":
-                name = (doc.get("metadata") or {}).get("name")
-                if name != CONFIGMAP_NAME:
-                    raise DocumentError(
-                        f"{where}: ConfigMap {name!r} is not read; only {CONFIGMAP_NAME!r} "
-                        "carries Settings"
-                    )
-                settings, errs = settings_from_data(doc.get("data") or {})
-                if errs:
-                    msgs = "; ".join(e.message() for e in errs)
-                    raise DocumentError(f"{where}: ConfigMap {CONFIGMAP_NAME}: {msgs}")
-                bundle.settings = settings
+                bundle.settings = _settings(doc, where)
                 continue
             if namespace and (
                 (api_version == "v1" and kind == "Pod")
                 or (api_version == API_VERSION and kind in _NAMESPACED)
             ):
-                doc = _in_namespace(doc, namespace)
+                doc = _in_namespace(doc, namespace, where)
             if api_version == "v1" and kind == "Pod":
                 bundle.pods.append(doc)
                 continue
@@ -83,12 +74,43 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
     return bundle
 
 
+def _settings(doc: dict[str, Any], where: str) -> Settings:
+    """The Settings of the ``gpustack-settings`` ConfigMap ``doc``; any other ConfigMap, or one
+    whose ``metadata`` or ``data`` is no object, is a :class:`DocumentError`."""
+    meta, data = doc.get("metadata"), doc.get("data")
+    for field_name, value in (("metadata", meta), ("data", data)):
+        if value is not None and not isinstance(value, dict):
+            err = errors.invalid(field_name, value, "must be an object")
+            raise DocumentError(f"{where}: ConfigMap cannot be read: {err.message()}")
+    name = (meta or {}).get("name")
+    if name != CONFIGMAP_NAME:
+        raise DocumentError(
+            f"{where}: ConfigMap {name!r} is not read; only {CONFIGMAP_NAME!r} carries Settings"
+        )
+    settings, errs = settings_from_data(data or {})
+    if errs:
+        msgs = "; ".join(e.message() for e in errs)
+        raise DocumentError(f"{where}: ConfigMap {CONFIGMAP_NAME}: {msgs}")
+    return settings
+
+
 #: The project's namespaced kinds.
 _NAMESPACED = frozenset(info.kind for info in KINDS if info.namespaced)
 
 
-def _in_namespace(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
+def _in_namespace(doc: dict[str, Any], namespace: str, where: str) -> dict[str, Any]:
+    """``doc`` in ``namespace`` (``-n``); one that names another namespace is refused, as
+    kubectl refuses it (``the namespace from the provided object does not match``)."""
     meta = doc.get("metadata")
-    if not isinstance(meta, dict) or meta.get("namespace"):
+    if not isinstance(meta, dict):
         return doc
-    return {**doc, "metadata": {**meta, "namespace": namespace}}
+    own = meta.get("namespace")
+    if not own:
+        return {**doc, "metadata": {**meta, "namespace": namespace}}
+    if own != namespace:
+        raise DocumentError(
+            f"{where}: {doc.get('kind')} {meta.get('name') or meta.get('generateName') or ''!s} "
+            f"names the namespace {own!r}, not {namespace!r} as -n asks; pass -n {own} or "
+            "drop -n (kubectl refuses the same)"
+        )
+    return doc

@@ -70,7 +70,7 @@ def _observed(path: str | None, stdin: TextIO) -> list[dict[str, Any]] | None:
     if not path:
         return None
     try:
-        source, text = read_source(path, stdin)
+        source, text = read_source(path, stdin, max_bytes=yamlio.EXPORT_MAX_BYTES)
         # Lists stay whole: the observed-state reader names and skips a damaged item.
         return load_documents(
             text,

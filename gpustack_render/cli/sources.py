@@ -10,10 +10,14 @@ a directory's files in path order: the output is the same from one run to the ne
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
+
+from gpustack_render.cli.yamlio import MAX_BYTES
 
 #: The file names a directory walk reads (kubectl's list).
 EXTENSIONS = (".yaml", ".yml", ".json")
@@ -34,31 +38,60 @@ class Group:
         return ", ".join(self.paths)
 
 
-def read_source(path: str, stdin: TextIO) -> tuple[str, str]:
+def read_source(path: str, stdin: TextIO, *, max_bytes: int = MAX_BYTES) -> tuple[str, str]:
     """(name, text) of one file; raises :class:`OSError` or :class:`ValueError` with a one-line
-    message naming it."""
-    if path == "-":
-        try:
-            return "<stdin>", stdin.read()
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"<stdin>: not UTF-8 text: {exc.reason}") from exc
+    message naming it.
+
+    UTF-8, or UTF-16 after its byte order mark, as kubectl reads a file (PowerShell's ``>``
+    writes UTF-16). At most one character past ``max_bytes`` is read (a file of at most that
+    many bytes holds no more characters), so the reader refuses a larger file without holding
+    it whole (a mistaken ``/dev/zero``, or a multi-gigabyte dump in a directory).
+    """
+    name = "<stdin>" if path == "-" else path
+    encoding = "utf-8"
     try:
-        with open(path, encoding="utf-8") as fh:
-            return path, fh.read()
+        if path == "-":
+            if stdin is None:  # started with descriptor 0 closed (<&-)
+                raise ValueError("<stdin>: cannot read: standard input is closed")
+            raw = getattr(stdin, "buffer", None)
+            if isinstance(raw, io.BufferedReader) and raw.peek(2)[:2] in _UTF16_BOMS:
+                encoding = "utf-16"
+                wrapper = io.TextIOWrapper(raw, encoding=encoding)
+                try:
+                    return name, wrapper.read(max_bytes + 1)
+                finally:
+                    wrapper.detach()  # standard input stays open
+            return name, stdin.read(max_bytes + 1)
+        with open(path, "rb") as fh:  # opened once: a pipe (<(...)) cannot be read twice
+            if fh.peek(2)[:2] in _UTF16_BOMS:
+                encoding = "utf-16"
+            with io.TextIOWrapper(fh, encoding=encoding) as text:
+                return name, text.read(max_bytes + 1)
     except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text: {exc.reason}") from exc
+        raise ValueError(f"{name}: not {encoding.upper()} text: {exc.reason}") from exc
 
 
-def _walk(directory: str, *, recursive: bool) -> list[str]:
+#: The byte order marks of UTF-16 (little and big endian).
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+def _walk(directory: str, *, recursive: bool) -> tuple[list[str], list[str]]:
+    """The files of ``directory`` a walk reads, and one message per directory it could not
+    list (``os.walk`` skips those silently; kubectl reports them)."""
     found: list[str] = []
-    for root, dirs, files in os.walk(directory):
+    failed: list[str] = []
+
+    def unreadable(exc: OSError) -> None:
+        failed.append(f"{exc.filename or directory}: cannot read: {exc.strerror or exc}")
+
+    for root, dirs, files in os.walk(directory, onerror=unreadable):
         dirs.sort()
         if not recursive:
             dirs.clear()
         found.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(EXTENSIONS))
-    return sorted(found) if not recursive else found
+    return (sorted(found) if not recursive else found), failed
 
 
 def collect(operands: Sequence[str], *, recursive: bool, stdin: TextIO) -> list[Group]:
@@ -67,7 +100,9 @@ def collect(operands: Sequence[str], *, recursive: bool, stdin: TextIO) -> list[
     named = Group(named=True)
     for operand in operands:
         if operand != "-" and os.path.isdir(operand):
-            for path in _walk(operand, recursive=recursive):
+            paths, failed = _walk(operand, recursive=recursive)
+            groups.extend(Group(paths=[operand], error=message) for message in failed)
+            for path in paths:
                 groups.append(_read_group([path], stdin))
             continue
         if not named.paths:

@@ -165,6 +165,23 @@ def load_documents(
     that is not a mapping, or a file past one of the limits above, is a :class:`DocumentError`
     naming ``source`` and the document's position (1-based).
     """
+    located = load_located(
+        text, source=source, expand_lists=expand_lists, max_bytes=max_bytes, max_nodes=max_nodes
+    )
+    return [doc for _, doc in located]
+
+
+def load_located(
+    text: str,
+    *,
+    source: str = "<input>",
+    expand_lists: bool = True,
+    max_bytes: int = MAX_BYTES,
+    max_nodes: int = MAX_NODES,
+) -> list[tuple[str, dict[str, Any]]]:
+    """:func:`load_documents`, each object with where it is in the file: ``document <i>`` (its
+    position in the stream, empty documents counted) or ``document <i> item <j>`` (in a
+    List), so a message about the object points at the text a reader finds."""
     if len(text) > max_bytes and len(text.encode("utf-8")) > max_bytes:
         raise DocumentError(f"{source}: larger than the limit of {max_bytes} bytes")
     stripped = text.lstrip()
@@ -184,7 +201,7 @@ def load_documents(
             raise DocumentError(f"{source}: not valid YAML: nested too deep") from None
     if len(docs) > MAX_DOCUMENTS:
         raise DocumentError(f"{source}: more than {MAX_DOCUMENTS} documents")
-    out: list[dict[str, Any]] = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for i, doc in enumerate(docs, start=1):
         if doc is None:
             continue
@@ -193,30 +210,80 @@ def load_documents(
                 f"{source}: document {i} is a {type(doc).__name__}, not a Kubernetes object"
             )
         if expand_lists and _is_list(doc):
-            items = doc.get("items") or []
-            if not isinstance(items, list):
+            items = doc["items"] if doc["items"] is not None else []
+            if not isinstance(items, list):  # also an empty {} or "", once read as no items
                 raise DocumentError(f"{source}: document {i}: List items must be a list")
             for j, item in enumerate(items, start=1):
                 if not isinstance(item, dict):
                     raise DocumentError(f"{source}: document {i} item {j} is not an object")
-                out.append(item)
+                out.append((f"document {i} item {j}", item))
         else:
-            out.append(doc)
+            out.append((f"document {i}", doc))
     return out
 
 
 def _load_json(text: str, *, source: str) -> list[Any]:
+    """The JSON values of ``text``: one, or several in a row as kubectl's decoder reads them
+    (``jq '.items[]'`` prints a stream of objects); an array gives its items."""
+    decoder = json.JSONDecoder(
+        object_pairs_hook=_json_object, parse_constant=_json_constant, parse_float=_json_float
+    )
+    docs: list[Any] = []
+    end = _skip_space(text, 0)
     try:
-        doc = json.loads(text)
+        while end < len(text):
+            doc, end = decoder.raw_decode(text, end)
+            end = _skip_space(text, end)
+            if yamlread.depth(doc) > MAX_DEPTH:
+                raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+            docs.extend(doc if isinstance(doc, list) else [doc])
+    except _JSONError as exc:
+        raise DocumentError(f"{source}: not valid JSON: {exc}") from None
     except json.JSONDecodeError as exc:
         raise DocumentError(f"{source}: not valid JSON: {exc}") from exc
+    except DocumentError:
+        raise
     except ValueError as exc:  # a number of more digits than int() converts (4300)
         raise DocumentError(f"{source}: not valid JSON: {_first_line(exc)}") from exc
     except RecursionError as exc:
         raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels") from exc
-    if yamlread.depth(doc) > MAX_DEPTH:
-        raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
-    return doc if isinstance(doc, list) else [doc]
+    return docs
+
+
+class _JSONError(ValueError):
+    """What kubectl's JSON decoder refuses, or the reader refuses on purpose, as YAML's does."""
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_space(text: str, at: int) -> int:
+    match = _JSON_SPACE.match(text, at)
+    return match.end() if match else at
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object, refusing a repeated key (JSON keeps the last one in silence; the API server's
+    strict field validation refuses it, and so does the YAML reader)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _JSONError(f"found duplicate key {key!r}")
+            seen.add(key)
+    return obj
+
+
+def _json_constant(name: str) -> Any:
+    raise _JSONError(f"{name} is not a JSON value (JSON has no infinity or NaN)")
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _JSONError(f"{text} is out of range for a number (JSON has no infinity)")
+    return value
 
 
 def _first_line(exc: BaseException) -> str:

@@ -115,3 +115,13 @@ def test_console_script_reads_stdin() -> None:
         check=False,
     )
     assert proc.returncode == 2 and "<stdin>: document 1" in proc.stderr
+
+
+def test_admit_delete_needs_only_the_stored_object(capsys: pytest.CaptureFixture[str]) -> None:
+    # A DELETE request carries no object (oldObject only): --old is the whole input.
+    root = Path(__file__).resolve().parents[2]
+    stored = str(root / "golden" / "admit-delete-always-allowed" / "input.yaml")
+    code = cli.main(["admit", "--operation", "DELETE", "--old", stored])
+    out = capsys.readouterr().out
+    assert code == 0 and load_documents(out) == [{"allowed": True, "warnings": []}]
+    assert cli.main(["admit", "--operation", "DELETE"]) == 2

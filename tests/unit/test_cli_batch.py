@@ -3,6 +3,7 @@ stable order, each deployment judged with the objects beside it, the worst exit 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -140,3 +141,63 @@ def test_in_a_batch_every_stderr_line_names_its_deployment(
     assert err.startswith("Warning: spec.roles[0].extraArgs: inert")
     _, _, err = run(["render", str(tmp_path / "b.yaml")], capsys)
     assert err.startswith("render: refused: spec.roles[0].extraArgs[0]")
+
+
+def test_a_directory_that_cannot_be_listed_is_reported_and_the_others_go_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "locked").mkdir()
+    shutil.copy(EXAMPLES / "qwen-chat.yaml", tmp_path / "sub" / "a.yaml")
+    shutil.copy(EXAMPLES / "cpu-only.yaml", tmp_path / "locked" / "b.yaml")
+    real_scandir = os.scandir
+
+    def scandir(path: str) -> object:  # chmod 000 does not stop root: refuse the listing here
+        if os.path.basename(path) == "locked":
+            raise PermissionError(13, "Permission denied", path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, out, err = run(["render", "--summary", "-R", str(tmp_path)], capsys)
+    assert code == 2
+    assert out.count("\trendered\t") == 1
+    assert err == f"gpustack-render: {tmp_path / 'locked'}: cannot read: Permission denied\n"
+    code, out, err = run(["render", str(tmp_path / "locked")], capsys)
+    assert code == 2 and out == ""
+    assert err == f"gpustack-render: {tmp_path / 'locked'}: cannot read: Permission denied\n"
+
+
+def test_a_directory_with_nothing_to_read_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notes.txt").write_text("not read")
+    for verb in ("render", "admit", "explain"):
+        code, out, err = run([verb, str(tmp_path)], capsys)
+        assert code == 2 and out == ""
+        assert err == f"gpustack-render: {verb}: no ModelDeployment in {tmp_path}\n"
+
+
+@pytest.mark.parametrize("replicas", ["abc", "[1]", "1.5", "1e30"])
+def test_admit_of_a_batch_counts_no_pods_of_a_refused_deployment(
+    replicas: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (EXAMPLES / "qwen-chat.yaml").read_text()
+    assert "    replicas: 2\n" in text
+    bad = text.replace("    replicas: 2\n", f"    replicas: {replicas}\n")
+    (tmp_path / "bad.yaml").write_text(bad)
+    shutil.copy(EXAMPLES / "cpu-only.yaml", tmp_path / "good.yaml")
+    code, out, err = run(["admit", "--summary", str(tmp_path)], capsys)
+    assert code == 1 and "internal error" not in err
+    assert [line.split("\t")[2:4] for line in out.splitlines()] == [
+        ["refused", "0 Pods"],
+        ["allowed", "2 Pods"],
+    ]
+    code, out, err = run(["admit", str(tmp_path)], capsys)
+    assert code == 1 and [r["allowed"] for r in yamlio.load_documents(out)] == [False, True]
+
+
+def test_filename_takes_a_comma_list_as_kubectl_does(capsys: pytest.CaptureFixture[str]) -> None:
+    takeover, cpu = str(EXAMPLES / "takeover.yaml"), str(EXAMPLES / "cpu-only.yaml")
+    listed = run(["render", "--summary", "-f", f"{takeover},{cpu}"], capsys)
+    repeated = run(["render", "--summary", "-f", takeover, "-f", cpu], capsys)
+    assert listed == repeated and listed[0] == 0 and listed[1].count("\trendered\t") == 2

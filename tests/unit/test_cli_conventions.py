@@ -5,6 +5,8 @@ the controller and the webhook server."""
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
 import shutil
 import subprocess
@@ -75,6 +77,19 @@ def test_namespace_flag_fills_namespaced_objects_without_one(
         assert "--kv-transfer-config" in out
     code, out, _ = run(["admit", "--namespace", "team-a", str(f)], capsys)
     assert code == 0 and yamlio.load_documents(out)[0]["warnings"] == []
+
+
+@pytest.mark.parametrize("verb", ["render", "admit", "explain"])
+def test_namespace_flag_refuses_an_object_in_another_namespace(
+    verb: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # kubectl: "the namespace from the provided object does not match the namespace"
+    code, out, err = run([verb, "-n", "team-b", str(EXAMPLE)], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "qwen-chat.yaml: document 1: ModelDeployment qwen-chat names the namespace" in err
+    assert "'team-a', not 'team-b'" in err
+    code, _, err = run([verb, "-n", "team-a", str(EXAMPLE)], capsys)
+    assert code == 0 and "does not match" not in err
 
 
 def _every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -185,3 +200,21 @@ def test_no_usable_cluster_configuration_is_one_line_and_exit_2(
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert "kubeconfig" in done.stderr
+
+
+class _FullDisk(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize(
+    "argv", [["render", str(EXAMPLE)], ["crds"], ["--version"]], ids=["render", "crds", "version"]
+)
+def test_output_that_cannot_be_written_is_one_line_not_a_bug(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for stdout, cause in ((_FullDisk(), "No space left on device"), (None, "closed")):
+        monkeypatch.setattr(sys, "stdout", stdout)
+        code, _, err = run(argv, capsys)
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.startswith("gpustack-render: cannot write the output: ") and cause in err

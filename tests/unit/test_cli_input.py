@@ -3,6 +3,8 @@ line and exit 2: never a traceback, never exit 1 (which reads as a refusal)."""
 
 from __future__ import annotations
 
+import codecs
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from gpustack_render.cli import commands as cli
 from gpustack_render.cli import yamlio
+from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, load_documents
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen-chat.yaml"
@@ -99,6 +102,16 @@ BAD_INPUT = [
     pytest.param("a: !!binary aGVsbG8=\n", "no JSON form", id="binary-tag"),
     pytest.param("a: *nope\n", "undefined alias", id="undefined-alias"),
     pytest.param(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [gpustack-settings]\n",
+        "document 1: ConfigMap cannot be read: metadata: Invalid value",
+        id="configmap-metadata-a-list",
+    ),
+    pytest.param(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: gpustack-settings}\ndata: x\n",
+        "document 1: ConfigMap cannot be read: data: Invalid value",
+        id="configmap-data-a-string",
+    ),
+    pytest.param(
         "apiVersion: worker.gpustack.ai/v1\nkind: ModelDeployment\nmetadata: []\n",
         None,
         id="metadata-a-list",
@@ -143,3 +156,106 @@ def test_invalid_utf8_on_stdin_and_a_bomb_through_the_console_script() -> None:
         )
         assert proc.returncode == 2, proc.stderr
         assert b"Traceback" not in proc.stderr and proc.stderr.count(b"\n") == 1
+
+
+class _Endless:
+    """A standard input that never ends (``render - < /dev/zero``): reading it whole never
+    returns, so the test fails if the reader asks for everything."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def read(self, size: int = -1) -> str:
+        assert size >= 0, "read the whole of an endless input"
+        self.asked.append(size)
+        return "#" * size
+
+
+def test_an_endless_or_huge_input_is_refused_after_reading_past_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endless = _Endless()
+    monkeypatch.setattr(sys, "stdin", endless)
+    code, _, err = run(["render", "-"], capsys)
+    assert code == 2 and err == (
+        f"gpustack-render: <stdin>: larger than the limit of {yamlio.MAX_BYTES} bytes\n"
+    )
+    assert endless.asked == [yamlio.MAX_BYTES + 1]
+    big = tmp_path / "big.yaml"
+    big.write_text("#" * 100)
+    assert read_source(str(big), io.StringIO(), max_bytes=10) == (str(big), "#" * 11)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        pytest.param("---\n# a comment\n---\n" + "{SERVICE}", "document 2", id="after-an-empty"),
+        pytest.param(
+            "kind: List\napiVersion: v1\nitems:\n- {POD}\n- {POD}\n---\n" + "{SERVICE}",
+            "document 2",
+            id="after-a-list",
+        ),
+        pytest.param(
+            "kind: List\napiVersion: v1\nitems:\n- {POD}\n- {SVC}\n", "document 1 item 2", id="item"
+        ),
+    ],
+)
+def test_the_document_named_is_the_one_in_the_text(
+    text: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pod = "{apiVersion: v1, kind: Pod, metadata: {name: p}}"
+    service = "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+    f = tmp_path / "in.yaml"
+    f.write_text(
+        text.replace("{SERVICE}", service)
+        .replace("{POD}", pod)
+        .replace("{SVC}", pod.replace("Pod", "Service"))
+    )
+    code, _, err = run(["render", str(f)], capsys)
+    assert code == 2 and f"in.yaml: {where}: unknown kind v1/Service" in err
+
+
+class _BadStdin(io.StringIO):
+    def read(self, size: int | None = -1) -> str:
+        raise OSError(5, "Input/output error")
+
+
+@pytest.mark.parametrize("stdin", [None, _BadStdin()], ids=["closed", "io-error"])
+@pytest.mark.parametrize(
+    "argv",
+    [["render", "-"], ["admit", str(EXAMPLE), "--old", "-"], ["inject", "-"]],
+    ids=["render", "admit-old", "inject"],
+)
+def test_a_standard_input_that_cannot_be_read_is_one_line(
+    stdin: object,
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "stdin", stdin)
+    code, _, err = run(argv, capsys)
+    assert code == 2 and err.startswith("gpustack-render: ") and err.count("\n") == 1
+    assert "<stdin>: cannot read: " in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_utf16_with_a_byte_order_mark_is_read_as_kubectl_reads_it(
+    encoding: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What PowerShell's `kubectl get ... -o yaml > file` writes; kubectl decodes it.
+    text = EXAMPLE.read_text()
+    bom = {"utf-16-le": "\ufeff", "utf-16-be": "\ufeff"}.get(encoding, "")
+    f = tmp_path / "in.yaml"
+    f.write_bytes((bom + text.replace("\n", "\r\n")).encode(encoding))
+    assert run(["render", str(f)], capsys) == run(["render", str(EXAMPLE)], capsys)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpustack_render.cli", "render", "-o", "name", "-"],
+        input=f.read_bytes(),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith(b"localqueue."), proc.stderr
+    f.write_bytes(codecs.BOM_UTF16_LE + b"\x00\xd8")  # a lone surrogate half
+    code, _, err = run(["render", str(f)], capsys)
+    assert code == 2 and "in.yaml: not UTF-16 text" in err

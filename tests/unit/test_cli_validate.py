@@ -107,3 +107,16 @@ def test_old_makes_it_an_update(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert code == 2 and "nope.yaml" in err
     code, out, _ = run(["render", "--old", str(EXAMPLE), str(EXAMPLE)], capsys)
     assert code == 0 and out
+
+
+def test_kubectl_boolean_spellings_are_strict_and_ignore(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, _owned_arg)
+    for spelling, mode in (("true", "strict"), ("True", "strict"), ("false", "ignore")):
+        answer = run(["render", f"--validate={spelling}", path], capsys)
+        assert answer == run(["render", f"--validate={mode}", path], capsys)
+    assert run(["render", "--validate=false", path], capsys)[0] == 0
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["render", "--validate=no", str(EXAMPLE)])
+    assert exc.value.code == 2 and "invalid choice: 'no'" in capsys.readouterr().err

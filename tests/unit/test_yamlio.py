@@ -18,12 +18,28 @@ def test_json_document_and_json_list() -> None:
     assert load_documents('[{"a": 1}, {"b": 2}]') == [{"a": 1}, {"b": 2}]
 
 
+def test_a_stream_of_json_objects_is_read_as_kubectl_reads_it() -> None:
+    # What `jq '.items[]'` prints: kubectl's decoder reads one value after another.
+    text = '{"a": 1}\n{"b": 2}{"c": [3]}\n\n[{"d": 4}]\n'
+    assert load_documents(text) == [{"a": 1}, {"b": 2}, {"c": [3]}, {"d": 4}]
+    with pytest.raises(DocumentError, match=r"in.json: not valid JSON: Expecting value: line 2"):
+        load_documents('{"a": 1}\nx\n', source="in.json")
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
         pytest.param("a: [1,\n", "not valid YAML", id="broken-yaml"),
         pytest.param("{", "not valid JSON", id="broken-json"),
+        # JSON keeps the last of two keys in silence and Python's reads NaN and Infinity; the
+        # YAML reader refuses the same content, and kubectl's JSON decoder has no NaN or Infinity.
+        pytest.param('{"a": {"b": 1, "b": 2}}', "JSON: found duplicate key 'b'", id="json-repeat"),
+        pytest.param('{"a": NaN}', "JSON: NaN", id="json-nan"),
+        pytest.param('[{"a": -Infinity}]', "JSON: -Infinity", id="json-infinity"),
+        pytest.param('{"a": 1e400}', "JSON: 1e400", id="json-float-overflow"),
         pytest.param("a: 1\n---\n- 1\n- 2\n", "document 2", id="not-a-mapping"),
+        pytest.param("kind: List\nitems: {}\n", "List items must be a list", id="items-{}"),
+        pytest.param("kind: List\nitems: ''\n", "List items must be a list", id="items-empty-str"),
     ],
 )
 def test_unreadable_input_names_source_and_document(text: str, fragment: str) -> None:
