@@ -392,8 +392,8 @@ class DeploymentReconciler:
             await self.kube.apply(
                 SERVICES, service, field_manager=FIELD_MANAGER, namespace=namespace
             )
-        for name in sync.prune:
-            await self.kube.delete(SERVICES, name, namespace)
+        for name, uid in sync.prune:
+            await self.kube.delete(SERVICES, name, namespace, uid=uid or None)
         if sync.conflicts:
             return ApiError(
                 409,

@@ -27,8 +27,9 @@ class ServiceSync:
     apply: tuple[dict[str, Any], ...]
     #: Names of rendered Services stored under another owner (never written).
     conflicts: tuple[str, ...]
-    #: Names of stored Services to delete.
-    prune: tuple[str, ...]
+    #: (name, uid) of stored Services to delete: the uid is the delete's precondition, so a
+    #: same-named Service created since the cache saw this one is never deleted.
+    prune: tuple[tuple[str, str], ...]
 
 
 def sync_services(
@@ -57,7 +58,7 @@ def sync_services(
         elif existing is None or not service_aligned(existing, service, manager):
             apply.append(service)
     held = {(p.role, p.ordinal) for p in pods if p.owned}
-    prune: list[str] = []
+    prune: list[tuple[str, str]] = []
     for existing in others:
         meta = jsonview.view(existing.get("metadata"))
         if meta.get("namespace") != namespace or meta.get("name") in names:
@@ -69,7 +70,7 @@ def sync_services(
         role = selector.get(labels.COMPONENT)
         if ordinal is not None and (role, _int(ordinal)) in held:
             continue  # peers of a terminating instance still resolve one another
-        prune.append(str(meta.get("name")))
+        prune.append((str(meta.get("name")), str(meta.get("uid") or "")))
     return ServiceSync(apply=tuple(apply), conflicts=tuple(conflicts), prune=tuple(prune))
 
 

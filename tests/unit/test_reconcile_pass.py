@@ -128,6 +128,7 @@ def _service(name: str, *, ordinal: str | None = None, owner: str = UID) -> dict
         "metadata": {
             "name": name,
             "namespace": "team-a",
+            "uid": f"uid-{name}",
             "ownerReferences": [{"uid": owner, "controller": True}],
         },
         "spec": {"selector": selector},
@@ -152,7 +153,8 @@ def test_service_sync_applies_reports_conflicts_and_prunes() -> None:
     )
     assert [s["metadata"]["name"] for s in sync.apply] == ["a", "c"]
     assert sync.conflicts == ("b",)
-    assert sync.prune == ("old",)
+    # Pruned by name and uid (the delete's precondition: a same-named successor stays).
+    assert sync.prune == (("old", "uid-old"),)
 
 
 def test_teardown_is_not_ours_without_the_finalizer() -> None:
