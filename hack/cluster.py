@@ -51,6 +51,7 @@ from integration.controlplane import (  # noqa: E402
     pid_alive,
     start_process,
 )
+from integration.manifests import yaml_stream  # noqa: E402
 from integration.webhook_fixtures import (  # noqa: E402
     calling_without_ca_bundle,
     token_kubeconfig,
@@ -118,9 +119,7 @@ def _serve() -> int:
         )
         # The shipped identities, RBAC, Settings and empty Secret; each shell then runs as its
         # own ServiceAccount, so every request it makes is judged by the shipped RBAC.
-        rendered = STATE / "deploy.yaml"
-        rendered.write_text(cluster.kubectl("kustomize", str(DEPLOY)).stdout)
-        for obj in load_yaml_documents(rendered):
+        for obj in yaml_stream(cluster.kubectl("kustomize", str(DEPLOY)).stdout):
             if obj.get("kind") in SHIPPED_KINDS:
                 cluster.apply(obj)
         kubeconfigs = {
