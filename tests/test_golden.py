@@ -32,8 +32,10 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from gpustack_render.cli import commands as cli
 from gpustack_render.cli import yamlio
+from gpustack_render.cli.parser import build_parser
+from gpustack_render.cli.verbs import admit, crds, explain, inject
+from gpustack_render.cli.verbs import render as render_verb
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 VERBS = ("render", "admit", "inject", "explain", "crds")
@@ -74,7 +76,7 @@ def run_explain(case: Path, tmp_path: Path) -> dict[str, str]:
     outputs: dict[str, str] = {}
     for name, fmt in zip(EXPLAINED, ("text", "json"), strict=True):
         out, err = io.StringIO(), io.StringIO()
-        code = cli.COMMANDS["explain"](cli._parser().parse_args([*argv, "-o", fmt]), out, err)
+        code = explain.run(build_parser().parse_args([*argv, "-o", fmt]), out, err)
         assert code == int(spec.get("exit", 0)), f"{case.name}: exit {code}: {err.getvalue()}"
         outputs[name] = out.getvalue()
     return outputs
@@ -107,14 +109,14 @@ def run_case(verb: str, case: Path, tmp_path: Path) -> tuple[str, str]:
     inp = str(case / "input.yaml")
     if verb == "crds":
         out, err = io.StringIO(), io.StringIO()
-        code = cli.cmd_crds(cli._parser().parse_args(["crds"]), out, err)
+        code = crds.run(build_parser().parse_args(["crds"]), out, err)
         assert code == 0, err.getvalue()
         return "rendered.yaml", out.getvalue()
     if verb == "render":
         out, err = io.StringIO(), io.StringIO()
         validate = str(spec.get("validate", "ignore"))
-        args = cli._parser().parse_args(["render", inp, f"--validate={validate}"])
-        code = cli.cmd_render(args, out, err)
+        args = build_parser().parse_args(["render", inp, f"--validate={validate}"])
+        code = render_verb.run(args, out, err)
         assert code in (0, 1), err.getvalue()
         return ("rendered.yaml", out.getvalue()) if code == 0 else ("error.txt", err.getvalue())
     old_file = None
@@ -125,10 +127,10 @@ def run_case(verb: str, case: Path, tmp_path: Path) -> tuple[str, str]:
     operation = spec.get("operation")
     summary: dict[str, Any]
     if verb == "admit":
-        verdict, _ = cli.admit_review([inp], old_file=old_file, operation=operation)
+        verdict, _ = admit.admit_review([inp], old_file=old_file, operation=operation)
         summary = verdict.summary()
     else:
-        verdict, pod = cli.inject_review([inp], old_file=old_file, operation=operation)
+        verdict, pod = inject.inject_review([inp], old_file=old_file, operation=operation)
         summary = verdict.summary()
         if verdict.allowed and verdict.patch:
             summary["object"] = jsonpatch.apply_patch(pod, verdict.patch)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gpustack_controller.kube import CONFIGMAPS, Kube
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli import __main__ as cli
 from gpustack_render.cli.documents import read_bundle
 from gpustack_render.cli.live import (
     LiveError,

@@ -18,7 +18,7 @@ from admission_support import (
 )
 
 from gpustack_render.admission import GROUP_KIND, validate_deployment
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli.verbs.admit import admit_review
 from gpustack_render.core.errors import VerdictKind
 from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.core.settings import Settings
@@ -166,5 +166,5 @@ def test_lookups_are_memoised_per_request() -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_every_example_is_admitted(example: Path) -> None:
-    verdict, _ = cli.admit_review([str(example)])
+    verdict, _ = admit_review([str(example)])
     assert verdict.allowed, [e.message() for e in verdict.errors]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli import __main__ as cli
 from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.schema.crd import all_crds
 

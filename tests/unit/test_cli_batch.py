@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli import __main__ as cli
 from gpustack_render.cli import yamlio
 
 ROOT = Path(__file__).resolve().parents[2]

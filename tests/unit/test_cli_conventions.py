@@ -20,9 +20,10 @@ import pytest
 from test_webhook_tls import write_pair
 
 from gpustack_controller import __main__ as controller_main
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli import __main__ as cli
 from gpustack_render.cli import yamlio
-from gpustack_render.cli.completion import script
+from gpustack_render.cli.parser import build_parser
+from gpustack_render.cli.verbs.completion import script
 from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
 from gpustack_webhook import __main__ as webhook_main
 
@@ -104,7 +105,7 @@ def _every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentPars
 @pytest.mark.parametrize(
     "parser",
     [
-        pytest.param(cli._parser(), id="gpustack-render"),
+        pytest.param(build_parser(), id="gpustack-render"),
         pytest.param(controller_main._parser(), id="gpustack-controller"),
         pytest.param(webhook_main.parser(), id="gpustack-webhook"),
     ],
@@ -120,8 +121,8 @@ def test_every_flag_has_help(parser: argparse.ArgumentParser) -> None:
 
 
 def test_completion_script_names_every_verb_flag_and_choice() -> None:
-    text = script(cli._parser(), shell="bash")
-    for p in _every_parser(cli._parser()):
+    text = script(build_parser(), shell="bash")
+    for p in _every_parser(build_parser()):
         for action in p._actions:
             for flag in action.option_strings:
                 assert flag in text, flag
@@ -141,6 +142,17 @@ def test_completion_script_completes_in_bash(capsys: pytest.CaptureFixture[str])
     )
     done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines() == ["--validate", "yaml json name"]
+
+
+def test_every_verb_is_a_module_of_its_own() -> None:
+    """The entry point loads the verb called by name: each verb of the parser has its module
+    in gpustack_render/cli/verbs with ``run``, and each module there is a verb."""
+    (verbs,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    folder = ROOT / "gpustack_render" / "cli" / "verbs"
+    modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert modules == set(verbs.choices)
+    for verb in verbs.choices:
+        assert callable(cli.command(verb))
 
 
 def test_console_scripts_name_the_three_entry_points() -> None:

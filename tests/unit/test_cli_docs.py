@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli import __main__ as cli
+from gpustack_render.cli.parser import build_parser
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
-    parser = cli._parser()
+    parser = build_parser()
     found = {"": parser}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

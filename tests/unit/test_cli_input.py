@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli import __main__ as cli
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, load_documents

@@ -44,7 +44,7 @@ def test_a_public_name_is_imported_on_first_use() -> None:
 def test_render_loads_neither_the_reconciler_nor_the_injector() -> None:
     loaded = _modules_after(
         "import contextlib, io\n"
-        "from gpustack_render.cli import commands\n"
+        "from gpustack_render.cli import __main__ as commands\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert commands.main(['render', {str(EXAMPLE)!r}]) == 0"
     )
@@ -52,6 +52,39 @@ def test_render_loads_neither_the_reconciler_nor_the_injector() -> None:
     assert not any(
         m.startswith(("gpustack_render.reconcile", "gpustack_render.injection")) for m in loaded
     )
+
+
+INJECT_CASE = EXAMPLE.parents[1] / "golden" / "inject-command-only" / "input.yaml"
+
+
+@pytest.mark.parametrize(
+    ("argv", "absent"),
+    [
+        pytest.param(["crds"], ("admission", "rendering", "injection", "explain"), id="crds"),
+        pytest.param(
+            ["inject", str(INJECT_CASE)], ("admission", "rendering", "explain"), id="inject"
+        ),
+        pytest.param(
+            ["completion", "bash"],
+            ("api", "schema", "admission", "rendering", "injection", "explain"),
+            id="completion",
+        ),
+    ],
+)
+def test_a_verb_loads_no_layer_only_another_verb_needs(
+    argv: list[str], absent: tuple[str, ...]
+) -> None:
+    """The entry point imports only the verb called (gpustack_render.cli.verbs)."""
+    loaded = _modules_after(
+        "import contextlib, io\n"
+        "from gpustack_render.cli import __main__ as commands\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert commands.main({argv!r}) == 0"
+    )
+    verbs = {m for m in loaded if m.startswith("gpustack_render.cli.verbs.")}
+    assert verbs == {f"gpustack_render.cli.verbs.{argv[0]}"}
+    layers = {m.split(".")[1] for m in loaded if m.count(".")}
+    assert not layers & set(absent), sorted(loaded)
 
 
 def test_render_builds_only_the_models_it_validates_and_imports_no_patch_library() -> None:
@@ -63,7 +96,7 @@ def test_render_builds_only_the_models_it_validates_and_imports_no_patch_library
             sys.executable,
             "-c",
             "import contextlib, io, sys\n"
-            "from gpustack_render.cli import commands\n"
+            "from gpustack_render.cli import __main__ as commands\n"
             "from gpustack_render.api import ModelArtifact, ModelDeployment\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             f"    assert commands.main(['render', {str(EXAMPLE)!r}]) == 0\n"

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli import __main__ as cli
 from gpustack_render.cli import yamlio
+from gpustack_render.cli.parser import VALIDATE_MODES
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen-chat.yaml"
 
@@ -95,7 +96,7 @@ def test_ignore_is_the_old_behaviour(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_an_admitted_deployment_renders_the_same_under_every_mode(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    outs = {m: run(["render", f"--validate={m}", str(EXAMPLE)], capsys) for m in cli.VALIDATE_MODES}
+    outs = {m: run(["render", f"--validate={m}", str(EXAMPLE)], capsys) for m in VALIDATE_MODES}
     assert len(set(outs.values())) == 1
     assert outs["strict"][0] == 0
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from gpustack_render.admission import validate_deployment
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli import __main__ as cli
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.documents import read_bundle
+from gpustack_render.cli.verbs.admit import admit_review
 from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.core.settings import Settings
 
@@ -73,5 +74,5 @@ def test_the_validating_webhook_returns_the_warnings_on_the_wire() -> None:
     sorted(p.name for p in GOLDEN.glob("admit-warning-*")),
 )
 def test_every_warning_case_warns_once_and_allows(case: str) -> None:
-    verdict, _ = cli.admit_review([str(GOLDEN / case / "input.yaml")])
+    verdict, _ = admit_review([str(GOLDEN / case / "input.yaml")])
     assert verdict.allowed and len(verdict.warnings) == 1

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gpustack_render.cli import commands as cli
-from gpustack_render.cli import explain as verb
+from gpustack_render.cli import __main__ as cli
+from gpustack_render.cli import exits
+from gpustack_render.cli.parser import build_parser
+from gpustack_render.cli.verbs import explain as verb
 from gpustack_render.explain.schema import EXPLAIN_JSON_SCHEMA, schema_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,14 +27,14 @@ CASE = ROOT / "golden" / "explain-update-roll-image"
 def _run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     try:
-        args = cli._parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0), "", ""
     try:
-        code = cli.COMMANDS[args.verb](args, out, err)
-    except cli.UsageError as exc:
+        code = cli.command(args.verb)(args, out, err)
+    except exits.UsageError as exc:
         err.write(f"gpustack-render: {exc}\n")
-        code = cli.EXIT_USAGE
+        code = exits.EXIT_USAGE
     return code, out.getvalue(), err.getvalue()
 
 
@@ -141,7 +143,7 @@ def test_bad_flags_exit_2(flags: list[str], capsys: pytest.CaptureFixture[str]) 
 
 
 def test_fail_on_takes_a_comma_list_and_repeats() -> None:
-    args = cli._parser().parse_args(
+    args = build_parser().parse_args(
         ["explain", "x.yaml", "--fail-on", "roll,refused", "--fail-on=roll"]
     )
     assert args.fail_on == ["roll", "refused", "roll"]
@@ -149,7 +151,7 @@ def test_fail_on_takes_a_comma_list_and_repeats() -> None:
 
 
 def test_every_explain_flag_has_help() -> None:
-    parser = cli._parser()
+    parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     explain = sub.choices["explain"]
     missing = [a.dest for a in explain._actions if not a.help or a.help == argparse.SUPPRESS]

@@ -13,7 +13,7 @@ from explain_support import INSTANCE_TYPE, UID, as_list, replicas_of, role_spec
 from gpustack_render.api import KVCachePool
 from gpustack_render.cli import yamlio
 from gpustack_render.cli.documents import read_bundle
-from gpustack_render.cli.explain import gate_failures
+from gpustack_render.cli.verbs.explain import gate_failures
 from gpustack_render.core.settings import Settings
 from gpustack_render.explain.observed import split_observed
 from gpustack_render.explain.report import explain_deployment

@@ -19,7 +19,8 @@ from property.strategies import (
     role,
 )
 
-from gpustack_render.cli import commands as cli
+from gpustack_render.cli.parser import build_parser
+from gpustack_render.cli.verbs import render as render_verb
 from gpustack_render.core.errors import RenderError
 from gpustack_render.core.settings import Settings
 from gpustack_render.rendering.localqueues import local_queues
@@ -174,6 +175,6 @@ def test_cli_prints_render_errors_and_exits_1(tmp_path: Path) -> None:
     path = tmp_path / "md.yaml"
     path.write_text(json.dumps(deployment([role()])))
     out, err = io.StringIO(), io.StringIO()
-    code = cli.cmd_render(cli._parser().parse_args(["render", str(path)]), out, err)
+    code = render_verb.run(build_parser().parse_args(["render", str(path)]), out, err)
     assert code == 1 and out.getvalue() == ""
     assert "role 'server'" in err.getvalue() and "gpu-a" in err.getvalue()

@@ -1,11 +1,21 @@
-"""A shell completion script generated from the command line's own parser, so it can never
-name a verb, flag or choice the parser does not have: ``gpustack-render completion bash``
+"""``gpustack-render completion bash|zsh``: a shell completion script generated from the
+command line's own parser, so it can never name a verb, flag or choice the parser does not have
 (zsh loads the same script through ``bashcompinit``)."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
+from typing import TextIO
+
+from gpustack_render.cli.exits import EXIT_OK
+from gpustack_render.cli.parser import build_parser
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The ``completion`` verb."""
+    out.write(script(build_parser(), shell=args.shell))
+    return EXIT_OK
 
 
 def _verbs(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

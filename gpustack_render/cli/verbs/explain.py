@@ -1,6 +1,6 @@
-"""The ``explain`` verb: read the new deployment, its inputs, the stored object and the observed
-state; call :func:`gpustack_render.explain.report.explain`; print text, YAML or JSON; apply the
-CI gates (docs/explain.md).
+"""``gpustack-render explain``: read the new deployment, its inputs, the stored object and the
+observed state; call :func:`gpustack_render.explain.report.explain`; print text, YAML or JSON;
+apply the CI gates (docs/explain.md).
 
 Exit codes as ``admit``: 0 allowed, 1 refused (or the new object cannot be rendered), 2 bad
 usage or unreadable input; a tripped gate (``--max-replaced``, ``--fail-on``) is 1 too.
@@ -21,16 +21,9 @@ from typing import Any, TextIO
 
 from gpustack_render.api.inputs import InputObject
 from gpustack_render.cli import yamlio
-from gpustack_render.cli.commands import (
-    EXIT_OK,
-    EXIT_REFUSED,
-    UsageError,
-    _bundle,
-    _display_name,
-    _each_deployment,
-    _groups,
-)
 from gpustack_render.cli.documents import Bundle
+from gpustack_render.cli.exits import EXIT_OK, EXIT_REFUSED, UsageError
+from gpustack_render.cli.operands import display_name, each_deployment, input_groups, read_files
 from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, load_documents
 from gpustack_render.core import naming
@@ -60,7 +53,7 @@ class _Result:
 def _old(path: str | None, stdin: TextIO) -> tuple[dict[str, Any] | None, Bundle | None]:
     if not path:
         return None, None
-    bundle = _bundle([path], stdin)
+    bundle = read_files([path], stdin)
     if not bundle.deployments:
         raise UsageError(f"--old {path}: no ModelDeployment in it")
     return bundle.deployments[0], bundle
@@ -155,8 +148,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if args.old or args.observed:
             raise UsageError("explain: live mode reads the stored object and the observed state")
         return _live(operands, args, out, err)
-    found, worst = _each_deployment(
-        _groups(args, "explain"), "explain", err, namespace=args.namespace
+    found, worst = each_deployment(
+        input_groups(args, "explain"), "explain", err, namespace=args.namespace
     )
     if old_doc is not None and len(found) > 1:
         raise UsageError(f"explain: --old takes one ModelDeployment; found {len(found)}")
@@ -188,7 +181,7 @@ def _result(
     answer = _explain_one(
         doc, bundle.inputs, bundle.settings, old=old, old_inputs=old_inputs, observed=observed
     )
-    return _Result(source, _display_name(doc), answer, _code(answer))
+    return _Result(source, display_name(doc), answer, _code(answer))
 
 
 def _live(operands: Sequence[str], args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -220,7 +213,7 @@ def _live(operands: Sequence[str], args: argparse.Namespace, out: TextIO, err: T
         raise UsageError(f"explain: {exc}") from exc
     stored = docs.old if docs.old is not None else docs.new
     result = _result(
-        f"md/{_display_name(stored)}",
+        f"md/{display_name(stored)}",
         docs.new,
         Bundle(deployments=[docs.new], inputs=inputs.inputs, settings=docs.settings),
         old=stored,
