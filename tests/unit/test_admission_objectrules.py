@@ -504,8 +504,9 @@ def test_r11_duplicate_role_backstop() -> None:
     assert [(e.origin, e.field, e.type.value) for e in errs][:1] == [
         ("roles.duplicate-name", "spec.roles[1].name", DUP)
     ]
+    # D22: one Duplicate cause, at the later role's name (the API server names the entry).
     assert causes(review(deployment(role("a"), role("a")))) == [
-        ("schema.violation", "spec.roles[1]", DUP)
+        ("schema.violation", "spec.roles[1].name", DUP)
     ]
 
 
