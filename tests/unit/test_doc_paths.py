@@ -31,8 +31,9 @@ import importlib
 import io
 import re
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,19 +150,17 @@ def problems(line: str) -> Iterator[str]:
             yield match[1]
 
 
-def _documents() -> list[object]:
-    return [
-        pytest.param(path, _markdown_lines, id=path.relative_to(ROOT).as_posix())
-        for path in _markdown()
-    ] + [
-        pytest.param(path, _prose_lines, id=path.relative_to(ROOT).as_posix())
-        for path in _sources()
-    ]
+Lines = Callable[[Path], Iterator[tuple[int, str]]]
+
+
+def _documents() -> list[Any]:
+    reads: list[tuple[Path, Lines]] = [(path, _markdown_lines) for path in _markdown()]
+    reads += [(path, _prose_lines) for path in _sources()]
+    return [pytest.param(path, read, id=path.relative_to(ROOT).as_posix()) for path, read in reads]
 
 
 @pytest.mark.parametrize(("path", "lines"), _documents())
-def test_every_module_path_a_doc_names_exists(path: Path, lines: object) -> None:
-    assert callable(lines)
+def test_every_module_path_a_doc_names_exists(path: Path, lines: Lines) -> None:
     stale = [f"{number}: {name}" for number, line in lines(path) for name in problems(line)]
     assert stale == [], f"{path.relative_to(ROOT)} names paths that do not exist: {stale}"
 
