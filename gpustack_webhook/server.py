@@ -16,7 +16,7 @@ timeout ``408``. Each listener's connections go through :mod:`gpustack_webhook.l
 (header and idle timeouts, a connection cap). Objects are read live while the library runs
 (:mod:`gpustack_webhook.lookups`); a read that fails is raised to the library where it asked,
 which reports it as the specification says (an ``InternalError`` cause on a ModelDeployment; a
-refusal naming the error on a Pod, rules B4/P2/P8). Settings that cannot be read, a failure
+refusal naming the error on a Pod, ``inject.*-unreadable``). Settings that cannot be read, a failure
 that escapes the library, or a library crash are answered ``allowed: false`` with an
 ``InternalError`` (500) status and logged: never a verdict on the object.
 """

@@ -2,9 +2,10 @@
 ``docs/contract/admission.md``, as pure functions over an :class:`AdmissionRequest`, lookups and
 Settings.
 
-Modules by rule family: ``objectrules`` (§5, §12), ``arguments`` (R1–R4, §8.1, §10.3),
-``ports`` (R8, §6), ``router`` (§7), ``hostaccess`` (§8.2), ``identity`` (§11),
-``instancetypes`` (§9), ``cache`` (§10.1, §10.2); ``pipeline`` runs them in order.
+Modules by rule family: ``objectrules`` (§5, §12), ``arguments`` (``args.*``, ``degrees.*``,
+``env.*``, §8.1, §10.3), ``ports`` (``ports.*``, §6), ``router`` (§7), ``hostaccess`` (§8.2),
+``identity`` (§11), ``instancetypes`` (§9), ``cache`` (§10.1, §10.2); ``pipeline`` runs them in
+order.
 """
 
 from gpustack_render.admission.context import GROUP_KIND

@@ -1,5 +1,6 @@
-"""Rules on a role's command line and environment: owned keys (R1, R4), parallel degrees (R2,
-R3), the served model name (§8.1) and ``--kv-cache-dtype`` while a pool is set (§10.3).
+"""Rules on a role's command line and environment: owned keys (``args.owned-flag``,
+``env.owned-name``), parallel degrees (``degrees.unreadable``, ``degrees.cards-mismatch``), the
+served model name (§8.1) and ``--kv-cache-dtype`` while a pool is set (§10.3).
 
 Spelling follows :mod:`gpustack_render.engines.flags`; the owned sets follow
 :mod:`gpustack_render.engines.owned`.
@@ -32,7 +33,8 @@ def role_parallelism(ctx: Context, role: RoleSpec) -> Parallelism:
 
 
 def validate_owned_args(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorList:
-    """R1: an ``extraArgs`` token of a managed role that the engine reads as an owned flag."""
+    """``args.owned-flag``: an ``extraArgs`` token of a managed role that the engine reads as an
+    owned flag."""
     out = ErrorList()
     if not role.managed:
         return out  # extraArgs beside a command are inert and refused nothing (per seed)
@@ -58,7 +60,8 @@ def validate_owned_args(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorL
 def validate_degrees(
     ctx: Context, role: RoleSpec, path: FieldPath, parsed: Parallelism
 ) -> ErrorList:
-    """R2 (degrees cannot be read) and R3 (declared width over the card count)."""
+    """``degrees.unreadable`` (degrees cannot be read) and ``degrees.cards-mismatch`` (declared
+    width over the card count)."""
     out = ErrorList()
     if parsed.error is not None:
         err = parsed.error
@@ -102,8 +105,9 @@ def _is_env_name(name: str) -> bool:
 
 
 def validate_owned_env(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorList:
-    """R4: an ``env`` name owned for the engine (take-over roles included); R4b: a name no
-    Pod can carry (the API server would refuse every Pod of the role)."""
+    """``env.owned-name``: an ``env`` name owned for the engine (take-over roles included);
+    ``env.name-invalid``: a name no Pod can carry (the API server would refuse every Pod of the
+    role)."""
     out = ErrorList()
     engine = ctx.base_engine
     owned = owned_env(engine)

@@ -1,6 +1,6 @@
 """Object-only rules (``docs/contract/admission.md`` §5, §12, §7): answered from the submitted
-object alone, in the order of §4 step 1 — the release-scope refusals, then per role R1–R8, then
-R9–R16 and the router rules.
+object alone, in the order of §4 step 1 — the release-scope refusals, then the rules of each role in
+turn, then the rules of the whole deployment and the router rules.
 
 Rule ids (``origin``) are listed in ``docs/rules.md`` with the old ids they replace.
 """
@@ -41,7 +41,8 @@ from gpustack_render.engines.owned import (
     is_vllm_family,
 )
 
-#: The implicit lowest topology level; naming it explicitly is refused (R16b).
+#: The implicit lowest topology level; naming it explicitly is refused
+#: (``topology.hostname-level``).
 HOSTNAME_LEVEL: Final = "kubernetes.io/hostname"
 
 # Matched whole (``fullmatch``): ``$`` alone also matches before a trailing newline.
@@ -84,8 +85,9 @@ def validate_release_scope(ctx: Context) -> ErrorList:
 
 
 def validate_images(ctx: Context) -> ErrorList:
-    """R17 (project addition): an image reference with leading or trailing whitespace, which
-    the API server refuses on every Pod that runs it (``roles[].image`` empty falls back)."""
+    """``image.whitespace`` (project addition): an image reference with leading or trailing
+    whitespace, which the API server refuses on every Pod that runs it (``roles[].image`` empty
+    falls back)."""
     out = ErrorList()
     found: list[tuple[FieldPath, str | None]] = [(ENGINE.child("image"), ctx.md.spec.engine.image)]
     found.extend((ROLES.index(i).child("image"), r.image) for i, r in enumerate(ctx.md.spec.roles))
@@ -103,7 +105,8 @@ def validate_images(ctx: Context) -> ErrorList:
 
 
 def validate_resources(role: RoleSpec, path: FieldPath) -> ErrorList:
-    """R5 (interface count), R5b (card count) and R6 (partition together with a slice)."""
+    """``resources.interface-not-whole``, ``resources.cards-not-whole`` and
+    ``resources.partition-with-slice`` (partition together with a slice)."""
     out = ErrorList()
     res = role.resources
     if res is None:
@@ -141,8 +144,8 @@ def validate_resources(role: RoleSpec, path: FieldPath) -> ErrorList:
 
 
 def validate_shm_size(role: RoleSpec, path: FieldPath) -> ErrorList:
-    """R5c: ``shmSize`` is a positive quantity (a negative ``sizeLimit`` makes every Pod of the
-    role invalid, and a zero one leaves ``/dev/shm`` no room)."""
+    """``shm.size-not-positive``: ``shmSize`` is a positive quantity (a negative ``sizeLimit`` makes
+    every Pod of the role invalid, and a zero one leaves ``/dev/shm`` no room)."""
     out = ErrorList()
     if role.shm_size is None:
         return out
@@ -192,9 +195,9 @@ HOST_PATH_TYPES: Final = (
 
 
 def _source_problems(vol: AdditionalVolume, vpath: FieldPath) -> ErrorList:
-    """R7f: a source the rendered Pod volume could not carry (the API server would refuse every
-    Pod of the role): a ConfigMap or Secret without a name, a hostPath without a path, with a
-    ``..`` element or of a type Pods do not know."""
+    """``volumes.source-unusable``: a source the rendered Pod volume could not carry (the API server
+    would refuse every Pod of the role): a ConfigMap or Secret without a name, a hostPath without a
+    path, with a ``..`` element or of a type Pods do not know."""
     out = ErrorList()
     origin = "volumes.source-unusable"
     for key, ref in (("configMap", vol.config_map), ("secret", vol.secret)):
@@ -236,7 +239,7 @@ def _source_problems(vol: AdditionalVolume, vpath: FieldPath) -> ErrorList:
 
 
 def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> ErrorList:
-    """R7a–R7f: one source per entry, unique mount paths, no ``..`` in ``subPath``, no mount
+    """``volumes.*``: one source per entry, unique mount paths, no ``..`` in ``subPath``, no mount
     at a path the operator mounts (D22; ``/dev/shm`` and the compile cache take precedence), a
     source a Pod volume can carry."""
     out = ErrorList()
@@ -316,7 +319,7 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
 
 
 def validate_role(ctx: Context, i: int, role: RoleSpec) -> ErrorList:
-    """R1–R8 for one role, in order (R5c, the shared-memory size, beside R5)."""
+    """The rules of one role, in order (the shared-memory size beside the resource counts)."""
     path = ROLES.index(i)
     out = ErrorList()
     out.extend(validate_owned_args(ctx, role, path))
@@ -330,7 +333,7 @@ def validate_role(ctx: Context, i: int, role: RoleSpec) -> ErrorList:
 
 
 def validate_pool_ref(ctx: Context) -> ErrorList:
-    """R9: ``spec.kvCache`` with an empty ``poolRef.name``."""
+    """``kv-cache.empty-pool-ref``: ``spec.kvCache`` with an empty ``poolRef.name``."""
     out = ErrorList()
     cache = ctx.md.spec.kv_cache
     if cache is not None and not cache.pool_ref.name:
@@ -346,7 +349,7 @@ def validate_pool_ref(ctx: Context) -> ErrorList:
 
 
 def validate_role_count(ctx: Context) -> ErrorList:
-    """R10: at most 10 roles."""
+    """``roles.too-many``: at most 10 roles."""
     out = ErrorList()
     count = len(ctx.md.spec.roles)
     if count > MAX_ROLES:
@@ -364,7 +367,8 @@ def validate_role_count(ctx: Context) -> ErrorList:
 
 
 def validate_unique_names(ctx: Context) -> ErrorList:
-    """R11: a later duplicate role name (the schema refuses it first; this is the backstop)."""
+    """``roles.duplicate-name``: a later duplicate role name (the schema refuses it first; this
+    is the backstop)."""
     out = ErrorList()
     first: dict[str, int] = {}
     for i, role in enumerate(ctx.md.spec.roles):
@@ -384,7 +388,8 @@ def validate_unique_names(ctx: Context) -> ErrorList:
 
 
 def validate_service_names(ctx: Context, *, existing: frozenset[str]) -> ErrorList:
-    """R12: ``<md>-<role>`` must be a DNS-1035 label (roles of the stored object exempt)."""
+    """``names.invalid-service-name``: ``<md>-<role>`` must be a DNS-1035 label (roles of the stored
+    object exempt)."""
     out = ErrorList()
     for i, role in enumerate(ctx.md.spec.roles):
         if role.name in existing:
@@ -421,8 +426,9 @@ def _contested_ordinals(ctx: Context) -> dict[str, set[int]]:
     An instance Service ``<md>-<role>-r<o>`` is longer than ``<md>``, cannot be ``<md>-router``,
     and equals another role's instance Service only for a repeated role name (whose role Service
     is claimed twice first); so only a role named ``<role>-r<o>`` can contest it. Claiming just
-    these keeps R13 linear in the number of roles instead of in Σ replicas: a request with
-    thousands of roles must be answered within the webhook's timeout too.
+    these keeps ``names.service-name-claimed-twice`` linear in the number of roles instead of in
+    Σ replicas: a request with thousands of roles must be answered within the webhook's timeout
+    too.
     """
     out: dict[str, set[int]] = {}
     for role in ctx.md.spec.roles:
@@ -433,7 +439,8 @@ def _contested_ordinals(ctx: Context) -> dict[str, set[int]]:
 
 
 def validate_service_collisions(ctx: Context) -> ErrorList:
-    """R13: a Service name claimed twice; the later claimant (a role) is refused."""
+    """``names.service-name-claimed-twice``: a Service name claimed twice; the later claimant (a
+    role) is refused."""
     out = ErrorList()
     claims: dict[str, str] = {deployment_service_name(ctx.name): "the deployment's Service"}
     if ctx.router is not None:
@@ -471,7 +478,8 @@ def validate_service_collisions(ctx: Context) -> ErrorList:
 
 
 def validate_member_names(ctx: Context) -> ErrorList:
-    """R14: above size 1 the longest member name must be a DNS-1123 label (a hostname)."""
+    """``names.member-name-too-long``: above size 1 the longest member name must be a DNS-1123 label
+    (a hostname)."""
     out = ErrorList()
     for i, role in enumerate(ctx.md.spec.roles):
         if role.size <= 1:
@@ -498,7 +506,7 @@ def validate_member_names(ctx: Context) -> ErrorList:
 
 
 def validate_kinds(ctx: Context) -> ErrorList:
-    """R15a–R15c: kind combinations and kinds no engine renders."""
+    """``kinds.*``: kind combinations and kinds no engine renders."""
     out = ErrorList()
     kinds = ctx.kinds()
     if RoleKind.SERVER in kinds and any(k != RoleKind.SERVER for k in kinds):
@@ -587,7 +595,8 @@ def _name_problems(name: str) -> list[str]:
 
 
 def validate_topology(ctx: Context) -> ErrorList:
-    """R16a (not a qualified label key) and R16b (the implicit hostname level)."""
+    """``topology.invalid-level-key`` (not a qualified label key) and
+    ``topology.hostname-level`` (the implicit hostname level)."""
     out = ErrorList()
     for i, role in enumerate(ctx.md.spec.roles):
         level = role.topology.required_level if role.topology else None
@@ -621,7 +630,7 @@ def validate_object(ctx: Context, *, existing: frozenset[str]) -> ErrorList:
     """§4 step 1: every object-only rule, in the reference's order.
 
     ``existing`` is the set of role names of the stored object (empty on CREATE), exempt from
-    R12.
+    ``names.invalid-service-name``.
     """
     out = ErrorList()
     out.extend(validate_release_scope(ctx))

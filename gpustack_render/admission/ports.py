@@ -1,5 +1,6 @@
-"""Port rules: reserved listener ports declared (R8), ``--port`` against the first declared port
-(§6.1) and ``--port`` inside the reserved set on a role without ``ports`` (§6.2).
+"""Port rules: reserved listener ports declared (``ports.reserved-port-declared``), ``--port``
+against the first declared port (§6.1) and ``--port`` inside the reserved set on a role without
+``ports`` (§6.2).
 
 The reserved set of a role is :meth:`Context.reserved_ports` (docs/contract/admission.md §15).
 """
@@ -31,7 +32,7 @@ def own_port(ctx: Context, role: RoleSpec) -> tuple[str | None, str]:
 
 
 def validate_declared_ports(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> ErrorList:
-    """R8: a declared port inside the role's reserved set."""
+    """``ports.reserved-port-declared``: a declared port inside the role's reserved set."""
     out = ErrorList()
     if not role.ports:
         return out

@@ -173,7 +173,8 @@ class InstanceType(InputObject):
 
 
 #: CRD-only rules of the Binding's identity fields (the API server enforces them on every write;
-#: the library reads stored objects as they are, and refuses a bad domain itself, K3).
+#: the library reads stored objects as they are, and refuses a bad domain itself,
+#: ``inject.domain-annotation``).
 DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS1123_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 

@@ -49,8 +49,9 @@ _OMIT = object()
 class FieldError:
     """One problem at one field.
 
-    ``origin`` is a stable rule id (for example ``R12`` or ``schema``) that tests match on;
-    ``detail`` is the human message naming the facts the specification asks for.
+    ``origin`` is a stable rule id (for example ``names.invalid-service-name``; docs/rules.md
+    lists them) that tests match on; ``detail`` is the human message naming the facts the
+    specification asks for.
     """
 
     type: ErrorType

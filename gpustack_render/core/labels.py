@@ -2,7 +2,8 @@
 
 Each key is declared once here, with who writes it and who reads it (docs/contract/render.md §4, §5,
 the seed's "Pod labels and annotations" table, D4, D12, D16). Per-seat values (the group name, the
-ordinal, the member index, the pod-spec-hash) are stamped onto a role's template by ``render.py``.
+ordinal, the member index, the pod-spec-hash) are stamped onto a role's template by
+``rendering/renderer.py``.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ ENGINES: Final[tuple[Engine, ...]] = tuple(Engine)
 
 #: The downwardAPI volume projecting the annotation into the engine container
 #: (docs/contract/render.md §14 row 2). Owned: a Pod volume of this name is refused by injection
-#: (O4).
+#: (``inject.owned-volume``).
 CLIENT_CONFIG_VOLUME: Final = "gpustack-kvcache-config"
 #: The projected file's name inside the mount.
 CLIENT_CONFIG_FILE: Final = "mooncake.json"
@@ -200,9 +200,11 @@ def match_transport(engine: str, offers: Sequence[str]) -> str | None:
 class TransportFailure(enum.Enum):
     """Why an engine cannot bind to a pool's offers."""
 
-    #: Several distinct offers for an engine without a required transport (T1).
+    #: Several distinct offers for an engine without a required transport
+    #: (``inject.transport-mixed``).
     MIXED = "mixed"
-    #: No offer the engine accepts (T2, typed reason ``TransportUnsupported``).
+    #: No offer the engine accepts (``inject.transport-unsupported``, typed reason
+    #: ``TransportUnsupported``).
     UNSUPPORTED = "unsupported"
 
 
@@ -255,11 +257,13 @@ class LedgerState(enum.Enum):
     """What the pool's ``QuotaLedgerAvailable`` condition says
     (docs/contract/kv-injection.md §3)."""
 
-    #: Not reported yet: unresolved (injection P3).
+    #: Not reported yet: unresolved (``inject.ledger-absent``).
     ABSENT = "absent"
-    #: ``Unknown`` (or any status other than True/False): unresolved (P4).
+    #: ``Unknown`` (or any status other than True/False): unresolved
+    #: (``inject.ledger-unknown``).
     UNKNOWN = "unknown"
-    #: ``False`` for a reason other than ``MultiTenancyDisabled``: unresolved (P5).
+    #: ``False`` for a reason other than ``MultiTenancyDisabled``: unresolved
+    #: (``inject.ledger-unavailable``).
     UNAVAILABLE = "unavailable"
     #: ``False``/``MultiTenancyDisabled``: resolved, no tenant rendered.
     SINGLE_TENANT = "single-tenant"

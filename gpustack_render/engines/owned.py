@@ -2,7 +2,8 @@
 
 The table in the seed's "Operator-owned keys" (and ``docs/contract/admission.md`` §13) is the
 authority: ownership is per (engine, key), never by a name prefix. Every name is declared here
-once; admission refuses an owned key in a role's ``extraArgs``/``env`` (rules R1, R4, §10.3),
+once; admission refuses an owned key in a role's ``extraArgs``/``env`` (``args.owned-flag``,
+``env.owned-name``, §10.3),
 the renderer writes them (docs/contract/render.md §9, §10, §17) and the Pod injection webhook guards
 the ones it writes (docs/contract/kv-injection.md §6).
 
@@ -107,8 +108,8 @@ HOST_FLAG: Final = "--host"
 PORT_FLAG: Final = "--port"
 FILLED_FLAGS: Final = (SERVED_MODEL_NAME_FLAG, HOST_FLAG, PORT_FLAG)
 
-#: TLS flags: either one makes the engine serve HTTPS (docs/contract/render.md §12; router rule
-#: 7.5b).
+#: TLS flags: either one makes the engine serve HTTPS (docs/contract/render.md §12;
+#: ``router.tls-endpoint``).
 SSL_CERTFILE_FLAG: Final = "--ssl-certfile"
 SSL_KEYFILE_FLAG: Final = "--ssl-keyfile"
 SSL_CERT_REQS_FLAG: Final = "--ssl-cert-reqs"

@@ -2,7 +2,8 @@
 
 A role's parallel degrees are not API fields: they are read from the role's argument stream
 (``command`` when non-empty, else ``extraArgs``) and, on vLLM, the ``VLLM_DP_SIZE`` variable.
-Admission refuses degrees that cannot be read (R2) and a width over the card count (R3); the
+Admission refuses degrees that cannot be read (``degrees.unreadable``) and a width over the card
+count (``degrees.cards-mismatch``); the
 renderer uses the degrees for the compile-cache path (D7, D25) and the Ascend transfer leg; the
 controller publishes them in ``status.roles[].parallelism``.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from gpustack_render.explain.model import EntranceLoad, JointSet, RoleExplanation
-from gpustack_render.explain.requests import Amounts, add, formatted, pods_requests
+from gpustack_render.explain.resourcetotals import Amounts, add, formatted, pods_requests
 from gpustack_render.rendering.renderer import Rendering, RoleRendering
 
 

@@ -42,7 +42,7 @@ from gpustack_render.explain.model import (
     EntranceLoad,
     RoleExplanation,
 )
-from gpustack_render.explain.requests import Amounts, add, peak
+from gpustack_render.explain.resourcetotals import Amounts, add, peak
 from gpustack_render.rendering.renderer import Rendering, RoleRendering
 
 

@@ -1,9 +1,10 @@
 """Keys of the target container that injection refuses instead of overwriting (steps 17–18).
 
-O1–O6: keys this Pod's own engine would be given and a merge could not settle (the mechanism,
-``--kv-cache-dtype`` while a dtype is rendered, the volume and mount, a mount path compared as
-a path: at, inside or above the owned one). F1–F3: on SGLang, keys selecting another
-configuration source, which would leave every injected variable unread (F3: an ``envFrom``
+``inject.owned-*``, ``inject.dtype-flag``: keys this Pod's own engine would be given and a merge
+could not settle (the mechanism, ``--kv-cache-dtype`` while a dtype is rendered, the volume and
+mount, a mount path compared as a path: at, inside or above the owned one).
+``inject.config-source-*``, ``inject.env-from-owned-prefix``: on SGLang, keys selecting another
+configuration source, which would leave every injected variable unread (the last: an ``envFrom``
 that could supply one).
 Flags are read with the shared token rule of :mod:`gpustack_render.engines.flags`. Only keys this
 render writes are checked, so the same key on an engine that does not read it is not refused;
@@ -22,7 +23,7 @@ from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
 from gpustack_render.injection.target import Target
 
-#: The connector flag each engine family is given and refuses (O2).
+#: The connector flag each engine family is given and refuses (``inject.owned-flag``).
 OWNED_CONNECTOR_FLAG: Final[dict[str, str]] = {
     "vllm": owned.KV_TRANSFER_CONFIG_FLAG,
     "sglang": owned.HICACHE_STORAGE_BACKEND_FLAG,
@@ -59,9 +60,10 @@ def check_collisions(
     dtype: str,
     tenant: str = "",
 ) -> Refusal | None:
-    """Steps 17–18 of §2 in order: env, flags, dtype flag, Pod volume, mounts (O1–O6), then the
-    configuration-source keys (F1, F2, F3); F3 also covers ``MOONCAKE_TENANT_ID`` on SGLang
-    when no ``tenant`` is written (a single-tenant store), since nothing then outranks it."""
+    """Steps 17–18 of §2 in order: env, flags, dtype flag, Pod volume, mounts, then the
+    configuration-source keys; ``inject.env-from-owned-prefix`` also covers ``MOONCAKE_TENANT_ID``
+    on SGLang when no ``tenant`` is written (a single-tenant store), since nothing then outranks
+    it."""
     fam = family(engine)
     vllm = fam == "vllm"
     container = target.container
@@ -150,8 +152,9 @@ def check_collisions(
 def _owned_path(
     name: str, field: str, key: str, entries: Sequence[Any], held_paths: Sequence[str]
 ) -> Refusal | None:
-    """O6 for one list of the container (``volumeMounts`` by ``mountPath``, ``volumeDevices``
-    by ``devicePath``): the first entry at, inside or above a path the webhook mounts."""
+    """``inject.owned-mount-path`` for one list of the container (``volumeMounts`` by ``mountPath``,
+    ``volumeDevices`` by ``devicePath``): the first entry at, inside or above a path the webhook
+    mounts."""
     for k, entry in enumerate(entries):
         path = mountpaths.rooted(jsonview.mapping(entry).get(key))
         held = next((p for p in held_paths if mountpaths.overlap(path, p)), None)
@@ -169,9 +172,9 @@ def _owned_path(
 
 
 def _env_from(container: Mapping[str, Any], name: str, variable: str, why: str) -> Refusal | None:
-    """F3: the first ``envFrom`` entry whose ``prefix`` (empty by default) could begin
-    ``variable``, refused with ``why``: admission cannot read a ConfigMap's or Secret's keys, so
-    such an entry could supply it, and nothing the webhook writes outranks it."""
+    """``inject.env-from-owned-prefix``: the first ``envFrom`` entry whose ``prefix`` (empty by
+    default) could begin ``variable``, refused with ``why``: admission cannot read a ConfigMap's or
+    Secret's keys, so such an entry could supply it, and nothing the webhook writes outranks it."""
     for k, source in enumerate(jsonview.items(container.get("envFrom"))):
         prefix = jsonview.mapping(source).get("prefix")
         prefix = prefix if isinstance(prefix, str) else ""
@@ -187,8 +190,9 @@ def _env_from(container: Mapping[str, Any], name: str, variable: str, why: str) 
 
 
 def _tenant_env_from(container: Mapping[str, Any], name: str) -> Refusal | None:
-    """F3 on a single-tenant store: no ``MOONCAKE_TENANT_ID`` is written (a declared one is
-    removed from ``env``), so one an ``envFrom`` supplies is the tenant the engine reads."""
+    """``inject.env-from-owned-prefix`` on a single-tenant store: no ``MOONCAKE_TENANT_ID`` is
+    written (a declared one is removed from ``env``), so one an ``envFrom`` supplies is the tenant
+    the engine reads."""
     return _env_from(
         container,
         name,
@@ -199,7 +203,8 @@ def _tenant_env_from(container: Mapping[str, Any], name: str) -> Refusal | None:
 
 
 def _config_source_env_from(container: Mapping[str, Any], name: str) -> Refusal | None:
-    """F3: an ``envFrom`` entry whose keys could include the configuration-source variable.
+    """``inject.env-from-owned-prefix``: an ``envFrom`` entry whose keys could include the
+    configuration-source variable.
 
     ``env`` outranks ``envFrom``, so every variable injection writes wins over a ConfigMap or
     Secret; this one is never written (no value of it means "read the environment"), and

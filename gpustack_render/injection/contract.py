@@ -33,7 +33,8 @@ ANNOTATION_ROLE: Final = "kvcache.gpustack.ai/role"
 ANNOTATION_CONTAINER: Final = "kvcache.gpustack.ai/container"
 #: Annotation, set by the author: ``"true"`` declares that the launch forwards appended args.
 ANNOTATION_LAUNCH_ARGS_FORWARDED: Final = "kvcache.gpustack.ai/launch-args-forwarded"
-#: Annotation refused whatever its value (K3): the domain comes only from the Binding.
+#: Annotation refused whatever its value (``inject.domain-annotation``): the domain comes only
+#: from the Binding.
 ANNOTATION_DOMAIN: Final = "kvcache.gpustack.ai/domain"
 #: Annotation written by the webhook (the injection record, §9); refused at CREATE, frozen.
 ANNOTATION_INJECTED: Final = "kvcache.gpustack.ai/injected"
@@ -52,7 +53,8 @@ WRITTEN_KEYS: Final[tuple[str, ...]] = (keys.KV_CLIENT_CONFIG, ANNOTATION_INJECT
 
 #: Engine annotation values → the internal engine (before the manufacturer).
 ENGINE_VALUES: Final[dict[str, str]] = {"vLLM": "vllm", "SGLang": "sglang"}
-#: The internal spelling an author sometimes writes instead of vLLM + ascend (E2).
+#: The internal spelling an author sometimes writes instead of vLLM + ascend
+#: (``inject.engine-ascend-spelled``).
 ENGINE_ASCEND_MISSPELLING: Final = "vllm-ascend"
 #: The one manufacturer value; it turns ``vllm`` into ``vllm-ascend``.
 MANUFACTURER_ASCEND: Final = "ascend"
@@ -70,11 +72,13 @@ class Contract:
     engine: str
     #: ``""`` (none) | ``prefill`` | ``decode``; kept even on SGLang, which ignores it.
     role: str
-    #: The raw binding annotation (``""`` when absent; B1 refuses it later).
+    #: The raw binding annotation (``""`` when absent; ``inject.binding-required``
+    #: refuses it later).
     binding: str
     #: The container annotation (``""`` = unset).
     container: str
-    #: The forwarding annotation's raw value, or ``None`` when absent (A2 is a launch step).
+    #: The forwarding annotation's raw value, or ``None`` when absent
+    #: (``launch.forwarding-value`` is a launch step).
     forwarded: str | None
 
 
@@ -89,9 +93,11 @@ def opted_in(labels: Mapping[str, object]) -> bool:
 
 
 def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
-    """Steps 2–6 of §2: vocabulary (K1, K2), domain (K3), engine (E1, E2), manufacturer (E3,
-    E4), role (E5). The first failing step wins; with several bad keys the first in sorted order
-    is reported (D23)."""
+    """Steps 2–6 of §2: vocabulary (``inject.written-key-submitted``, ``inject.unknown-key``),
+    domain (``inject.domain-annotation``), engine (``inject.engine-invalid``,
+    ``inject.engine-ascend-spelled``), manufacturer (``inject.manufacturer-without-vllm``,
+    ``inject.manufacturer-invalid``), role (``inject.role-invalid``). The first failing step wins;
+    with several bad keys the first in sorted order is reported (D23)."""
     # The prefix is a DNS name, compared without regard to case (the API server accepts an
     # annotation key whose prefix has capitals): a misspelt case is refused, not ignored.
     for key in sorted(

@@ -18,8 +18,9 @@ Decisions beyond the reference (each pinned by tests):
   sglang.launch_server``), and ``-m`` may be bundled or attached (``-um mod``, ``-mmod``);
 - ``env`` is transparent only for the arguments: its assignments, ``-u`` and ``-i`` change the
   environment at exec time, after admission wrote it, so one that sets or unsets a KV-cache
-  variable (:data:`OWNED_ENV`), or clears the environment, is refused (A10) whatever the
-  forwarding declaration says (it declares arguments, not the environment).
+  variable (:data:`OWNED_ENV`), or clears the environment, is refused
+  (``launch.env-owned-variable``) whatever the forwarding declaration says (it declares
+  arguments, not the environment).
 """
 
 from __future__ import annotations
@@ -166,9 +167,10 @@ def _split_string_effects(text: str, rest: Sequence[str], touched: list[str], de
     """What an ``env -S TEXT`` does to the environment, appended to ``touched``.
 
     ``env`` splits TEXT into arguments and reads them as its own (assignments, ``-u``, ``-i``
-    and the program), followed by ``rest``; the command line stays hidden (A4), but its
-    environment effects are judged as on a plain ``env`` (A10), which no declaration admits.
-    The split follows shell quoting; an unbalanced quote falls back to blanks.
+    and the program), followed by ``rest``; the command line stays hidden
+    (``launch.hidden-command-line``), but its environment effects are judged as on a plain
+    ``env`` (``launch.env-owned-variable``), which no declaration admits. The split follows
+    shell quoting; an unbalanced quote falls back to blanks.
     """
     if depth >= _SPLIT_DEPTH:
         return
@@ -367,7 +369,7 @@ def check_launch(
     engine: str,
     forwarded: str | None,
 ) -> Launch | Refusal:
-    """Steps 1–7 of §7 for the target container (A1–A9).
+    """Steps 1–7 of §7 for the target container (the ``launch.*`` refusals).
 
     ``engine`` is the selected runtime (``vllm`` | ``vllm-ascend`` | ``sglang``); ``forwarded``
     the raw ``launch-args-forwarded`` annotation, ``None`` when absent.
@@ -446,7 +448,8 @@ def check_launch(
 
 
 def _launcher_env(container: str, touched: Sequence[str]) -> Refusal | None:
-    """A10: an ``env`` launcher that sets, unsets or clears a KV-cache variable."""
+    """``launch.env-owned-variable``: an ``env`` launcher that sets, unsets or clears a KV-cache
+    variable."""
     if CLEARS_ENVIRONMENT in touched:
         what = "clears the environment (-i)"
     else:

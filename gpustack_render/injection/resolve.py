@@ -4,7 +4,8 @@ Steps 7–14 of the CREATE processing order (docs/contract/kv-injection.md §2, 
 through the caller's :class:`~gpustack_render.schema.lookups.Lookups`: ``None`` is "not found", and
 a failed read
 (:class:`~gpustack_render.schema.lookups.LookupFailed`) is refused with the object and the error
-(B4, P2, P8) rather than guessed around.
+(``inject.binding-unreadable``, ``inject.pool-unreadable``, ``inject.backend-unreadable``) rather
+than guessed around.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def _offers(offers: Sequence[str]) -> str:
 def resolve(
     contract: Contract, *, namespace: str, lookups: Lookups, settings: Settings
 ) -> Resolution | Refusal:
-    """Steps 7–14 of §2 (B1–B5, P1–P9, T1, T2); the first failing step wins."""
+    """Steps 7–14 of §2 (``inject.binding-*``, ``inject.pool-*``, ``inject.ledger-*``,
+    ``inject.backend-*``, ``inject.transport-*``); the first failing step wins."""
     name = contract.binding
     if not name:
         return Refusal(
@@ -143,7 +145,7 @@ def resolve(
 
 
 def refuse_ledger(pool: str, tenancy: connectors.TenantResolution) -> Refusal | None:
-    """Step 9 (P3–P5): an unresolved ``QuotaLedgerAvailable`` refuses the Pod."""
+    """Step 9 (``inject.ledger-*``): an unresolved ``QuotaLedgerAvailable`` refuses the Pod."""
     if tenancy.resolved:
         return None
     cond = connectors.LEDGER_CONDITION
@@ -169,7 +171,8 @@ def refuse_ledger(pool: str, tenancy: connectors.TenantResolution) -> Refusal | 
 def refuse_transport(
     check: connectors.TransportCheck, *, pool: str, backend: str
 ) -> Refusal | None:
-    """Step 12 (T1, T2): both transport checks, messages in artifact and API spelling."""
+    """Step 12 (``inject.transport-*``): both transport checks, messages in artifact and API
+    spelling."""
     if check.failure is TransportFailure.MIXED:
         return Refusal(
             r.MIXED_TRANSPORT,

@@ -1,6 +1,6 @@
 """A role's Pod template: the ``main`` container, the routing proxy, volumes, Pod fields.
 
-One template is built per role and then stamped per seat (``render.py``, ``stamping.py``); the
+One template is built per role and then stamped per seat (``renderer.py``, ``stamping.py``); the
 template carries a :class:`~gpustack_render.rendering.stamping.Slot` where a seat differs (its name,
 hostname and subdomain, the group-name, ordinal and member-index labels, the pod-spec-hash, the
 leader address).

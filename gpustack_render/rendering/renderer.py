@@ -1,7 +1,7 @@
 """``render``: one ModelDeployment plus the objects it names → its Pods, Services and LocalQueues.
 
-A pure function (no I/O, clock or randomness): the same inputs give byte-identical output. The
-pass resolves its inputs (docs/contract/render.md §1), decides per role (§2, ``plan.py``), builds
+A pure function (no I/O, clock or randomness): the same inputs give byte-identical output. The pass
+resolves its inputs (docs/contract/render.md §1), decides per role (§2, ``roleplan.py``), builds
 **one Pod template per role** and stamps it per seat (ordinal ``0..replicas-1``, member
 ``0..size-1``): only the seat's name, hostname, subdomain, group name, ordinal, member index, leader
 address and pod-spec-hash differ between the Pods of a role.

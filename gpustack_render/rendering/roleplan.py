@@ -8,7 +8,7 @@ on: managed or take-over, the inject engine, the store client, the direct transf
 publishing, the direct decoder, the listener ports, TLS and the probes, the fabric-interface key,
 the parsed parallelism, and the resolved bindings that enter the pod-spec-hash.
 
-Nothing here builds a manifest; ``pods.py``, ``services.py`` and ``render.py`` read the plan.
+Nothing here builds a manifest; ``pods.py``, ``services.py`` and ``renderer.py`` read the plan.
 """
 
 from __future__ import annotations

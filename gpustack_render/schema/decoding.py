@@ -133,8 +133,16 @@ def _hashable(value: Any) -> Any:
 
 
 def _list_map_duplicates(
-    items: Any, path: FieldPath, keys: tuple[str, ...], defaults: Mapping[str, Any] | None = None
+    items: Any,
+    path: FieldPath,
+    keys: tuple[str, ...],
+    defaults: Mapping[str, Any] | None = None,
+    *,
+    at_key: bool = False,
 ) -> ErrorList:
+    """A ``Duplicate`` cause per later item whose key repeats an earlier one's: at the item, as
+    the API server reports a list-map key, or with ``at_key`` (a single key) at that key's
+    field, with the key's value."""
     out = ErrorList()
     if not isinstance(items, list):
         return out
@@ -144,21 +152,26 @@ def _list_map_duplicates(
             continue
         key = tuple(_hashable(item.get(k, (defaults or {}).get(k))) for k in keys)
         if key in seen:
-            value = dict(zip(keys, key, strict=True))
-            out.append(errors.duplicate(path.index(i), value, origin="schema.violation"))
+            if at_key:
+                (name,) = keys
+                where, value = path.index(i).child(name), item.get(name)
+            else:
+                where, value = path.index(i), dict(zip(keys, key, strict=True))
+            out.append(errors.duplicate(where, value, origin="schema.violation"))
         else:
             seen[key] = i
     return out
 
 
 def schema_duplicates(data: Mapping[str, Any]) -> ErrorList:
-    """Duplicate keys of the deployment's list-maps (roles by name, env, ports)."""
+    """Duplicate keys of the deployment's list-maps (roles by name, env, ports). A repeated role
+    name is reported at the later role's ``name`` (D22); the others at the list entry."""
     out = ErrorList()
     spec = data.get("spec")
     if not isinstance(spec, dict):
         return out
     roles = spec.get("roles")
-    out.extend(_list_map_duplicates(roles, ROLES, ("name",)))
+    out.extend(_list_map_duplicates(roles, ROLES, ("name",), at_key=True))
     if isinstance(roles, list):
         for i, role in enumerate(roles):
             if not isinstance(role, dict):

@@ -54,7 +54,7 @@ CASES = [
         [("release.field-not-delivered", "spec.roles[0].elasticEp", FORB)],
         id="12-elastic-ep",
     ),
-    # R1 owned arguments
+    # args.owned-flag
     pytest.param(
         deployment(role(extraArgs=["--kv-transfer-config", "{}"])),
         [("args.owned-flag", "spec.roles[0].extraArgs[0]", INV)],
@@ -85,7 +85,7 @@ CASES = [
         [],
         id="R1-take-over-owns-the-line",
     ),
-    # R2 degrees unreadable
+    # degrees.unreadable
     pytest.param(
         deployment(role(extraArgs=["-tp", "two"])),
         [("degrees.unreadable", "spec.roles[0]", INV)],
@@ -104,7 +104,7 @@ CASES = [
     pytest.param(
         deployment(role(resources={"accelerator": 4}, extraArgs=["-tp", "4"])), [], id="R2-ok"
     ),
-    # R3 width over cards
+    # degrees.cards-mismatch (width over cards)
     pytest.param(
         deployment(role(extraArgs=["-tp", "2"])),
         [("degrees.cards-mismatch", "spec.roles[0].resources.accelerator", INV)],
@@ -123,7 +123,7 @@ CASES = [
     pytest.param(
         deployment(role(instanceType=CPU, extraArgs=["-tp", "2"])), [], id="R3-no-cards-skips"
     ),
-    # R4 owned environment
+    # env.owned-name
     pytest.param(
         deployment(role(env=[{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}])),
         [("env.owned-name", "spec.roles[0].env[0]", INV)],
@@ -152,7 +152,7 @@ CASES = [
         [],
         id="R4-other-engine-and-defaulted",
     ),
-    # R5 / R5b / R6 resources
+    # resources.*
     pytest.param(
         deployment(role(resources={"interface": "1.5"})),
         [("resources.interface-not-whole", "spec.roles[0].resources.interface", INV)],
@@ -210,7 +210,7 @@ CASES = [
     pytest.param(
         deployment(role(env=[{"name": "1st.var-x y", "value": "1"}])), [], id="R4b-relaxed"
     ),
-    # R5c shared-memory size
+    # shm.size-not-positive
     *[
         pytest.param(
             deployment(role(shmSize=size)),
@@ -223,7 +223,7 @@ CASES = [
         pytest.param(deployment(role(shmSize=size)), [], id=f"R5c-shm-size-{size!r}")
         for size in ("32Gi", "1", 1, "1Mi")
     ],
-    # R7 additional volumes
+    # volumes.* (additional volumes)
     pytest.param(
         deployment(role(additionalVolumes=[{"mountPath": "/data"}])),
         [("volumes.no-source", "spec.roles[0].additionalVolumes[0]", REQ)],
@@ -335,7 +335,7 @@ CASES = [
         ],
         id="R7e-inside-and-above",
     ),
-    # R8 reserved ports declared
+    # ports.reserved-port-declared
     pytest.param(
         pd(
             router={"name": "llm-d-router"},
@@ -368,20 +368,20 @@ CASES = [
         [],
         id="R8-nothing-reserved-without-router-or-cache",
     ),
-    # R9 pool reference
+    # kv-cache.empty-pool-ref
     pytest.param(
         deployment(kvCache={"poolRef": {"name": ""}}),
         [("kv-cache.empty-pool-ref", "spec.kvCache.poolRef.name", REQ)],
         id="R9-empty-pool-ref",
     ),
-    # R10 role count
+    # roles.too-many
     pytest.param(
         deployment(*[role(f"s{i}") for i in range(11)]),
         [("roles.too-many", "spec.roles", INV)],
         id="R10-eleven-roles",
     ),
     pytest.param(deployment(*[role(f"s{i}") for i in range(10)]), [], id="R10-ten-roles"),
-    # R12–R14 names
+    # names.*
     pytest.param(
         deployment(role("r" * 20), name=LONG),
         [("names.invalid-service-name", "spec.roles[0].name", INV)],
@@ -427,7 +427,7 @@ CASES = [
         id="R14-member-name",
     ),
     pytest.param(deployment(role("r" * 8, size=2, replicas=10), name="d" * 45), [], id="R14-fits"),
-    # R15 kinds
+    # kinds.*
     pytest.param(
         deployment(role("a"), role("b", kind="Prefill")),
         [
@@ -447,7 +447,7 @@ CASES = [
         [("kinds.not-rendered-by-engine", "spec.roles[0].kind", INV)],
         id="R15c-encode",
     ),
-    # R17 images
+    # image.whitespace
     pytest.param(
         _with_engine_image(deployment(role(image=" runner:2")), "runner:1 "),
         [
@@ -457,7 +457,7 @@ CASES = [
         id="R17-image-whitespace",
     ),
     pytest.param(deployment(role(image="")), [], id="R17-empty-role-image-falls-back"),
-    # R16 topology
+    # topology.*
     pytest.param(
         deployment(role(topology={"requiredLevel": "bad level"})),
         [("topology.invalid-level-key", "spec.roles[0].topology.requiredLevel", INV)],
@@ -495,7 +495,7 @@ def test_object_rules(obj: dict[str, Any], expected: list[tuple[str, str, str]])
     assert verdict.allowed is (not expected)
 
 
-def test_r11_duplicate_role_backstop() -> None:
+def test_duplicate_role_name_backstop() -> None:
     """The schema refuses a duplicate role name first; the webhook rule stays as a backstop."""
     md = ModelDeployment.model_validate(deployment(role("a"), role("a")))
     errs = validate_model_deployment(
@@ -504,13 +504,15 @@ def test_r11_duplicate_role_backstop() -> None:
     assert [(e.origin, e.field, e.type.value) for e in errs][:1] == [
         ("roles.duplicate-name", "spec.roles[1].name", DUP)
     ]
+    # D22: one Duplicate cause, at the later role's name (the API server names the entry).
     assert causes(review(deployment(role("a"), role("a")))) == [
-        ("schema.violation", "spec.roles[1]", DUP)
+        ("schema.violation", "spec.roles[1].name", DUP)
     ]
 
 
 def _claims_by_enumeration(md: ModelDeployment) -> list[tuple[str, str]]:
-    """R13 as its definition reads: every claim of every role, in order (the reference)."""
+    """``names.service-name-claimed-twice`` as its definition reads: every claim of every role,
+    in order (the reference)."""
     claims = {"qwen": "md"}
     out = []
     for i, r in enumerate(md.spec.roles):
@@ -533,7 +535,7 @@ def _claims_by_enumeration(md: ModelDeployment) -> list[tuple[str, str]]:
         ["a-r0-r0", "a-r0", "a", "a-r3"],
     ],
 )
-def test_r13_claims_only_contested_instances(names: list[str]) -> None:
+def test_service_name_claims_only_contested_instances(names: list[str]) -> None:
     """Claiming only the instance Services another role can contest finds exactly the
     collisions that enumerating every instance finds, and names the same Service."""
     for size in (1, 2):
@@ -549,7 +551,7 @@ def test_r13_claims_only_contested_instances(names: list[str]) -> None:
         assert found == _claims_by_enumeration(md)
 
 
-def test_r13_work_does_not_grow_with_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_service_name_claims_do_not_grow_with_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
     """Roles of 1024 replicas (the API server accepts thousands of them) are judged without
     building every instance Service's name: enumerating them took over a minute for 20,000
     roles, past the webhook's timeout. No two of these roles can contest a name, so none is

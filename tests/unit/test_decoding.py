@@ -211,8 +211,13 @@ def test_duplicate_list_map_keys_are_duplicates() -> None:
     md["spec"]["roles"][0]["env"] = [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
     md["spec"]["roles"][0]["ports"] = [{"port": 8000}, {"port": 8000, "protocol": "TCP"}]
     _, errs = decode_deployment(md)
-    dupes = {e.field for e in errs if e.type is ErrorType.DUPLICATE}
-    assert dupes == {"spec.roles[1]", "spec.roles[0].env[1]", "spec.roles[0].ports[1]"}
+    dupes = {(e.field, str(e.bad_value)) for e in errs if e.type is ErrorType.DUPLICATE}
+    # A role at its name (D22), with the name; env and ports at the entry, with the key.
+    assert dupes == {
+        ("spec.roles[1].name", "server"),
+        ("spec.roles[0].env[1]", "{'name': 'A'}"),
+        ("spec.roles[0].ports[1]", "{'port': 8000, 'protocol': 'TCP'}"),
+    }
 
 
 def test_empty_roles_and_non_object_input() -> None:

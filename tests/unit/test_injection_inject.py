@@ -227,8 +227,9 @@ def test_resolution_refusals(notes: dict[str, Any], lookup: dict[str, Any], expe
     assert result.pod == before
 
 
-def test_p6_pool_without_backend() -> None:
-    # The schema refuses an empty spec.backends, so only a hand-built pool reaches P6.
+def test_pool_without_backend() -> None:
+    # The schema refuses an empty spec.backends, so only a hand-built pool reaches
+    # inject.pool-without-backend.
     lookups = make_lookups()
     pool = lookups.pools["dram-pool"]
     lookups.pools["dram-pool"] = pool.model_copy(
@@ -289,7 +290,7 @@ def test_resolution_messages_name_the_facts(lookup: dict[str, Any], facts: list[
         assert fact in result.refusal.message
 
 
-def test_t2_names_both_spellings() -> None:
+def test_transport_unsupported_names_both_spellings() -> None:
     result = run(make_pod(annotations={P + "manufacturer": "ascend"}))
     assert result.refusal is not None
     message = result.refusal.message
@@ -298,7 +299,7 @@ def test_t2_names_both_spellings() -> None:
     )
 
 
-def test_t2_unconstrained_engine_with_empty_offers() -> None:
+def test_transport_unsupported_with_empty_offers() -> None:
     lookups = make_lookups()
     backend = lookups.backends["dram-backend"]
     transport = backend.spec.transport.model_copy(update={"protocol": "NVLINK"})
@@ -369,7 +370,7 @@ def test_named_container_among_several() -> None:
     assert result.pod["spec"]["containers"][0] == SIDE
 
 
-def test_c2_names_count_and_containers() -> None:
+def test_container_unnamed_names_count_and_containers() -> None:
     result = run(make_pod(containers=[SIDE, {**SIDE, "name": "server"}]))
     assert result.refusal is not None
     assert "2 containers" in result.refusal.message and "proxy, server" in result.refusal.message

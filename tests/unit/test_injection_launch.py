@@ -219,8 +219,8 @@ REFUSED = [
     pytest.param(["vllm"], [], "vllm", "yes", "launch.forwarding-value", id="A2-yes"),
     pytest.param(["vllm"], [], "vllm", "True", "launch.forwarding-value", id="A2-case"),
     pytest.param(["vllm"], [], "vllm", "", "launch.forwarding-value", id="A2-empty"),
-    # A10: env changing a KV-cache variable at exec time; a forwarding declaration is about
-    # arguments, so it never admits one.
+    # launch.env-owned-variable: env changing a KV-cache variable at exec time; a forwarding
+    # declaration is about arguments, so it never admits one.
     pytest.param(
         ["env", "MOONCAKE_TENANT_ID=team-b-chat", *SG],
         [],
@@ -313,8 +313,8 @@ REFUSED = [
         "launch.env-owned-variable",
         id="A10-tini",
     ),
-    # A10 inside an env -S string: the command line is hidden, its environment effects are not,
-    # and the forwarding declaration does not admit them either.
+    # launch.env-owned-variable inside an env -S string: the command line is hidden, its
+    # environment effects are not, and the forwarding declaration does not admit them either.
     pytest.param(
         ["env", "-S", "MOONCAKE_TENANT_ID=team-b-chat python3 -m sglang.launch_server"],
         [],
@@ -541,7 +541,7 @@ def test_refused(
     assert out.rule == rule, out.message
     if (
         rule != "launch.forwarding-value"
-    ):  # A2 names the annotation, every other refusal the container
+    ):  # launch.forwarding-value names the annotation, every other refusal the container
         assert "server" in out.message
 
 

@@ -57,3 +57,21 @@ def test_every_golden_origin_is_documented() -> None:
 def test_ids_read_subject_dot_rule() -> None:
     shape = re.compile(r"^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*$")
     assert [i for i in _documented() if not shape.match(i)] == []
+
+
+def test_every_refused_injection_case_is_named_by_its_rule() -> None:
+    """``golden/inject-refuse-<rule>[-<variant>]/``: the rule id with its ``inject.`` subject
+    left out (the verb says it) and the dot as a dash, so ``inject.binding-terminating`` is
+    ``inject-refuse-binding-terminating``, ``launch.shell-c`` ``inject-refuse-launch-shell-c``."""
+    misnamed = {}
+    cases = sorted((ROOT / "golden").glob("inject-refuse-*/verdict.yaml"))
+    for path in cases:
+        origin = re.search(r"^origin: '?([^'\s]+)'?$", path.read_text(), re.M)
+        assert origin, f"{path.parent.name}: a refused case names its rule"
+        subject, rule = origin.group(1).split(".")
+        stem = "inject-refuse-" + (rule if subject == "inject" else f"{subject}-{rule}")
+        name = path.parent.name
+        if name != stem and not name.startswith(f"{stem}-"):
+            misnamed[name] = origin.group(1)
+    assert cases, "no refused injection case"
+    assert misnamed == {}

@@ -1,4 +1,5 @@
-"""Every third-party module the three packages import is a runtime dependency.
+"""Every third-party module the three packages import is a runtime dependency, and every
+runtime dependency is imported by them.
 
 The image (the Dockerfile's ``pip install .`` and ``make image-rootfs``) installs
 ``[project] dependencies`` (and what they require) only, not the test or dev extras: a module
@@ -69,3 +70,18 @@ def test_every_third_party_import_is_a_runtime_dependency() -> None:
         if not owners & runtime:
             missing[module] = where
     assert not missing, f"imported but not in [project] dependencies: {missing}"
+
+
+def test_every_runtime_dependency_is_imported() -> None:
+    """The converse: ``[project] dependencies`` holds only what the three packages import, so
+    the image carries nothing that only the tests or ``hack/`` use (those belong in the test
+    extra)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {_normalise(Requirement(req).name) for req in project["dependencies"]}
+    distributions = importlib.metadata.packages_distributions()
+    imported = {
+        _normalise(dist)
+        for module in _imported_top_level_modules()
+        for dist in distributions.get(module, [])
+    }
+    assert declared - imported == set()

@@ -1,6 +1,6 @@
 """``gpustack-render explain``: read the new deployment, its inputs, the stored object and the
-observed state; call :func:`gpustack_render.explain.report.explain`; print text, YAML or JSON;
-apply the CI gates (docs/explain.md).
+observed state; call :func:`gpustack_render.explain.report.explain_deployment`; print text, YAML
+or JSON; apply the CI gates (docs/explain.md).
 
 Exit codes as ``admit``: 0 allowed, 1 refused (or the new object cannot be rendered), 2 bad
 usage or unreadable input; a tripped gate (``--max-replaced``, ``--fail-on``) is 1 too.

@@ -1,5 +1,5 @@
-"""What a replica asks Kueue for: the resource requests of its Pods, summed as the scheduler
-counts them, and written back as quantities.
+"""Resource totals: what a replica asks Kueue for, the resource requests of its Pods summed as
+the scheduler counts them, and written back as quantities.
 
 A Pod requests the sum of its containers and of its sidecars (init containers that keep
 running), or the largest plain init container if that is more, per resource: the figure Kueue
