@@ -13,23 +13,21 @@ from gpustack_render.api.modeldeployment import RoleSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import FieldPath
+from gpustack_render.core.vocabulary import EngineFamily
+from gpustack_render.deployment import roles
 from gpustack_render.engines.flags import find_flag, resolves_to, spelled, values_at
 from gpustack_render.engines.owned import (
     KV_CACHE_DTYPE_FLAG,
     SERVED_MODEL_NAME_FLAG,
-    is_vllm_family,
     owned_args,
     owned_env,
 )
-from gpustack_render.engines.parallelism import INT64_MAX, Parallelism, parse_role_parallelism
+from gpustack_render.engines.parallelism import INT64_MAX, Parallelism
 
 
 def role_parallelism(ctx: Context, role: RoleSpec) -> Parallelism:
     """The parser's reading of ``role`` (§14)."""
-    env = [(e.name, e.value) for e in role.env or ()]
-    return parse_role_parallelism(
-        engine=ctx.base_engine, command=role.command, extra_args=role.extra_args, env=env
-    )
+    return roles.role_parallelism(role, engine=ctx.base_engine)
 
 
 def validate_owned_args(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorList:
@@ -141,7 +139,7 @@ def validate_owned_env(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorLi
 def served_names(ctx: Context, role: RoleSpec) -> list[list[str]]:
     """The values of every ``--served-model-name`` occurrence in a role's ``extraArgs``."""
     args = list(role.extra_args or ())
-    many = is_vllm_family(ctx.base_engine)
+    many = ctx.base_engine.family is EngineFamily.VLLM
     return [
         values_at(args, hit.position, many=many)
         for hit in find_flag(args, SERVED_MODEL_NAME_FLAG, ctx.base_engine)

@@ -20,10 +20,10 @@ from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import ROLES, FieldPath
 from gpustack_render.core.quantity import QuantityError, parse_quantity
 from gpustack_render.core.settings import Settings
-from gpustack_render.core.vocabulary import Engine
+from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.deployment import roles
 from gpustack_render.deployment.roles import EngineOf, effective_kind
-from gpustack_render.engines.flags import deployment_engine
+from gpustack_render.engines.flags import engine_of
 from gpustack_render.engines.owned import (
     DEFAULT_SERVING_PORT,
 )
@@ -80,13 +80,6 @@ def whole_cards(role: RoleSpec) -> int | None:
     return int(value)
 
 
-def role_argv(role: RoleSpec) -> tuple[list[str], str]:
-    """The stream the engine reads and its field: ``command`` when set, else ``extraArgs``."""
-    if role.command:
-        return list(role.command), "command"
-    return list(role.extra_args or []), "extraArgs"
-
-
 def serving_port(role: RoleSpec) -> int:
     """The role's serving port: the first declared port, else 8000."""
     return role.ports[0].port if role.ports else DEFAULT_SERVING_PORT
@@ -141,7 +134,7 @@ class Context:
     def has_cache(self) -> bool:
         return self.md.spec.kv_cache is not None
 
-    def kinds(self) -> list[str]:
+    def kinds(self) -> list[RoleKind]:
         return [effective_kind(r) for r in self.md.spec.roles]
 
     @property
@@ -183,7 +176,7 @@ class Context:
             manufacturer = (
                 itype.status.detail.manufacturer if itype and itype.status.detail else None
             )
-            engine = deployment_engine(self.md.spec.engine.name, manufacturer)
+            engine = engine_of(self.md.spec.engine.name, manufacturer)
         self._engines[type_name] = engine
         return engine
 
@@ -219,7 +212,7 @@ class Context:
         engine = self._engine_of(i, errs, origin)
         return roles.reserved_ports(self.md, self.md.spec.roles[i], engine=engine)
 
-    def engine_label(self, i: int, errs: ErrorList, *, origin: str) -> str:
+    def engine_label(self, i: int, errs: ErrorList, *, origin: str) -> Engine:
         """The engine's internal name for messages (the plain engine when unknown)."""
         return self.inject_engine(i, errs, origin=origin) or self.base_engine
 

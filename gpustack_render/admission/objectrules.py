@@ -33,12 +33,11 @@ from gpustack_render.core.naming import (
     router_service_name,
 )
 from gpustack_render.core.paths import ENGINE, KV_CACHE, MODEL, ROLES, FieldPath
-from gpustack_render.core.vocabulary import Engine, RoleKind
+from gpustack_render.core.vocabulary import Engine, EngineFamily, RoleKind
 from gpustack_render.engines import mountpaths
 from gpustack_render.engines.owned import (
     ASCEND_DRIVER_PATH,
     CLIENT_CONFIG_MOUNT_PATH,
-    is_vllm_family,
 )
 
 #: The implicit lowest topology level; naming it explicitly is refused
@@ -169,10 +168,11 @@ def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList)
     out: dict[str, str] = {}
     if not role.managed:
         return out
-    if is_vllm_family(ctx.base_engine) and ctx.has_cache:
+    vllm = ctx.base_engine.family is EngineFamily.VLLM
+    if vllm and ctx.has_cache:
         out[CLIENT_CONFIG_MOUNT_PATH] = "the KV-cache client configuration"
     if (
-        is_vllm_family(ctx.base_engine)
+        vllm
         and ctx.direct_leg(i, errs, origin="volumes.operator-mount-path", store_client=False)
         is not None
         and ctx.inject_engine(i, errs, origin="volumes.operator-mount-path") == Engine.VLLM_ASCEND

@@ -12,6 +12,7 @@ from gpustack_render.api.modeldeployment import RoleSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import ROUTER, FieldPath
+from gpustack_render.deployment.roles import role_argv
 from gpustack_render.engines.flags import find_flag
 from gpustack_render.engines.owned import PORT_FLAG
 from gpustack_render.engines.parallelism import parse_int
@@ -23,10 +24,7 @@ def _reserved_text(reserved: dict[int, str]) -> str:
 
 def own_port(ctx: Context, role: RoleSpec) -> tuple[str | None, str]:
     """The role's own ``--port`` value (the last occurrence) and the field it came from."""
-    if role.command:
-        argv, where = list(role.command), "command"
-    else:
-        argv, where = list(role.extra_args or ()), "extraArgs"
+    argv, where = role_argv(role)
     hits = find_flag(argv, PORT_FLAG, ctx.base_engine)
     return (hits[-1].value if hits else None), where
 

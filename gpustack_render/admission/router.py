@@ -14,6 +14,7 @@ from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import ENGINE, ROUTER
 from gpustack_render.core.vocabulary import Engine
+from gpustack_render.deployment.roles import role_argv
 from gpustack_render.engines.flags import find_flag
 from gpustack_render.engines.owned import (
     DEFAULT_SERVING_PORT,
@@ -27,14 +28,14 @@ from gpustack_render.engines.owned import (
 from gpustack_render.engines.parallelism import parse_int
 
 #: Engines each router fronts (rule 3), by base engine.
-FRONTED_ENGINES: Final[dict[str, tuple[str, ...]]] = {
+FRONTED_ENGINES: Final[dict[str, tuple[Engine, ...]]] = {
     LLM_D_ROUTER: (Engine.VLLM, Engine.SGLANG),
     VLLM_ROUTER: (Engine.VLLM,),
     SGLANG_GATEWAY: (Engine.SGLANG,),
 }
 
 #: Engines exposing every metric llm-d-router requires (rule 4); both do today [inferred].
-LLM_D_ROUTER_METRIC_ENGINES: Final[dict[str, str]] = {Engine.VLLM: "", Engine.SGLANG: ""}
+LLM_D_ROUTER_METRIC_ENGINES: Final[dict[Engine, str]] = {Engine.VLLM: "", Engine.SGLANG: ""}
 #: The metric llm-d-router scores endpoints by, as named in a refusal.
 LLM_D_ROUTER_METRIC: Final = "the queue, running-request and KV-cache utilisation gauges"
 
@@ -101,7 +102,7 @@ def validate_router(ctx: Context) -> ErrorList:
                     origin="router.port-not-tcp",
                 )
             )
-        argv = list(role.command or role.extra_args or ())
+        argv = role_argv(role).argv
         tls = [f for f in (SSL_CERTFILE_FLAG, SSL_KEYFILE_FLAG) if find_flag(argv, f, engine)]
         if tls:
             out.append(

@@ -31,8 +31,12 @@ from gpustack_render.api.common import (
 KIND = "ModelDeployment"
 PLURAL = "modeldeployments"
 
+#: An engine as the API spells it; the internal spelling is
+#: :class:`~gpustack_render.core.vocabulary.Engine` (``engines.flags.engine_of`` maps it).
 EngineName = Literal["vLLM", "SGLang"]
-RoleKind = Literal["Server", "Prefill", "Decode", "Encode"]
+#: A role kind as the API spells it; the internal (label) spelling is
+#: :class:`~gpustack_render.core.vocabulary.RoleKind` (``deployment.roles.effective_kind``).
+RoleKindName = Literal["Server", "Prefill", "Decode", "Encode"]
 TransferProtocol = Literal["Auto", "TCP", "RDMA", "EFA", "CANN", "ROCM"]
 RouterName = Literal["llm-d-router", "vllm-router", "sglang-gateway"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
@@ -242,7 +246,7 @@ class RoleSpec(SpecModel):
         ),
     ]
     kind: Annotated[
-        RoleKind,
+        RoleKindName,
         FROZEN,
         Field(description="Server, Prefill or Decode (Encode is refused)."),
     ] = "Server"

@@ -1,6 +1,7 @@
 """Per-role facts of a ModelDeployment, decided once for rendering and admission.
 
-Whether a role is part of a prefill/decode pair, has a direct transfer leg (and its protocol),
+Which arguments a role's engine reads (:func:`role_argv`) and the degrees it parses from them,
+whether a role is part of a prefill/decode pair, has a direct transfer leg (and its protocol),
 publishes KV events, is a direct decoder behind llm-d-router, and which listener ports it
 reserves (docs/contract/render.md §2, docs/contract/admission.md §15). Admission judges what the
 renderer would build, so both ask these functions.
@@ -15,16 +16,19 @@ and each fact says how it reads an unknown engine.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from gpustack_render.api.modeldeployment import ModelDeployment, RoleSpec
 from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.engines.connectors import artifact_transport
+from gpustack_render.engines.flags import engine_of
 from gpustack_render.engines.owned import (
     BOOTSTRAP_PORT,
     KV_EVENTS_PORT,
     KV_REPLAY_PORT,
     LLM_D_ROUTER,
 )
+from gpustack_render.engines.parallelism import Parallelism, Source, parse_parallelism
 
 #: The role's internal engine, read when a fact needs it (``None``: unknown).
 EngineOf = Callable[[], Engine | None]
@@ -34,6 +38,31 @@ def effective_kind(role: RoleSpec) -> RoleKind:
     """The role's kind in the internal spelling; unset reads ``server``
     (docs/contract/admission.md §5)."""
     return RoleKind((role.kind or "Server").lower())
+
+
+class RoleArgv(NamedTuple):
+    """The arguments a role's engine reads, and the field they come from."""
+
+    argv: tuple[str, ...]
+    source: Source
+
+
+def role_argv(role: RoleSpec) -> RoleArgv:
+    """What the role's engine reads as its own arguments: a take-over role's ``command`` (the
+    whole line), else ``extraArgs`` (appended after what the operator synthesizes; inert beside
+    a command). The one place this is decided: the renderer, admission's port, router and
+    degree rules and the parallelism parser all ask it."""
+    if role.managed:
+        return RoleArgv(tuple(role.extra_args or ()), "extraArgs")
+    return RoleArgv(tuple(role.command or ()), "command")
+
+
+def role_parallelism(role: RoleSpec, *, engine: Engine) -> Parallelism:
+    """The parallel degrees ``engine`` reads from the role's arguments and ``env``
+    (docs/contract/admission.md §14)."""
+    argv, source = role_argv(role)
+    env = [(e.name, e.value) for e in role.env or ()]
+    return parse_parallelism(argv, engine=engine, env=env, source=source)
 
 
 def is_pair(md: ModelDeployment) -> bool:
@@ -48,7 +77,7 @@ def router_of(md: ModelDeployment) -> str | None:
 
 def base_engine(md: ModelDeployment) -> Engine:
     """``vllm`` or ``sglang``: the engine before the InstanceType is read."""
-    return Engine.SGLANG if md.spec.engine.name == "SGLang" else Engine.VLLM
+    return engine_of(md.spec.engine.name)
 
 
 def leg_protocol(md: ModelDeployment, engine: Engine) -> str:

@@ -20,7 +20,7 @@ Compositions only the renderer needs (the direct prefill/decode leg, ``MultiConn
 KV-events document, where defaulted variables go in a rendered Pod) are left to the renderer;
 the building blocks below are what it composes them from.
 
-Engines use the internal spelling of D1: ``"vllm"``, ``"vllm-ascend"``, ``"sglang"``. Key names
+Engines are :class:`~gpustack_render.core.vocabulary.Engine` members (D1). Key names
 shared with admission are declared once in :mod:`gpustack_render.engines.owned`; the names below are
 this module's stable aliases of them (plus the keys only a store client uses).
 """
@@ -31,11 +31,11 @@ import enum
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, assert_never
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
 from gpustack_render.core import labels
-from gpustack_render.core.vocabulary import ConditionStatus, Engine
+from gpustack_render.core.vocabulary import ConditionStatus, Engine, EngineFamily, RoleKind
 from gpustack_render.engines import owned
 
 KVRole = Literal["kv_both", "kv_producer", "kv_consumer"]
@@ -101,7 +101,7 @@ ARTIFACT_TRANSPORT: Final[dict[str, str]] = {
 }
 #: The artifact transport an engine requires, when it requires one
 #: (docs/contract/kv-injection.md §11).
-REQUIRED_TRANSPORT: Final[dict[str, str]] = {"vllm-ascend": "ascend"}
+REQUIRED_TRANSPORT: Final[dict[Engine, str]] = {Engine.VLLM_ASCEND: "ascend"}
 #: The API value to set for a required artifact transport (messages name both spellings).
 API_PROTOCOL_FOR: Final[dict[str, str]] = {"ascend": "CANN"}
 
@@ -168,7 +168,7 @@ def transport_offers(backend: KVCacheBackend) -> tuple[str, ...]:
     return tuple(offers)
 
 
-def required_transport(engine: str) -> str | None:
+def required_transport(engine: Engine) -> str | None:
     """The one artifact transport ``engine`` accepts, or ``None`` when it accepts any."""
     return REQUIRED_TRANSPORT.get(engine)
 
@@ -182,7 +182,7 @@ def distinct_offers(offers: Sequence[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def match_transport(engine: str, offers: Sequence[str]) -> str | None:
+def match_transport(engine: Engine, offers: Sequence[str]) -> str | None:
     """The first non-empty offer ``engine`` accepts, or ``None``
     (docs/contract/kv-injection.md §11).
 
@@ -212,7 +212,7 @@ class TransportFailure(enum.Enum):
 class TransportCheck:
     """The outcome of both transport checks for one engine against one pool's offers."""
 
-    engine: str
+    engine: Engine
     #: Every offer in group order, empty ones included (artifact spelling).
     offers: tuple[str, ...]
     #: The non-empty offers, de-duplicated in first-seen order.
@@ -228,7 +228,7 @@ class TransportCheck:
         return self.failure is None
 
 
-def check_transport(engine: str, offers: Sequence[str]) -> TransportCheck:
+def check_transport(engine: Engine, offers: Sequence[str]) -> TransportCheck:
     """The mixed-offer check, then the match (docs/contract/kv-injection.md §11;
     docs/contract/admission.md §10.2).
 
@@ -346,22 +346,26 @@ def resolve_tenant(
 # --- Documents --------------------------------------------------------------------------------
 
 
-def kv_role_for(kind: str | None) -> KVRole:
-    """The store connector's ``kv_role`` for an internal role kind (docs/contract/render.md §17.2).
+def kv_role_for(kind: RoleKind | None) -> KVRole:
+    """The store connector's ``kv_role`` for a role kind (docs/contract/render.md §17.2).
 
-    ``None``/``""``/``"server"`` → ``kv_both``; ``"prefill"`` → ``kv_producer``; ``"decode"``
-    → ``kv_consumer``.
+    ``None`` (no role)/``server`` → ``kv_both``; ``prefill`` → ``kv_producer``; ``decode`` →
+    ``kv_consumer``.
     """
-    if kind == "prefill":
-        return "kv_producer"
-    if kind == "decode":
-        return "kv_consumer"
-    return "kv_both"
+    match kind:
+        case RoleKind.PREFILL:
+            return "kv_producer"
+        case RoleKind.DECODE:
+            return "kv_consumer"
+        case RoleKind.SERVER | RoleKind.ENCODE | None:
+            return "kv_both"
+        case _:
+            assert_never(kind)
 
 
-def store_connector(engine: str) -> str:
+def store_connector(engine: Engine) -> str:
     """The vLLM-family store connector: ``AscendStoreConnector`` on vllm-ascend."""
-    return CONNECTOR_ASCEND_STORE if engine == "vllm-ascend" else CONNECTOR_MOONCAKE_STORE
+    return CONNECTOR_ASCEND_STORE if engine == Engine.VLLM_ASCEND else CONNECTOR_MOONCAKE_STORE
 
 
 def client_config(*, endpoint: str, transport: str, tenant: str) -> dict[str, Any]:
@@ -388,7 +392,7 @@ def client_config_json(*, endpoint: str, transport: str, tenant: str) -> str:
     return compact_json(client_config(endpoint=endpoint, transport=transport, tenant=tenant))
 
 
-def store_transfer_config(*, engine: str, kv_role: KVRole) -> dict[str, Any]:
+def store_transfer_config(*, engine: Engine, kv_role: KVRole) -> dict[str, Any]:
     """The store-only ``--kv-transfer-config`` document: connector and role, no other key."""
     return {"kv_connector": store_connector(engine), "kv_role": kv_role}
 
@@ -427,7 +431,7 @@ def dtype_args(dtype: str) -> list[str]:
     return [owned.KV_CACHE_DTYPE_FLAG, dtype] if dtype else []
 
 
-def vllm_store_args(*, engine: str, kv_role: KVRole, dtype: str) -> list[str]:
+def vllm_store_args(*, engine: Engine, kv_role: KVRole, dtype: str) -> list[str]:
     """The vLLM-family store-only arguments: the transfer document, then the dtype (§17.4)."""
     doc = compact_json(store_transfer_config(engine=engine, kv_role=kv_role))
     return [owned.KV_TRANSFER_CONFIG_FLAG, doc, *dtype_args(dtype)]
@@ -483,7 +487,7 @@ class StoreClient:
     are empty on the environment vehicle.
     """
 
-    engine: str
+    engine: Engine
     vehicle: Vehicle
     args: list[str]
     env: list[dict[str, Any]]
@@ -494,7 +498,7 @@ class StoreClient:
 
 
 def store_client(
-    engine: str,
+    engine: Engine,
     *,
     endpoint: str,
     transport: str,
@@ -510,24 +514,28 @@ def store_client(
     SGLang: environment vehicle (``--hicache-storage-backend mooncake``, dtype, the
     ``MOONCAKE_*`` variables, defaulted ``--enable-hierarchical-cache``); ``kv_role`` is unused.
     """
-    if engine in owned.VLLM_FAMILY:
-        return StoreClient(
-            engine=engine,
-            vehicle="file",
-            args=vllm_store_args(engine=engine, kv_role=kv_role, dtype=dtype),
-            env=vllm_store_env(),
-            volumes=[client_config_volume()],
-            mounts=[client_config_mount()],
-            annotations={
-                labels.KV_CLIENT_CONFIG: client_config_json(
-                    endpoint=endpoint, transport=transport, tenant=tenant
-                )
-            },
-        )
-    return StoreClient(
-        engine=engine,
-        vehicle="environment",
-        args=sglang_store_args(dtype=dtype),
-        env=sglang_store_env(endpoint=endpoint, transport=transport, tenant=tenant),
-        defaulted_args=[sglang_defaulted_args()],
-    )
+    match engine.family:
+        case EngineFamily.VLLM:
+            return StoreClient(
+                engine=engine,
+                vehicle="file",
+                args=vllm_store_args(engine=engine, kv_role=kv_role, dtype=dtype),
+                env=vllm_store_env(),
+                volumes=[client_config_volume()],
+                mounts=[client_config_mount()],
+                annotations={
+                    labels.KV_CLIENT_CONFIG: client_config_json(
+                        endpoint=endpoint, transport=transport, tenant=tenant
+                    )
+                },
+            )
+        case EngineFamily.SGLANG:
+            return StoreClient(
+                engine=engine,
+                vehicle="environment",
+                args=sglang_store_args(dtype=dtype),
+                env=sglang_store_env(endpoint=endpoint, transport=transport, tenant=tenant),
+                defaulted_args=[sglang_defaulted_args()],
+            )
+        case _:
+            assert_never(engine.family)

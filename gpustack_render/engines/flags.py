@@ -18,8 +18,8 @@ Pod injection webhook (docs/contract/kv-injection.md §8):
    (``--kv-transfer-conf``, ``--disaggregation-mo``) — the conservative reading of argparse's
    unique-prefix abbreviation (D22). A longer flag of the same stem never matches.
 
-Engines are the internal names of :mod:`gpustack_render.engines.owned` (``vllm``, ``vllm-ascend``,
-``sglang``). Nothing here raises on odd input. Resolutions are pure and memoised (bounded LRU),
+Engines are :class:`~gpustack_render.core.vocabulary.Engine` members; the spelling follows the
+engine's family. Nothing here raises on odd input. Resolutions are pure and memoised (bounded LRU),
 since one review asks about the same tokens many times.
 """
 
@@ -28,13 +28,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, assert_never
 
-from gpustack_render.core.vocabulary import Engine
-from gpustack_render.engines.owned import VLLM_FAMILY, known_flags
+from gpustack_render.api.modeldeployment import EngineName
+from gpustack_render.core.vocabulary import Engine, EngineFamily
+from gpustack_render.engines.owned import known_flags
 
 #: A token argparse reads as a negative number (a value, not an option): ``-3``, ``-.5``, ``-1.5``.
 NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+#: The manufacturer that turns ``vLLM`` into ``vllm-ascend``.
+MANUFACTURER_ASCEND: Final = "ascend"
 
 
 class FlagHit(NamedTuple):
@@ -48,28 +51,20 @@ class FlagHit(NamedTuple):
     value: str | None
 
 
-#: The internal engine names, for telling a known engine from any other string.
-ENGINE_VALUES: Final = frozenset(e.value for e in Engine)
-
-
-def engine_of(engine_name: str, manufacturer: str | None = None) -> str:
-    """The internal engine for an API engine name (``vLLM``/``SGLang``) and a manufacturer.
+def engine_of(engine_name: EngineName, manufacturer: str | None = None) -> Engine:
+    """The internal engine for an API engine name (``vLLM``/``SGLang``) and a manufacturer
+    (the InstanceType's, or a Pod's annotation).
 
     ``vLLM`` on manufacturer ``ascend`` is ``vllm-ascend`` (docs/contract/api-notes.md §13);
-    anything else is the lowercased engine name.
+    SGLang never reads the manufacturer.
     """
-    lowered = engine_name.lower()
-    if lowered == Engine.VLLM and manufacturer == "ascend":
-        return Engine.VLLM_ASCEND
-    if lowered in ENGINE_VALUES:
-        return Engine(lowered)
-    return lowered
-
-
-def deployment_engine(engine_name: str, manufacturer: str | None = None) -> Engine:
-    """:func:`engine_of` for a ModelDeployment, whose schema admits only ``vLLM`` and
-    ``SGLang``: always an :class:`~gpustack_render.core.vocabulary.Engine`."""
-    return Engine(engine_of(engine_name, manufacturer))
+    match engine_name:
+        case "vLLM":
+            return Engine.VLLM_ASCEND if manufacturer == MANUFACTURER_ASCEND else Engine.VLLM
+        case "SGLang":
+            return Engine.SGLANG
+        case _:
+            assert_never(engine_name)
 
 
 def is_value_token(token: str) -> bool:
@@ -77,12 +72,12 @@ def is_value_token(token: str) -> bool:
     return not token.startswith("-") or NEGATIVE_NUMBER.match(token) is not None
 
 
-def flag_name(token: str, engine: str) -> str | None:
+def flag_name(token: str, engine: Engine) -> str | None:
     """Steps 1–3: the long-flag name ``engine`` reads ``token`` as, or ``None`` for no flag."""
     if not token.startswith("--"):
         return None
     name = token.partition("=")[0]
-    if engine in VLLM_FAMILY:
+    if engine.family is EngineFamily.VLLM:
         head = name[2:].partition(".")[0]
         name = "--" + (head.replace("_", "-") if "_" in head else head)
     if len(name) <= 2:
@@ -93,7 +88,7 @@ def flag_name(token: str, engine: str) -> str | None:
 def resolves_to(
     token: str,
     keys: Sequence[str],
-    engine: str,
+    engine: Engine,
     *,
     exclude: Iterable[str] | None = None,
 ) -> str | None:
@@ -108,7 +103,7 @@ def resolves_to(
 
 @lru_cache(maxsize=8192)
 def _resolve(
-    token: str, keys: tuple[str, ...], engine: str, exclude: frozenset[str] | None
+    token: str, keys: tuple[str, ...], engine: Engine, exclude: frozenset[str] | None
 ) -> str | None:
     name = flag_name(token, engine)
     if name is None:
@@ -125,7 +120,7 @@ def _resolve(
 def find_flag(
     argv: Sequence[str],
     canonical: str,
-    engine: str,
+    engine: Engine,
     *,
     exclude: Iterable[str] | None = None,
 ) -> list[FlagHit]:
@@ -142,7 +137,7 @@ def find_flag(
 
 @lru_cache(maxsize=4096)
 def _find(
-    argv: tuple[str, ...], canonical: str, engine: str, exclude: frozenset[str] | None
+    argv: tuple[str, ...], canonical: str, engine: Engine, exclude: frozenset[str] | None
 ) -> tuple[FlagHit, ...]:
     keys = (canonical,)
     hits: list[FlagHit] = []
@@ -159,12 +154,12 @@ def _find(
     return tuple(hits)
 
 
-def has_flag(argv: Sequence[str], canonical: str, engine: str) -> bool:
+def has_flag(argv: Sequence[str], canonical: str, engine: Engine) -> bool:
     """True when ``argv`` carries ``canonical`` in any spelling ``engine`` reads."""
     return bool(find_flag(argv, canonical, engine))
 
 
-def last_value(argv: Sequence[str], canonical: str, engine: str) -> str | None:
+def last_value(argv: Sequence[str], canonical: str, engine: Engine) -> str | None:
     """The value argparse keeps for a single-valued flag (the last occurrence), or ``None``."""
     hits = find_flag(argv, canonical, engine)
     return hits[-1].value if hits else None

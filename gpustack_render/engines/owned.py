@@ -13,17 +13,15 @@ vLLM backends own exactly the same keys (per seed: "One vLLM row covers both bac
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, assert_never
 
-from gpustack_render.core.vocabulary import Engine
+from gpustack_render.core.vocabulary import Engine, EngineFamily
 
 # --- engines ----------------------------------------------------------------------------------
 
 #: Every internal engine name (:class:`~gpustack_render.core.vocabulary.Engine`), in the order
 #: messages list them.
 ENGINES: Final = tuple(Engine)
-#: The engines that read their command line the vLLM way (underscores, dotted members).
-VLLM_FAMILY: Final = frozenset({Engine.VLLM, Engine.VLLM_ASCEND})
 
 # --- owned on every engine ----------------------------------------------------------------------
 
@@ -190,30 +188,29 @@ ROUTER_OWNED_ARGS: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
-def is_vllm_family(engine: str) -> bool:
-    """True for ``vllm`` and ``vllm-ascend``."""
-    return engine in VLLM_FAMILY
-
-
-def owned_args(engine: str) -> tuple[str, ...]:
+def owned_args(engine: Engine) -> tuple[str, ...]:
     """The flags ``engine`` owns unconditionally (without ``--kv-cache-dtype``), in table order."""
-    if is_vllm_family(engine):
-        return VLLM_OWNED_ARGS
-    if engine == Engine.SGLANG:
-        return SGLANG_OWNED_ARGS
-    return ()
+    match engine.family:
+        case EngineFamily.VLLM:
+            return VLLM_OWNED_ARGS
+        case EngineFamily.SGLANG:
+            return SGLANG_OWNED_ARGS
+        case _:
+            assert_never(engine.family)
 
 
-def owned_env(engine: str) -> tuple[str, ...]:
+def owned_env(engine: Engine) -> tuple[str, ...]:
     """The environment names ``engine`` owns, the three replica variables included."""
-    if is_vllm_family(engine):
-        return (*REPLICA_ENV, *VLLM_OWNED_ENV)
-    if engine == Engine.SGLANG:
-        return (*REPLICA_ENV, *SGLANG_OWNED_ENV)
-    return REPLICA_ENV
+    match engine.family:
+        case EngineFamily.VLLM:
+            return (*REPLICA_ENV, *VLLM_OWNED_ENV)
+        case EngineFamily.SGLANG:
+            return (*REPLICA_ENV, *SGLANG_OWNED_ENV)
+        case _:
+            assert_never(engine.family)
 
 
-def known_flags(engine: str) -> frozenset[str]:
+def known_flags(engine: Engine) -> frozenset[str]:
     """Every flag this module names for ``engine``: owned, conditional and filled.
 
     Flag resolution (``flags.resolves_to``) uses it for step 5 of docs/contract/admission.md §13: a
@@ -227,4 +224,4 @@ def known_flags(engine: str) -> frozenset[str]:
     return known
 
 
-_KNOWN: dict[str, frozenset[str]] = {}
+_KNOWN: dict[Engine, frozenset[str]] = {}

@@ -1,7 +1,7 @@
 """The parallel-degree parser (``docs/contract/admission.md`` §14).
 
-A role's parallel degrees are not API fields: they are read from the role's argument stream
-(``command`` when non-empty, else ``extraArgs``) and, on vLLM, the ``VLLM_DP_SIZE`` variable.
+A role's parallel degrees are not API fields: they are read from the arguments its engine reads
+(``deployment.roles.role_argv``) and, on vLLM, the ``VLLM_DP_SIZE`` variable.
 Admission refuses degrees that cannot be read (``degrees.unreadable``) and a width over the card
 count (``degrees.cards-mismatch``); the
 renderer uses the degrees for the compile-cache path (D7, D25) and the Ascend transfer leg; the
@@ -16,10 +16,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Final, Literal
+from typing import Final, Literal, assert_never
 
+from gpustack_render.core.vocabulary import Engine, EngineFamily
 from gpustack_render.engines.flags import is_value_token
-from gpustack_render.engines.owned import is_vllm_family
 
 INT64_MAX: Final = 2**63 - 1
 INT64_MIN: Final = -(2**63)
@@ -119,15 +119,26 @@ def _index(specs: Iterable[FlagSpec]) -> _Table:
     return _Table(exact, abbr, long)
 
 
-_TABLES: Final = {"vllm": _index(_VLLM_TABLE), "sglang": _index(_SGLANG_TABLE)}
+_VLLM_INDEX: Final = _index(_VLLM_TABLE)
+_SGLANG_INDEX: Final = _index(_SGLANG_TABLE)
 
 
-def flag_table(engine: str) -> tuple[FlagSpec, ...]:
+def flag_table(engine: Engine) -> tuple[FlagSpec, ...]:
     """The §14 flag table of ``engine`` (the vLLM table for both vLLM backends)."""
-    return _VLLM_TABLE if is_vllm_family(engine) else _SGLANG_TABLE
+    return _tables(engine)[0]
 
 
-def canonical_of(attr: str, engine: str) -> str:
+def _tables(engine: Engine) -> tuple[tuple[FlagSpec, ...], _Table]:
+    match engine.family:
+        case EngineFamily.VLLM:
+            return _VLLM_TABLE, _VLLM_INDEX
+        case EngineFamily.SGLANG:
+            return _SGLANG_TABLE, _SGLANG_INDEX
+        case _:
+            assert_never(engine.family)
+
+
+def canonical_of(attr: str, engine: Engine) -> str:
     """The canonical flag of a :class:`Degrees` attribute on ``engine`` (``""`` if none)."""
     for spec in flag_table(engine):
         if spec.attr == attr:
@@ -170,7 +181,7 @@ class ParallelismError:
 class Parallelism:
     """What the parser read from one role."""
 
-    engine: str
+    engine: Engine
     source: Source
     degrees: Degrees = field(default_factory=Degrees)
     #: Canonical flags (and ``VLLM_DP_SIZE``) the input declared, in first-seen order.
@@ -218,7 +229,7 @@ class Parallelism:
         """EP as the compile-cache path counts it (D7): vLLM TP×DP with expert mode, else 1;
         SGLang ``--ep-size``."""
         d = self.degrees
-        if is_vllm_family(self.engine):
+        if self.engine.family is EngineFamily.VLLM:
             if ENABLE_EXPERT_PARALLEL in self.modes:
                 return d.tensor_parallel * d.data_parallel
             return 1
@@ -234,7 +245,7 @@ class Parallelism:
             "dcp": d.decode_context_parallel,
             "dp": d.data_parallel,
             "ep": self.expert_parallel_degree(),
-            "pcp": d.prefill_context_parallel if is_vllm_family(self.engine) else 1,
+            "pcp": d.prefill_context_parallel if self.engine.family is EngineFamily.VLLM else 1,
             "pp": d.pipeline_parallel,
             "tp": d.tensor_parallel,
         }
@@ -243,7 +254,7 @@ class Parallelism:
         """The degrees behind the width (§14.3) as (canonical flag or ``VLLM_DP_SIZE``, value),
         including degrees of 1 (callers name only those above 1)."""
         d = self.degrees
-        vllm = is_vllm_family(self.engine)
+        vllm = self.engine.family is EngineFamily.VLLM
         out = [
             (canonical_of("tensor_parallel", self.engine), d.tensor_parallel),
             (canonical_of("pipeline_parallel", self.engine), d.pipeline_parallel),
@@ -341,15 +352,16 @@ def _lookup(table: _Table, name: str) -> tuple[FlagSpec | None, bool]:
 def parse_parallelism(
     argv: Sequence[str] | None,
     *,
-    engine: str,
+    engine: Engine,
     env: Iterable[tuple[str, str | None]] = (),
     source: Source = "extraArgs",
 ) -> Parallelism:
     """Read the parallel degrees ``engine`` would read from ``argv`` and ``env`` (§14.1–§14.2).
 
-    ``argv`` is the role's ``command`` when non-empty, else its ``extraArgs``; ``env`` is the
-    role's ``env`` as (name, value) pairs. The first problem makes the result unreadable (the
-    engine stops there too); degrees are then the defaults. Results are immutable and memoised.
+    ``argv`` is what the role's engine reads (``deployment.roles.role_argv``, with its
+    ``source``); ``env`` is the role's ``env`` as (name, value) pairs. The first problem makes
+    the result unreadable (the engine stops there too); degrees are then the defaults. Results
+    are immutable and memoised.
     """
     dp_env = tuple((name, value) for name, value in env if name == VLLM_DP_SIZE_ENV)
     return _parse(tuple(argv or ()), engine, dp_env, source)
@@ -358,12 +370,12 @@ def parse_parallelism(
 @lru_cache(maxsize=2048)
 def _parse(  # noqa: C901 (one left-to-right scan of argv, a branch per token shape, as argparse reads it)
     tokens: tuple[str, ...],
-    engine: str,
+    engine: Engine,
     env: tuple[tuple[str, str | None], ...],
     source: Source,
 ) -> Parallelism:
-    vllm = is_vllm_family(engine)
-    table = _TABLES["vllm" if vllm else "sglang"]
+    vllm = engine.family is EngineFamily.VLLM
+    table = _tables(engine)[1]
     values: dict[str, int] = {}
     declared: list[str] = []
     modes: set[str] = set()
@@ -472,17 +484,3 @@ def _parse(  # noqa: C901 (one left-to-right scan of argv, a branch per token sh
         wiring=tuple(wiring.items()),
         nnodes=nnodes,
     )
-
-
-def parse_role_parallelism(
-    *,
-    engine: str,
-    command: Sequence[str] | None,
-    extra_args: Sequence[str] | None,
-    env: Iterable[tuple[str, str | None]] = (),
-) -> Parallelism:
-    """:func:`parse_parallelism` on a role's stream: ``command`` when non-empty, else
-    ``extraArgs`` (which are inert beside a command)."""
-    if command:
-        return parse_parallelism(command, engine=engine, env=env, source="command")
-    return parse_parallelism(extra_args, engine=engine, env=env, source="extraArgs")

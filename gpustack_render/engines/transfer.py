@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from gpustack_render.core.vocabulary import RoleKind
 from gpustack_render.engines import owned
 from gpustack_render.engines.connectors import KVRole, compact_json
 
@@ -37,12 +38,12 @@ SGLANG_BACKEND_TCP: Final = "mooncake_tcp"
 SGLANG_BACKEND_MOONCAKE: Final = "mooncake"
 
 
-def leg_kv_role(kind: str) -> KVRole:
+def leg_kv_role(kind: RoleKind) -> KVRole:
     """A leg half's ``kv_role``: ``kv_producer`` on prefill, ``kv_consumer`` on decode."""
-    return "kv_producer" if kind == "prefill" else "kv_consumer"
+    return "kv_producer" if kind == RoleKind.PREFILL else "kv_consumer"
 
 
-def native_leg(*, kind: str, protocol: str) -> dict[str, Any]:
+def native_leg(*, kind: RoleKind, protocol: str) -> dict[str, Any]:
     """The native vLLM leg: ``MooncakeConnector`` with the leg's ``mooncake_protocol``."""
     return {
         "kv_connector": CONNECTOR_MOONCAKE,
@@ -52,7 +53,7 @@ def native_leg(*, kind: str, protocol: str) -> dict[str, Any]:
 
 
 def ascend_leg(
-    *, kind: str, prefill_tp: int, prefill_dp: int, decode_tp: int, decode_dp: int
+    *, kind: RoleKind, prefill_tp: int, prefill_dp: int, decode_tp: int, decode_dp: int
 ) -> dict[str, Any]:
     """The vLLM-Ascend leg (``llm-d-router`` only): both halves' TP and DP degrees."""
     return {
@@ -66,7 +67,9 @@ def ascend_leg(
     }
 
 
-def multi_connector(*, kind: str, leg: dict[str, Any], store: dict[str, Any]) -> dict[str, Any]:
+def multi_connector(
+    *, kind: RoleKind, leg: dict[str, Any], store: dict[str, Any]
+) -> dict[str, Any]:
     """A leg and a store: ``MultiConnector`` listing the leg, then the store."""
     return {
         "kv_connector": CONNECTOR_MULTI,
@@ -75,9 +78,9 @@ def multi_connector(*, kind: str, leg: dict[str, Any], store: dict[str, Any]) ->
     }
 
 
-def store_role_beside_leg(kind: str) -> KVRole:
+def store_role_beside_leg(kind: RoleKind) -> KVRole:
     """The inner store's role beside a leg: ``kv_both`` on prefill, ``kv_consumer`` on decode."""
-    return "kv_both" if kind == "prefill" else "kv_consumer"
+    return "kv_both" if kind == RoleKind.PREFILL else "kv_consumer"
 
 
 def kv_events_config() -> dict[str, Any]:
@@ -99,17 +102,18 @@ def kv_events_args() -> list[str]:
     return [owned.KV_EVENTS_CONFIG_FLAG, compact_json(kv_events_config())]
 
 
-def sglang_leg_args(*, kind: str, protocol: str) -> list[str]:
+def sglang_leg_args(*, kind: RoleKind, protocol: str) -> list[str]:
     """SGLang's disaggregation arguments: mode, transfer backend, and on prefill the bootstrap
     port (docs/contract/render.md §17.5)."""
     backend = SGLANG_BACKEND_TCP if protocol == "tcp" else SGLANG_BACKEND_MOONCAKE
     args = [
         owned.DISAGGREGATION_MODE_FLAG,
-        "prefill" if kind == "prefill" else "decode",
+        # SGLang's own mode names (plain strings: they are written into the command line).
+        "prefill" if kind == RoleKind.PREFILL else "decode",
         owned.DISAGGREGATION_TRANSFER_BACKEND_FLAG,
         backend,
     ]
-    if kind == "prefill":
+    if kind == RoleKind.PREFILL:
         args += [owned.DISAGGREGATION_BOOTSTRAP_PORT_FLAG, str(owned.BOOTSTRAP_PORT)]
     return args
 

@@ -25,8 +25,8 @@ def create_role(role: RoleRendering) -> RoleExplanation:
     """One role of a create: every ordinal is added."""
     return RoleExplanation(
         name=role.name,
-        kind=str(role.kind),
-        engine=str(role.engine),
+        kind=role.kind,
+        engine=role.engine,
         action="create",
         replicas=role.replicas,
         size=role.size,

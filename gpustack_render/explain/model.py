@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from gpustack_render.api.modeldeployment import RoleKindName
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.explain.observed import ObservedReport
 
 #: What an edit does to one role.
@@ -88,8 +90,9 @@ class RoleExplanation:
     """
 
     name: str
-    kind: str
-    engine: str
+    #: The kind in API spelling (``Server`` when unset).
+    kind: RoleKindName
+    engine: Engine
     action: Action
     replicas: int
     size: int

@@ -238,7 +238,7 @@ def _role_json(role: RoleExplanation) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": role.name,
         "kind": role.kind,
-        "engine": role.engine,
+        "engine": role.engine.value,  # plain text: the YAML writer knows only str
         "action": role.action,
         "replicas": role.replicas,
         "size": role.size,

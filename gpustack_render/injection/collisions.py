@@ -14,28 +14,29 @@ the volume and mount checks therefore apply to the vLLM family, the only engines
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, assert_never
 
 from gpustack_render.core import jsonview
+from gpustack_render.core.vocabulary import Engine, EngineFamily
 from gpustack_render.engines import flags, mountpaths, owned
 from gpustack_render.engines.connectors import StoreClient
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
 from gpustack_render.injection.target import Target
 
-#: The connector flag each engine family is given and refuses (``inject.owned-flag``).
-OWNED_CONNECTOR_FLAG: Final[dict[str, str]] = {
-    "vllm": owned.KV_TRANSFER_CONFIG_FLAG,
-    "sglang": owned.HICACHE_STORAGE_BACKEND_FLAG,
-}
+
+def owned_connector_flag(family: EngineFamily) -> str:
+    """The connector flag an engine of ``family`` is given and refuses (``inject.owned-flag``)."""
+    match family:
+        case EngineFamily.VLLM:
+            return owned.KV_TRANSFER_CONFIG_FLAG
+        case EngineFamily.SGLANG:
+            return owned.HICACHE_STORAGE_BACKEND_FLAG
+        case _:
+            assert_never(family)
 
 
-def family(engine: str) -> str:
-    """``vllm`` for both vLLM-family engines, else the engine."""
-    return "vllm" if engine in owned.VLLM_FAMILY else engine
-
-
-def find_spelled(container: Mapping[str, Any], flag: str, *, engine: str) -> str | None:
+def find_spelled(container: Mapping[str, Any], flag: str, *, engine: Engine) -> str | None:
     """How the container's own tokens name ``flag`` (``args`` first, then ``command``, value
     tokens included, docs/contract/kv-injection.md §8), in any spelling ``engine`` reads; ``None``
     if not."""
@@ -46,7 +47,7 @@ def find_spelled(container: Mapping[str, Any], flag: str, *, engine: str) -> str
     return None
 
 
-def names_flag(container: Mapping[str, Any], flag: str, *, engine: str) -> bool:
+def names_flag(container: Mapping[str, Any], flag: str, *, engine: Engine) -> bool:
     """Whether the container's own tokens name ``flag`` in any spelling ``engine`` reads."""
     return find_spelled(container, flag, engine=engine) is not None
 
@@ -55,7 +56,7 @@ def check_collisions(
     pod_spec: Mapping[str, Any],
     target: Target,
     *,
-    engine: str,
+    engine: Engine,
     client: StoreClient,
     dtype: str,
     tenant: str = "",
@@ -64,8 +65,8 @@ def check_collisions(
     configuration-source keys; ``inject.env-from-owned-prefix`` also covers ``MOONCAKE_TENANT_ID``
     on SGLang when no ``tenant`` is written (a single-tenant store), since nothing then outranks
     it."""
-    fam = family(engine)
-    vllm = fam == "vllm"
+    fam = engine.family
+    vllm = fam is EngineFamily.VLLM
     container = target.container
     name = target.name
     env_names = {jsonview.name_of(e) for e in jsonview.items(container.get("env"))}
@@ -77,7 +78,7 @@ def check_collisions(
             "is already configured, and two sources for one setting is undiagnosable (no "
             "merge); remove yours, or drop the inject label",
         )
-    spelled = find_spelled(container, OWNED_CONNECTOR_FLAG[fam], engine=engine)
+    spelled = find_spelled(container, owned_connector_flag(fam), engine=engine)
     if spelled is not None:
         return Refusal(
             r.OWNED_FLAG,
@@ -126,7 +127,7 @@ def check_collisions(
     )
     if refusal is not None:
         return refusal
-    if fam == "sglang":
+    if fam is EngineFamily.SGLANG:
         if owned.SGLANG_HICACHE_MOONCAKE_CONFIG_PATH_ENV in env_names:
             return Refusal(
                 r.CONFIG_SOURCE_ENV,

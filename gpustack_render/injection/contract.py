@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, get_args
 
+from gpustack_render.api.modeldeployment import EngineName
 from gpustack_render.core import labels as keys
+from gpustack_render.core.vocabulary import Engine, RoleKind
+from gpustack_render.engines.flags import MANUFACTURER_ASCEND, engine_of
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.refusal import Refusal
 
@@ -51,15 +54,13 @@ ACCEPTED_KEYS: Final[tuple[str, ...]] = (
 #: The keys only the webhook writes.
 WRITTEN_KEYS: Final[tuple[str, ...]] = (keys.KV_CLIENT_CONFIG, ANNOTATION_INJECTED)
 
-#: Engine annotation values → the internal engine (before the manufacturer).
-ENGINE_VALUES: Final[dict[str, str]] = {"vLLM": "vllm", "SGLang": "sglang"}
+#: The engine annotation values: the API's engine names (``engines.flags.engine_of`` maps them).
+ENGINE_VALUES: Final[tuple[EngineName, ...]] = get_args(EngineName)
 #: The internal spelling an author sometimes writes instead of vLLM + ascend
 #: (``inject.engine-ascend-spelled``).
-ENGINE_ASCEND_MISSPELLING: Final = "vllm-ascend"
-#: The one manufacturer value; it turns ``vllm`` into ``vllm-ascend``.
-MANUFACTURER_ASCEND: Final = "ascend"
-#: Role annotation values → the internal role kind; ``""`` = none.
-ROLE_VALUES: Final[dict[str, str]] = {"Prefill": "prefill", "Decode": "decode"}
+ENGINE_ASCEND_MISSPELLING: Final = Engine.VLLM_ASCEND.value
+#: Role annotation values → the internal role kind.
+ROLE_VALUES: Final[dict[str, RoleKind]] = {"Prefill": RoleKind.PREFILL, "Decode": RoleKind.DECODE}
 #: The only accepted forwarding declaration.
 FORWARDED_TRUE: Final = "true"
 
@@ -69,9 +70,10 @@ class Contract:
     """What the Pod's annotations asked for, after steps 2–6 of §2 passed."""
 
     #: ``vllm`` | ``vllm-ascend`` | ``sglang``.
-    engine: str
-    #: ``""`` (none) | ``prefill`` | ``decode``; kept even on SGLang, which ignores it.
-    role: str
+    engine: Engine
+    #: None (no role annotation) | ``prefill`` | ``decode``; kept even on SGLang, which ignores
+    #: it.
+    role: RoleKind | None
     #: The raw binding annotation (``""`` when absent; ``inject.binding-required``
     #: refuses it later).
     binding: str
@@ -124,12 +126,13 @@ def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
             f"KVCachePoolBinding named by {ANNOTATION_BINDING}; a namespace needing two "
             "boundaries creates two Bindings",
         )
-    engine = _engine(annotations)
-    if isinstance(engine, Refusal):
-        return engine
+    name = _engine(annotations)
+    if isinstance(name, Refusal):
+        return name
+    engine = engine_of(name)
     if ANNOTATION_MANUFACTURER in annotations:
         manufacturer = text(annotations[ANNOTATION_MANUFACTURER])
-        if engine != "vllm":
+        if engine != Engine.VLLM:
             return Refusal(
                 r.MANUFACTURER_ENGINE,
                 f"annotation {ANNOTATION_MANUFACTURER} is only accepted with engine vllm "
@@ -142,7 +145,7 @@ def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
                 f"{MANUFACTURER_ASCEND!r} with engine vllm (selects the vllm-ascend runtime), or "
                 "be left off",
             )
-        engine = "vllm-ascend"
+        engine = engine_of(name, manufacturer)
     role_value = text(annotations.get(ANNOTATION_ROLE, ""))
     if role_value and role_value not in ROLE_VALUES:
         return Refusal(
@@ -153,14 +156,14 @@ def read_contract(annotations: Mapping[str, object]) -> Contract | Refusal:
     forwarded = annotations.get(ANNOTATION_LAUNCH_ARGS_FORWARDED)
     return Contract(
         engine=engine,
-        role=ROLE_VALUES.get(role_value, ""),
+        role=ROLE_VALUES.get(role_value),
         binding=text(annotations.get(ANNOTATION_BINDING, "")),
         container=text(annotations.get(ANNOTATION_CONTAINER, "")),
         forwarded=None if forwarded is None else text(forwarded),
     )
 
 
-def _engine(annotations: Mapping[str, object]) -> str | Refusal:
+def _engine(annotations: Mapping[str, object]) -> EngineName | Refusal:
     if ANNOTATION_ENGINE not in annotations:
         return Refusal(
             r.ENGINE,
@@ -174,10 +177,11 @@ def _engine(annotations: Mapping[str, object]) -> str | Refusal:
             f"annotation {ANNOTATION_ENGINE} has value {value!r}, which is not an engine value: "
             f'set {ANNOTATION_ENGINE}="vLLM" with {ANNOTATION_MANUFACTURER}="ascend"',
         )
-    if value not in ENGINE_VALUES:
+    name = next((n for n in ENGINE_VALUES if n == value), None)
+    if name is None:
         return Refusal(
             r.ENGINE,
             f"annotation {ANNOTATION_ENGINE} has value {value!r}: accepted values [vLLM SGLang]; "
             "the engine is declared, never guessed from the image",
         )
-    return ENGINE_VALUES[value]
+    return name

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from gpustack_render.core.vocabulary import Engine, EngineFamily
 from gpustack_render.engines import owned
 from gpustack_render.injection import refusal as r
 from gpustack_render.injection.contract import ANNOTATION_LAUNCH_ARGS_FORWARDED, FORWARDED_TRUE
@@ -335,13 +336,13 @@ def python_module(argv: Sequence[str]) -> str | None:
     return None
 
 
-def recognised_engine(argv: Sequence[str]) -> str | None:
-    """``"vllm"`` (the vLLM family), ``"sglang"``, or ``None`` for any other program."""
+def recognised_engine(argv: Sequence[str]) -> EngineFamily | None:
+    """The family whose entry point ``argv`` runs, or ``None`` for any other program."""
     program = basename(argv[0])
     if program == PROGRAM_VLLM:
-        return "vllm"
+        return EngineFamily.VLLM
     if program == PROGRAM_PYTHON3 and python_module(argv) == MODULE_SGLANG:
-        return "sglang"
+        return EngineFamily.SGLANG
     return None
 
 
@@ -366,7 +367,7 @@ def check_launch(
     command: Sequence[str],
     args: Sequence[str],
     *,
-    engine: str,
+    engine: Engine,
     forwarded: str | None,
 ) -> Launch | Refusal:
     """Steps 1–7 of §7 for the target container (the ``launch.*`` refusals).
@@ -426,9 +427,8 @@ def check_launch(
         )
     program = basename(argv[0])
     found = recognised_engine(argv)
-    selected = "vllm" if engine in ("vllm", "vllm-ascend") else "sglang"
     if found is not None:
-        if found != selected:
+        if found is not engine.family:
             return Refusal(
                 r.OTHER_ENGINE,
                 f"container {container} launches {program}, the entry point of {found}, but "

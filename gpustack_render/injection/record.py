@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpustack_render.core import nesting
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.engines.connectors import compact_json
 
 
@@ -23,7 +24,7 @@ class InjectionRecord:
     #: The raw binding annotation.
     binding: str
     #: ``vllm`` | ``vllm-ascend`` | ``sglang``.
-    engine: str
+    engine: Engine
     #: ``file`` when a volume was rendered, else ``environment``.
     vehicle: str
     #: The Binding's declared domain, shown even without a tenant; omitted when empty.
@@ -55,7 +56,8 @@ class InjectionRecord:
 
 
 def parse_record(text: str) -> InjectionRecord | None:
-    """Read an annotation value back; ``None`` when it is not a record (legacy keys ignored)."""
+    """Read an annotation value back; ``None`` when it is not a record (not a JSON object, or
+    no engine this project writes); legacy keys are ignored."""
     try:
         data = nesting.loads(text)
     except ValueError:
@@ -67,9 +69,12 @@ def parse_record(text: str) -> InjectionRecord | None:
         value = data.get(key, "")
         return value if isinstance(value, str) else ""
 
+    engine = next((e for e in Engine if e == string("engine")), None)
+    if engine is None:
+        return None
     return InjectionRecord(
         binding=string("binding"),
-        engine=string("engine"),
+        engine=engine,
         vehicle=string("vehicle"),
         domain=string("domain"),
         tenant_injected=data.get("tenantInjected") is True,

@@ -35,6 +35,7 @@ from gpustack_render.api.modeldeployment import (
 )
 from gpustack_render.core import labels
 from gpustack_render.core.vocabulary import ConditionStatus, Engine, RoleKind
+from gpustack_render.engines.flags import engine_of
 from gpustack_render.engines.owned import KV_EVENTS_PORT, KV_REPLAY_PORT, LLM_D_ROUTER
 from gpustack_render.engines.parallelism import Parallelism, flag_table
 from gpustack_render.engines.transfer import KV_EVENTS_TOPIC
@@ -525,7 +526,7 @@ def kv_events_publishing(md: ModelDeployment, rendering: Rendering) -> Condition
             "every producing role runs a take-over command: "
             + ", ".join(r.name for r in producers),
         )
-    engines = sorted({r.engine for r in producers}) or [md.spec.engine.name.lower()]
+    engines = sorted({r.engine for r in producers}) or [engine_of(md.spec.engine.name)]
     return ConditionVerdict(
         ConditionStatus.FALSE,
         "PublisherDisabled",

@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
+from gpustack_render.core.vocabulary import EngineFamily
 from gpustack_render.engines import owned
 from gpustack_render.rendering.hashing import canonical_json
 
@@ -34,7 +35,7 @@ def model_identity(model_name: str) -> str:
 
 
 def cache_hash_input(
-    *, image: str, model: str, engine: str, degrees: Mapping[str, int]
+    *, image: str, model: str, engine: EngineFamily, degrees: Mapping[str, int]
 ) -> dict[str, Any]:
     """The object whose canonical JSON ``<hash8>`` is taken over (D25)."""
     return {
@@ -45,7 +46,7 @@ def cache_hash_input(
     }
 
 
-def hash8(*, image: str, model: str, engine: str, degrees: Mapping[str, int]) -> str:
+def hash8(*, image: str, model: str, engine: EngineFamily, degrees: Mapping[str, int]) -> str:
     """The first 8 hex digits of SHA-256 over the canonical JSON of :func:`cache_hash_input`."""
     data = cache_hash_input(image=image, model=model, engine=engine, degrees=degrees)
     return hashlib.sha256(canonical_json(data)).hexdigest()[:8]
@@ -54,12 +55,13 @@ def hash8(*, image: str, model: str, engine: str, degrees: Mapping[str, int]) ->
 def cache_path(
     *,
     manufacturer: str | None,
-    engine: str,
+    engine: EngineFamily,
     model: str,
     image: str,
     degrees: Mapping[str, int],
 ) -> str:
-    """The node path of the cache for one role (``engine`` is ``vllm`` or ``sglang``)."""
+    """The node path of the cache for one role (``engine`` is the engine's family: both vLLM
+    backends share ``vllm``)."""
     d = {key: int(degrees.get(key, 1)) for key in DEGREE_KEYS}
     layout = f"tp{d['tp']}-pp{d['pp']}-dp{d['dp']}-ep{d['ep']}-cp{d['pcp']}_{d['dcp']}"
     digest = hash8(image=image, model=model, engine=engine, degrees=d)

@@ -10,7 +10,9 @@ it is covered by the render-version, not the pod-spec-hash.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, assert_never
+
+from gpustack_render.core.vocabulary import EngineFamily
 
 #: The gauges whose sum is 0 on an idle engine.
 VLLM_GAUGES: Final = ("vllm:num_requests_running", "vllm:num_requests_waiting")
@@ -68,9 +70,20 @@ sys.exit(0)
 """
 
 
-def drain_script(*, engine_family: str, port: int, https: bool, grace_seconds: int) -> str:
-    """The Python program the hook runs for ``engine_family`` (``vllm`` or ``sglang``)."""
-    gauges = VLLM_GAUGES if engine_family != "sglang" else SGLANG_GAUGES
+def idle_gauges(engine_family: EngineFamily) -> tuple[str, ...]:
+    """The gauges whose sum is 0 when an engine of ``engine_family`` is idle."""
+    match engine_family:
+        case EngineFamily.VLLM:
+            return VLLM_GAUGES
+        case EngineFamily.SGLANG:
+            return SGLANG_GAUGES
+        case _:
+            assert_never(engine_family)
+
+
+def drain_script(*, engine_family: EngineFamily, port: int, https: bool, grace_seconds: int) -> str:
+    """The Python program the hook runs for ``engine_family``."""
+    gauges = idle_gauges(engine_family)
     scheme = "https" if https else "http"
     return _SCRIPT.format(
         budget=max(0, grace_seconds - MARGIN_SECONDS),
@@ -81,7 +94,7 @@ def drain_script(*, engine_family: str, port: int, https: bool, grace_seconds: i
 
 
 def prestop_hook(
-    *, engine_family: str, port: int, https: bool, grace_seconds: int
+    *, engine_family: EngineFamily, port: int, https: bool, grace_seconds: int
 ) -> dict[str, Any]:
     """The container ``lifecycle`` holding the drain hook: ``exec python3 -c <script>``."""
     script = drain_script(

@@ -19,7 +19,7 @@ The ``main`` container (docs/contract/render.md §8–§16, D7, D17, D19, D21):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core import naming, nesting
@@ -40,7 +40,7 @@ from gpustack_render.core.labels import (
 from gpustack_render.core.paths import ROLES
 from gpustack_render.core.quantity import QuantityError, format_memory, parse_quantity
 from gpustack_render.core.settings import Settings
-from gpustack_render.core.vocabulary import Engine
+from gpustack_render.core.vocabulary import Engine, EngineFamily, RoleKind
 from gpustack_render.engines import connectors, owned
 from gpustack_render.engines.flags import flag_name, has_flag
 from gpustack_render.engines.owned import (
@@ -56,7 +56,6 @@ from gpustack_render.engines.owned import (
     SGLANG_CACHE_DIR_ENV,
     VLLM_CACHE_ROOT_ENV,
     VLLM_MOONCAKE_BOOTSTRAP_PORT_ENV,
-    is_vllm_family,
     owned_env,
 )
 from gpustack_render.engines.transfer import (
@@ -71,7 +70,13 @@ from gpustack_render.rendering import compilecache
 from gpustack_render.rendering.drain import prestop_hook
 from gpustack_render.rendering.probes import MODELS_PATH, probes
 from gpustack_render.rendering.resources import PodResources
-from gpustack_render.rendering.roleplan import Connection, RolePlan
+from gpustack_render.rendering.roleplan import (
+    DEFAULT_PORT_NAME,
+    MODEL_SERVER_PORT_NAME,
+    Connection,
+    RolePlan,
+    declared_port_name,
+)
 from gpustack_render.rendering.stamping import Slot
 
 POD_API_VERSION: Final = "v1"
@@ -127,11 +132,15 @@ def _fail(plan: RolePlan, message: str, *, origin: str, child: str = "") -> Rend
 # --- argv ---------------------------------------------------------------------------------------
 
 
-def base_command(family: str, model: str) -> list[str]:
+def base_command(family: EngineFamily, model: str) -> list[str]:
     """The engine's base command (docs/contract/render.md §9 step 1)."""
-    if family == Engine.SGLANG:
-        return [*SGLANG_BASE, SGLANG_MODEL_PATH_FLAG, model, SGLANG_ENABLE_METRICS_FLAG]
-    return [*VLLM_BASE, model]
+    match family:
+        case EngineFamily.VLLM:
+            return [*VLLM_BASE, model]
+        case EngineFamily.SGLANG:
+            return [*SGLANG_BASE, SGLANG_MODEL_PATH_FLAG, model, SGLANG_ENABLE_METRICS_FLAG]
+        case _:
+            assert_never(family)
 
 
 def _vllm_connector_args(plan: RolePlan, connection: Connection | None) -> list[str]:
@@ -171,9 +180,9 @@ def _sglang_connector_args(plan: RolePlan, connection: Connection | None) -> lis
 
 
 def _defaulted_groups(plan: RolePlan) -> list[list[str]]:
-    if plan.family != Engine.SGLANG:
+    if plan.family is not EngineFamily.SGLANG:
         return []
-    leg_decode = plan.direct_leg and plan.kind == "decode"
+    leg_decode = plan.direct_leg and plan.kind == RoleKind.DECODE
     groups: list[list[str]] = []
     if plan.store_client and not leg_decode:
         groups += [connectors.sglang_defaulted_args()]
@@ -184,16 +193,18 @@ def _defaulted_groups(plan: RolePlan) -> list[list[str]]:
 
 def main_command(md: ModelDeployment, plan: RolePlan, connection: Connection | None) -> list[str]:
     """The whole argv of ``main`` (D17); a take-over role's ``command`` verbatim."""
-    role = plan.role
+    extra = list(plan.own_args)
     if not plan.managed:
-        return list(role.command or ())
+        return extra
     model = md.spec.model.name
-    extra = list(role.extra_args or ())
     argv = base_command(plan.family, model)
-    if plan.family == Engine.SGLANG:
-        argv += _sglang_connector_args(plan, connection)
-    else:
-        argv += _vllm_connector_args(plan, connection)
+    match plan.family:
+        case EngineFamily.VLLM:
+            argv += _vllm_connector_args(plan, connection)
+        case EngineFamily.SGLANG:
+            argv += _sglang_connector_args(plan, connection)
+        case _:
+            assert_never(plan.family)
     for group in _defaulted_groups(plan):
         if not has_flag(extra, group[0], plan.engine):
             argv += group
@@ -212,7 +223,7 @@ def main_command(md: ModelDeployment, plan: RolePlan, connection: Connection | N
 def _owned_connector_env(plan: RolePlan, connection: Connection | None) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = []
     if plan.store_client and connection is not None:
-        if is_vllm_family(plan.engine):
+        if plan.family is EngineFamily.VLLM:
             env += connectors.vllm_store_env()
         else:
             env += connectors.sglang_store_env(
@@ -220,7 +231,7 @@ def _owned_connector_env(plan: RolePlan, connection: Connection | None) -> list[
                 transport=plan.store_transport,
                 tenant=connection.tenant,
             )
-    if plan.engine == Engine.VLLM and plan.direct_leg and plan.kind == "prefill":
+    if plan.engine == Engine.VLLM and plan.direct_leg and plan.kind == RoleKind.PREFILL:
         env.append(connectors.env_value(VLLM_MOONCAKE_BOOTSTRAP_PORT_ENV, str(BOOTSTRAP_PORT)))
     return env
 
@@ -237,7 +248,7 @@ def _defaulted_env(plan: RolePlan) -> list[dict[str, Any]]:
     ):
         env.append(connectors.defaulted_env(MC_FORCE_TCP_ENV))
     if plan.managed:
-        name = SGLANG_CACHE_DIR_ENV if plan.family == Engine.SGLANG else VLLM_CACHE_ROOT_ENV
+        name = SGLANG_CACHE_DIR_ENV if plan.family is EngineFamily.SGLANG else VLLM_CACHE_ROOT_ENV
         env.append(connectors.env_value(name, owned.COMPILE_CACHE_MOUNT_PATH))
     return env
 
@@ -287,22 +298,27 @@ def main_ports(plan: RolePlan) -> list[dict[str, Any]]:
     if declared:
         ports = [
             {
-                "name": f"{p.protocol}-{p.port}".lower(),
+                "name": declared_port_name(p.protocol, p.port),
                 "protocol": p.protocol,
                 "containerPort": p.port,
             }
             for p in declared
         ]
     else:
-        ports = [{"name": "http", "protocol": "TCP", "containerPort": plan.ports.listener}]
+        ports = [
+            {"name": DEFAULT_PORT_NAME, "protocol": "TCP", "containerPort": plan.ports.listener}
+        ]
     if plan.direct_decoder:
-        ports[0] = {"name": "model-server", "protocol": "TCP", "containerPort": plan.ports.engine}
-    vllm_prefill_leg = is_vllm_family(plan.engine) and plan.direct_leg and plan.kind == "prefill"
-    sglang_prefill_leg = plan.family == Engine.SGLANG and plan.direct_leg and plan.kind == "prefill"
+        ports[0] = {
+            "name": MODEL_SERVER_PORT_NAME,
+            "protocol": "TCP",
+            "containerPort": plan.ports.engine,
+        }
+    prefill_leg = plan.direct_leg and plan.kind == RoleKind.PREFILL
     extra = connector_ports(
-        vllm_prefill_leg=vllm_prefill_leg,
+        vllm_prefill_leg=prefill_leg and plan.family is EngineFamily.VLLM,
         publisher=plan.publishes_kv_events,
-        sglang_prefill_leg=sglang_prefill_leg,
+        sglang_prefill_leg=prefill_leg and plan.family is EngineFamily.SGLANG,
     )
     for port in extra:
         clash = next((p for p in ports if p["containerPort"] == port["containerPort"]), None)
@@ -369,7 +385,7 @@ def volumes_and_mounts(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The Pod's volumes and ``main``'s mounts, in docs/contract/render.md §14's order."""
     volumes, mounts, paths = _additional(plan)
-    if plan.store_client and is_vllm_family(plan.engine):
+    if plan.store_client and plan.family is EngineFamily.VLLM:
         volumes.append(connectors.client_config_volume())
         mounts.append(connectors.client_config_mount())
     if plan.engine == Engine.VLLM_ASCEND and plan.direct_leg:
@@ -402,7 +418,7 @@ def _false_like(value: Any) -> bool:
     return isinstance(value, str) and value.strip().lower() == "false"
 
 
-def vllm_engram_enabled(argv: Sequence[str], engine: str) -> bool:
+def vllm_engram_enabled(argv: Sequence[str], engine: Engine) -> bool:
     """vLLM: ``--engram-config`` or a dotted ``--engram-config.*`` flag, unless ``cpu_offload``
     is set false (in the JSON value or as ``--engram-config.cpu_offload``); the last setting of
     ``cpu_offload`` wins."""
@@ -432,9 +448,13 @@ def vllm_engram_enabled(argv: Sequence[str], engine: str) -> bool:
 
 def engram_enabled(plan: RolePlan) -> bool:
     """Whether the role enables Engram host-memory offload (D7, docs/contract/render.md §16)."""
-    if plan.family == Engine.SGLANG:
-        return any(e.name == SGLANG_ENGRAM_ENV and e.value == "1" for e in plan.role.env or ())
-    return vllm_engram_enabled(plan.own_args, plan.engine)
+    match plan.family:
+        case EngineFamily.VLLM:
+            return vllm_engram_enabled(plan.own_args, plan.engine)
+        case EngineFamily.SGLANG:
+            return any(e.name == SGLANG_ENGRAM_ENV and e.value == "1" for e in plan.role.env or ())
+        case _:
+            assert_never(plan.family)
 
 
 def security_context(plan: RolePlan) -> dict[str, Any] | None:
@@ -580,11 +600,11 @@ def pod_template(
         resources=resources,
         compile_cache_path=compile_cache_path,
     )
-    if plan.store_client and is_vllm_family(plan.engine) and connection is not None:
+    if plan.store_client and plan.family is EngineFamily.VLLM and connection is not None:
         annotations[KV_CLIENT_CONFIG] = connectors.client_config_json(
             endpoint=connection.endpoint, transport=plan.store_transport, tenant=connection.tenant
         )
-    if plan.family == Engine.SGLANG and plan.direct_leg and plan.kind == "prefill":
+    if plan.family is EngineFamily.SGLANG and plan.direct_leg and plan.kind == RoleKind.PREFILL:
         annotations[SGLANG_BOOTSTRAP_PORT] = str(BOOTSTRAP_PORT)
     if plan.managed:
         annotations.update(prometheus_annotations(port=plan.ports.engine, https=plan.https))

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final
 
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.engines.flags import find_flag, last_value
 from gpustack_render.engines.owned import (
     HOST_FLAG,
@@ -57,19 +58,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def own_host(argv: Sequence[str], engine: str) -> str | None:
+def own_host(argv: Sequence[str], engine: Engine) -> str | None:
     """The ``--host`` the role's own arguments pass (the last one), or None."""
     return last_value(argv, HOST_FLAG, engine)
 
 
-def serves_tls(argv: Sequence[str], engine: str) -> bool:
+def serves_tls(argv: Sequence[str], engine: Engine) -> bool:
     """True when the argv carries ``--ssl-certfile`` or ``--ssl-keyfile`` (either alone)."""
     return bool(
         find_flag(argv, SSL_CERTFILE_FLAG, engine) or find_flag(argv, SSL_KEYFILE_FLAG, engine)
     )
 
 
-def demands_client_certificates(argv: Sequence[str], engine: str) -> bool:
+def demands_client_certificates(argv: Sequence[str], engine: Engine) -> bool:
     """TLS on and the last ``--ssl-cert-reqs`` value, trimmed, is not the integer 0 or 1.
 
     An absent flag is the engine's default (0, no client certificates). A flag whose value is

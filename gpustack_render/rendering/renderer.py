@@ -19,12 +19,12 @@ from typing import Any
 
 from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.inputs import InstanceType
-from gpustack_render.api.modeldeployment import KIND, ModelDeployment
+from gpustack_render.api.modeldeployment import KIND, ModelDeployment, RoleKindName
 from gpustack_render.core import naming
 from gpustack_render.core.errors import ErrorType, RenderError
 from gpustack_render.core.paths import ROLES
 from gpustack_render.core.settings import Settings
-from gpustack_render.core.vocabulary import RoleKind
+from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.deployment.defaulting import default_deployment
 from gpustack_render.engines.parallelism import Parallelism
 from gpustack_render.rendering.compilecache import cache_path
@@ -78,11 +78,12 @@ class RoleRendering:
     """Everything rendered for one role, with the facts the controller reads about it."""
 
     name: str
-    #: Effective kind in API spelling (``Server`` when unset) and as written on Pods.
-    kind: str
+    #: Effective kind in API spelling (``Server`` when unset).
+    kind: RoleKindName
+    #: The same kind in the internal spelling, as the ``role-kind`` label writes it.
     kind_label: RoleKind
     #: ``vllm`` | ``vllm-ascend`` | ``sglang``.
-    engine: str
+    engine: Engine
     #: False for a take-over role (``status.roles[].unmanaged``).
     managed: bool
     replicas: int

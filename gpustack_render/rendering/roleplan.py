@@ -23,20 +23,25 @@ from gpustack_render.api.modeldeployment import ModelDeployment, RolePort, RoleS
 from gpustack_render.core.errors import RenderError
 from gpustack_render.core.paths import ROLES
 from gpustack_render.core.settings import Settings
-from gpustack_render.core.vocabulary import ConditionStatus, Engine, RoleKind
+from gpustack_render.core.vocabulary import ConditionStatus, Engine, EngineFamily, RoleKind
 from gpustack_render.deployment import roles as facts
 from gpustack_render.deployment.bindings import BindingChain
-from gpustack_render.deployment.roles import EngineOf, effective_kind, is_pair
+from gpustack_render.deployment.roles import (
+    EngineOf,
+    effective_kind,
+    is_pair,
+    role_argv,
+    role_parallelism,
+)
 from gpustack_render.engines import connectors
 from gpustack_render.engines.connectors import TenantResolution
-from gpustack_render.engines.flags import deployment_engine, last_value
+from gpustack_render.engines.flags import engine_of, last_value
 from gpustack_render.engines.owned import (
     DECODER_ENGINE_PORT_BASE,
     DEFAULT_SERVING_PORT,
     PORT_FLAG,
-    is_vllm_family,
 )
-from gpustack_render.engines.parallelism import Parallelism, parse_int, parse_role_parallelism
+from gpustack_render.engines.parallelism import Parallelism, parse_int
 from gpustack_render.engines.transfer import ascend_leg, native_leg
 from gpustack_render.rendering.hashing import HashBindings
 from gpustack_render.rendering.probes import (
@@ -56,6 +61,12 @@ from gpustack_render.schema.lookups import Lookups
 DEFAULT_PORT_NAME: Final = "http"
 #: The renamed first container port of a direct decoder (the engine behind the proxy).
 MODEL_SERVER_PORT_NAME: Final = "model-server"
+
+
+def declared_port_name(protocol: str, port: int) -> str:
+    """The container-port name of a declared port: ``<protocol>-<port>``, lowercased."""
+    return f"{protocol}-{port}".lower()
+
 
 #: Binding registration outcomes (docs/contract/controller.md §4 step 1; ``DomainRegistered``
 #: reasons).
@@ -223,13 +234,12 @@ class RolePlan:
     kind: RoleKind
     #: ``vllm`` | ``vllm-ascend`` | ``sglang``.
     engine: Engine
-    #: ``vllm`` | ``sglang``: the base command, the cache variable and the compile-cache path.
-    family: Engine
     managed: bool
     instance_type: InstanceType
     entrance: str
     image: str
-    #: The role's own arguments: ``extraArgs`` when managed, the take-over ``command`` otherwise.
+    #: The role's own arguments (``deployment.roles.role_argv``): ``extraArgs`` when managed,
+    #: the take-over ``command`` otherwise.
     own_args: tuple[str, ...]
     parallelism: Parallelism
     pair: bool
@@ -248,6 +258,12 @@ class RolePlan:
     #: The fabric-interface (key, count), or None.
     fabric: tuple[str, int] | None
     bindings: HashBindings
+
+    @property
+    def family(self) -> EngineFamily:
+        """``vllm`` | ``sglang``: the base command, the cache variable and the compile-cache
+        path."""
+        return self.engine.family
 
     @property
     def store_client(self) -> bool:
@@ -309,12 +325,12 @@ def _parse_port(value: str | None) -> int | None:
 
 
 def _ports(
-    role: RoleSpec, index: int, *, own_args: Sequence[str], engine: str, direct_decoder: bool
+    role: RoleSpec, index: int, *, own_args: Sequence[str], engine: Engine, direct_decoder: bool
 ) -> Ports:
     declared = list(role.ports or [])
     if declared:
         external = declared[0].port
-        name = f"{declared[0].protocol}-{declared[0].port}".lower()
+        name = declared_port_name(declared[0].protocol, declared[0].port)
         protocol = declared[0].protocol
     else:
         external, name, protocol = DEFAULT_SERVING_PORT, DEFAULT_PORT_NAME, "TCP"
@@ -341,7 +357,9 @@ def _ports(
     return Ports(external, name, protocol, engine_port, engine_port, own)
 
 
-def _store_transport(plan_engine: str, index: int, role: RoleSpec, connection: Connection) -> str:
+def _store_transport(
+    plan_engine: Engine, index: int, role: RoleSpec, connection: Connection
+) -> str:
     matched = connectors.match_transport(plan_engine, connection.offers)
     if matched is not None:
         return matched
@@ -414,10 +432,6 @@ def _fabric(
     )
 
 
-def _env_pairs(role: RoleSpec) -> list[tuple[str, str | None]]:
-    return [(e.name, e.value) for e in role.env or ()]
-
-
 def plan_roles(
     md: ModelDeployment,
     *,
@@ -436,24 +450,16 @@ def plan_roles(
     parsed: list[Parallelism] = []
     for role, it in zip(roles, instance_types, strict=True):
         manufacturer = it.status.detail.manufacturer if it.status.detail else None
-        engine = deployment_engine(spec.engine.name, manufacturer)
+        engine = engine_of(spec.engine.name, manufacturer)
         engines.append(engine)
-        parsed.append(
-            parse_role_parallelism(
-                engine=engine,
-                command=role.command,
-                extra_args=role.extra_args,
-                env=_env_pairs(role),
-            )
-        )
+        parsed.append(role_parallelism(role, engine=engine))
 
     plans: list[RolePlan] = []
     for index, (role, it) in enumerate(zip(roles, instance_types, strict=True)):
         kind = kinds[index]
         engine = engines[index]
-        family = Engine.SGLANG if engine == Engine.SGLANG else Engine.VLLM
         managed = role.managed
-        own_args = tuple(role.extra_args or ()) if managed else tuple(role.command or ())
+        own_args = role_argv(role).argv
         store_transport = ""
         if managed and connection is not None:
             store_transport = _store_transport(engine, index, role, connection)
@@ -472,7 +478,7 @@ def plan_roles(
         )
         leg_document: dict[str, Any] | None = None
         peer_leg: str | None = None
-        if direct_leg and is_vllm_family(engine):
+        if direct_leg and engine.family is EngineFamily.VLLM:
             if engine == Engine.VLLM_ASCEND:
                 leg_document = _ascend_leg_document(
                     md, kind=kind, kinds=kinds, parsed=parsed, index=index
@@ -508,7 +514,6 @@ def plan_roles(
                 role=role,
                 kind=kind,
                 engine=engine,
-                family=family,
                 managed=managed,
                 instance_type=it,
                 entrance=it.status.entrance or "",
@@ -535,14 +540,14 @@ def plan_roles(
 def _ascend_leg_document(
     md: ModelDeployment,
     *,
-    kind: str,
-    kinds: Sequence[str],
+    kind: RoleKind,
+    kinds: Sequence[RoleKind],
     parsed: Sequence[Parallelism],
     index: int,
 ) -> dict[str, Any]:
     roles = md.spec.roles
-    p_index = kinds.index("prefill")
-    d_index = kinds.index("decode")
+    p_index = kinds.index(RoleKind.PREFILL)
+    d_index = kinds.index(RoleKind.DECODE)
     for i in (p_index, d_index):
         error = parsed[i].error
         if error is not None:

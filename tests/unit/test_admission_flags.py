@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.engines import owned
 from gpustack_render.engines.flags import (
     FlagHit,
@@ -74,13 +75,14 @@ SGLANG_KEYS = owned.SGLANG_OWNED_ARGS
     ],
 )
 def test_resolves_to(token: str, engine: str, keys: tuple[str, ...], expected: str | None) -> None:
-    assert resolves_to(token, keys, engine) == expected
+    assert resolves_to(token, keys, Engine(engine)) == expected
 
 
 def test_flag_name_rewrites_only_vllm_family() -> None:
-    assert flag_name("--a_b.c_d=1", "vllm") == "--a-b"
-    assert flag_name("--a_b.c_d=1", "sglang") == "--a_b.c_d"
-    assert flag_name("-x", "vllm") is None
+    assert flag_name("--a_b.c_d=1", Engine.VLLM) == "--a-b"
+    assert flag_name("--a_b.c_d=1", Engine.VLLM_ASCEND) == "--a-b"
+    assert flag_name("--a_b.c_d=1", Engine.SGLANG) == "--a_b.c_d"
+    assert flag_name("-x", Engine.VLLM) is None
 
 
 @pytest.mark.parametrize(
@@ -96,14 +98,14 @@ def test_flag_name_rewrites_only_vllm_family() -> None:
     ],
 )
 def test_find_flag(argv: list[str], expected: list[FlagHit]) -> None:
-    assert find_flag(argv, owned.PORT_FLAG, "vllm") == expected
+    assert find_flag(argv, owned.PORT_FLAG, Engine.VLLM) == expected
 
 
 def test_single_value_helpers() -> None:
     argv = ["--host", "0.0.0.0", "--port", "1", "--port=2"]
-    assert last_value(argv, "--port", "sglang") == "2"
-    assert has_flag(argv, "--host", "sglang")
-    assert not has_flag(argv, "--served-model-name", "sglang")
+    assert last_value(argv, "--port", Engine.SGLANG) == "2"
+    assert has_flag(argv, "--host", Engine.SGLANG)
+    assert not has_flag(argv, "--served-model-name", Engine.SGLANG)
 
 
 def test_values_at() -> None:
@@ -123,10 +125,10 @@ def test_value_tokens() -> None:
 
 
 def test_engine_of() -> None:
-    assert engine_of("vLLM", "ascend") == "vllm-ascend"
-    assert engine_of("vLLM", "nvidia") == "vllm"
-    assert engine_of("vLLM") == "vllm"
-    assert engine_of("SGLang", "ascend") == "sglang"
+    assert engine_of("vLLM", "ascend") is Engine.VLLM_ASCEND
+    assert engine_of("vLLM", "nvidia") is Engine.VLLM
+    assert engine_of("vLLM") is Engine.VLLM
+    assert engine_of("SGLang", "ascend") is Engine.SGLANG
 
 
 def test_spelled() -> None:
@@ -137,12 +139,12 @@ def test_spelled() -> None:
 
 
 def test_owned_tables() -> None:
-    assert owned.owned_args("vllm") == owned.owned_args("vllm-ascend")
-    assert owned.owned_env("vllm") == owned.owned_env("vllm-ascend")
-    assert "MOONCAKE_CONFIG_PATH" in owned.owned_env("vllm")
-    assert "MOONCAKE_CONFIG_PATH" not in owned.owned_env("sglang")
-    assert "MOONCAKE_TENANT_ID" in owned.owned_env("sglang")
-    assert "MOONCAKE_TENANT_ID" not in owned.owned_env("vllm")
+    assert owned.owned_args(Engine.VLLM) == owned.owned_args(Engine.VLLM_ASCEND)
+    assert owned.owned_env(Engine.VLLM) == owned.owned_env(Engine.VLLM_ASCEND)
+    assert "MOONCAKE_CONFIG_PATH" in owned.owned_env(Engine.VLLM)
+    assert "MOONCAKE_CONFIG_PATH" not in owned.owned_env(Engine.SGLANG)
+    assert "MOONCAKE_TENANT_ID" in owned.owned_env(Engine.SGLANG)
+    assert "MOONCAKE_TENANT_ID" not in owned.owned_env(Engine.VLLM)
     for engine in owned.ENGINES:
         assert set(owned.REPLICA_ENV) <= set(owned.owned_env(engine))
         assert not set(owned.DEFAULTED_ENV) & set(owned.owned_env(engine))

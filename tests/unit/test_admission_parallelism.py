@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_render.engines.parallelism import (
-    Degrees,
-    parse_int,
-    parse_parallelism,
-    parse_role_parallelism,
-)
+from gpustack_render.api.modeldeployment import RoleSpec
+from gpustack_render.core.vocabulary import Engine
+from gpustack_render.deployment.roles import role_parallelism
+from gpustack_render.engines.parallelism import Degrees, parse_int, parse_parallelism
 
 
 @pytest.mark.parametrize(
@@ -46,7 +44,7 @@ from gpustack_render.engines.parallelism import (
     ],
 )
 def test_degrees(argv: list[str], engine: str, expected: Degrees) -> None:
-    parsed = parse_parallelism(argv, engine=engine)
+    parsed = parse_parallelism(argv, engine=Engine(engine))
     assert parsed.error is None, parsed.error
     assert parsed.degrees == expected
 
@@ -70,7 +68,7 @@ def test_degrees(argv: list[str], engine: str, expected: Degrees) -> None:
     ],
 )
 def test_unreadable(argv: list[str], flag: str, fragment: str) -> None:
-    parsed = parse_parallelism(argv, engine="vllm")
+    parsed = parse_parallelism(argv, engine=Engine.VLLM)
     assert parsed.error is not None
     assert parsed.error.flag == flag
     assert fragment in parsed.error.problem
@@ -81,7 +79,7 @@ def test_unreadable(argv: list[str], flag: str, fragment: str) -> None:
 
 def test_modes_and_wiring() -> None:
     parsed = parse_parallelism(
-        ["-e", "-ep=true", "-n2", "-r", "0", "--headless", "--master-addr", "h"], engine="vllm"
+        ["-e", "-ep=true", "-n2", "-r", "0", "--headless", "--master-addr", "h"], engine=Engine.VLLM
     )
     assert parsed.error is None
     assert parsed.modes == {"--enable-expert-parallel"}
@@ -93,8 +91,8 @@ def test_modes_and_wiring() -> None:
     }
     assert parsed.nnodes == 2
     assert not parsed.complete
-    assert parse_parallelism(["-e=1"], engine="vllm").modes == frozenset()
-    assert parse_parallelism(["-e2"], engine="vllm").error is None
+    assert parse_parallelism(["-e=1"], engine=Engine.VLLM).modes == frozenset()
+    assert parse_parallelism(["-e2"], engine=Engine.VLLM).error is None
 
 
 @pytest.mark.parametrize(
@@ -120,18 +118,18 @@ def test_modes_and_wiring() -> None:
     ],
 )
 def test_width(argv: list[str], env: list[tuple[str, str]], engine: str, width: int) -> None:
-    assert parse_parallelism(argv, engine=engine, env=env).width() == width
+    assert parse_parallelism(argv, engine=Engine(engine), env=env).width() == width
 
 
 def test_env_errors_name_the_variable() -> None:
-    parsed = parse_parallelism([], engine="vllm", env=[("VLLM_DP_SIZE", "x")])
+    parsed = parse_parallelism([], engine=Engine.VLLM, env=[("VLLM_DP_SIZE", "x")])
     assert parsed.error is not None and parsed.error.flag == "VLLM_DP_SIZE"
-    parsed = parse_parallelism([], engine="vllm", env=[("VLLM_DP_SIZE", None)])
+    parsed = parse_parallelism([], engine=Engine.VLLM, env=[("VLLM_DP_SIZE", None)])
     assert parsed.error is not None
 
 
 def test_width_factors_name_the_source() -> None:
-    parsed = parse_parallelism(["-tp", "2"], engine="vllm", env=[("VLLM_DP_SIZE", "4")])
+    parsed = parse_parallelism(["-tp", "2"], engine=Engine.VLLM, env=[("VLLM_DP_SIZE", "4")])
     assert [f for f, v in parsed.width_factors() if v > 1] == [
         "--tensor-parallel-size",
         "VLLM_DP_SIZE",
@@ -139,23 +137,33 @@ def test_width_factors_name_the_source() -> None:
 
 
 def test_cache_degrees_and_load_balance() -> None:
-    parsed = parse_parallelism(["-tp", "2", "-dp", "2", "--enable-expert-parallel"], engine="vllm")
+    parsed = parse_parallelism(
+        ["-tp", "2", "-dp", "2", "--enable-expert-parallel"], engine=Engine.VLLM
+    )
     assert parsed.cache_degrees() == {"dcp": 1, "dp": 2, "ep": 4, "pcp": 1, "pp": 1, "tp": 2}
     assert parsed.load_balance == "Internal"
-    sg = parse_parallelism(["--tp-size", "2", "--ep-size", "2", "--dcp-size", "2"], engine="sglang")
+    sg = parse_parallelism(
+        ["--tp-size", "2", "--ep-size", "2", "--dcp-size", "2"], engine=Engine.SGLANG
+    )
     assert sg.cache_degrees() == {"dcp": 2, "dp": 1, "ep": 2, "pcp": 1, "pp": 1, "tp": 2}
-    assert parse_parallelism(["-dph"], engine="vllm").load_balance == "Hybrid"
-    assert parse_parallelism(["-dpe"], engine="vllm").load_balance == "External"
-    assert parse_parallelism(["-dpm"], engine="vllm").load_balance == "MultiPort"
+    assert parse_parallelism(["-dph"], engine=Engine.VLLM).load_balance == "Hybrid"
+    assert parse_parallelism(["-dpe"], engine=Engine.VLLM).load_balance == "External"
+    assert parse_parallelism(["-dpm"], engine=Engine.VLLM).load_balance == "MultiPort"
 
 
 def test_role_stream() -> None:
-    took = parse_role_parallelism(
-        engine="vllm", command=["vllm", "serve", "m", "-tp", "4"], extra_args=["-tp", "2"]
+    def role(**fields: object) -> RoleSpec:
+        return RoleSpec.model_validate({"name": "r", "instanceType": "t", **fields})
+
+    took = role_parallelism(
+        role(command=["vllm", "serve", "m", "-tp", "4"], extraArgs=["-tp", "2"]),
+        engine=Engine.VLLM,
     )
     assert took.source == "command" and took.degrees.tensor_parallel == 4
-    managed = parse_role_parallelism(engine="vllm", command=None, extra_args=["-tp", "2"])
+    managed = role_parallelism(role(extraArgs=["-tp", "2"]), engine=Engine.VLLM)
     assert managed.source == "extraArgs" and managed.degrees.tensor_parallel == 2
+    env = role(extraArgs=["-tp", "2"], env=[{"name": "VLLM_DP_SIZE", "value": "2"}])
+    assert role_parallelism(env, engine=Engine.VLLM).width() == 4
 
 
 @pytest.mark.parametrize(

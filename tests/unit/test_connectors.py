@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.engines import connectors as c
 from gpustack_render.engines import owned
 
@@ -111,16 +112,16 @@ def test_transport_offers(b: KVCacheBackend, offers: tuple[str, ...]) -> None:
 def test_check_transport(
     engine: str, offers: list[str], protocol: str, failure: c.TransportFailure | None
 ) -> None:
-    check = c.check_transport(engine, offers)
+    check = c.check_transport(Engine(engine), offers)
     assert (check.protocol, check.failure) == (protocol, failure)
     assert check.offers == tuple(offers)
 
 
 def test_match_transport_ignores_the_mixed_check() -> None:
     # An older binding keeps rendering its first offered transport (seed).
-    assert c.match_transport("vllm", ["tcp", "rdma"]) == "tcp"
-    assert c.match_transport("vllm-ascend", ["tcp", "ascend"]) == "ascend"
-    assert c.match_transport("vllm-ascend", ["tcp"]) is None
+    assert c.match_transport(Engine.VLLM, ["tcp", "rdma"]) == "tcp"
+    assert c.match_transport(Engine.VLLM_ASCEND, ["tcp", "ascend"]) == "ascend"
+    assert c.match_transport(Engine.VLLM_ASCEND, ["tcp"]) is None
 
 
 @pytest.mark.parametrize(
@@ -232,8 +233,8 @@ def test_client_config_document() -> None:
     ],
 )
 def test_store_transfer_config(engine: str, kind: str | None, doc: str) -> None:
-    role = c.kv_role_for(kind)
-    assert c.compact_json(c.store_transfer_config(engine=engine, kv_role=role)) == doc
+    role = c.kv_role_for(None if kind is None else RoleKind(kind))
+    assert c.compact_json(c.store_transfer_config(engine=Engine(engine), kv_role=role)) == doc
 
 
 def test_sglang_env_order_and_values() -> None:
@@ -287,12 +288,14 @@ def test_sglang_env_order_and_values() -> None:
     ],
 )
 def test_store_client_args(engine: str, dtype: str, args: list[str]) -> None:
-    client = c.store_client(engine, endpoint="m", transport="tcp", tenant="t", dtype=dtype)
+    client = c.store_client(Engine(engine), endpoint="m", transport="tcp", tenant="t", dtype=dtype)
     assert client.args == args
 
 
 def test_store_client_vehicles() -> None:
-    file = c.store_client("vllm-ascend", endpoint="m", transport="ascend", tenant="t", dtype="")
+    file = c.store_client(
+        Engine.VLLM_ASCEND, endpoint="m", transport="ascend", tenant="t", dtype=""
+    )
     assert file.vehicle == "file"
     assert file.env == [
         {"name": "MOONCAKE_CONFIG_PATH", "value": "/etc/gpustack/kvcache/mooncake.json"}
@@ -318,7 +321,7 @@ def test_store_client_vehicles() -> None:
     assert json.loads(file.annotations["kvcache.gpustack.ai/client-config"])["protocol"] == "ascend"
     assert file.defaulted_args == []
     env = c.store_client(
-        "sglang", endpoint="m", transport="tcp", tenant="t", dtype="", kv_role="kv_producer"
+        Engine.SGLANG, endpoint="m", transport="tcp", tenant="t", dtype="", kv_role="kv_producer"
     )
     assert env.vehicle == "environment"
     assert (env.volumes, env.mounts, env.annotations) == ([], [], {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.injection.contract import Contract, opted_in, read_contract
 from gpustack_render.injection.refusal import Refusal
 
@@ -94,27 +95,37 @@ def test_messages_name_key_and_values() -> None:
 
 
 ACCEPTED = [
-    pytest.param({}, Contract("vllm", "", "chat", "", None), id="vllm"),
+    pytest.param({}, Contract(Engine.VLLM, None, "chat", "", None), id="vllm"),
     pytest.param(
-        {P + "manufacturer": "ascend"}, Contract("vllm-ascend", "", "chat", "", None), id="ascend"
+        {P + "manufacturer": "ascend"},
+        Contract(Engine.VLLM_ASCEND, None, "chat", "", None),
+        id="ascend",
     ),
-    pytest.param({P + "engine": "SGLang"}, Contract("sglang", "", "chat", "", None), id="sglang"),
     pytest.param(
-        {P + "role": "Prefill"}, Contract("vllm", "prefill", "chat", "", None), id="prefill"
+        {P + "engine": "SGLang"}, Contract(Engine.SGLANG, None, "chat", "", None), id="sglang"
     ),
-    pytest.param({P + "role": "Decode"}, Contract("vllm", "decode", "chat", "", None), id="decode"),
-    pytest.param({P + "role": ""}, Contract("vllm", "", "chat", "", None), id="role-empty"),
+    pytest.param(
+        {P + "role": "Prefill"},
+        Contract(Engine.VLLM, RoleKind.PREFILL, "chat", "", None),
+        id="prefill",
+    ),
+    pytest.param(
+        {P + "role": "Decode"},
+        Contract(Engine.VLLM, RoleKind.DECODE, "chat", "", None),
+        id="decode",
+    ),
+    pytest.param({P + "role": ""}, Contract(Engine.VLLM, None, "chat", "", None), id="role-empty"),
     pytest.param(
         {P + "container": "server", P + "launch-args-forwarded": "yes"},
-        Contract("vllm", "", "chat", "server", "yes"),
+        Contract(Engine.VLLM, None, "chat", "server", "yes"),
         id="container-and-forwarding-kept-raw",
     ),
     pytest.param(
-        {P + "binding": None}, Contract("vllm", "", "", "", None), id="binding-absent-later"
+        {P + "binding": None}, Contract(Engine.VLLM, None, "", "", None), id="binding-absent-later"
     ),
     pytest.param(
         {"other.io/x": "y", "kvcache.gpustack.ai": "z"},
-        Contract("vllm", "", "chat", "", None),
+        Contract(Engine.VLLM, None, "chat", "", None),
         id="other-keys-ignored",
     ),
 ]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gpustack_render.core.errors import ErrorType
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.injection import InjectionRecord, freeze_pod, parse_record
 
 P = "kvcache.gpustack.ai/"
@@ -172,7 +173,7 @@ def test_freeze_tolerates_malformed_objects(junk: Any) -> None:
 
 
 def test_record_round_trip_and_order() -> None:
-    record = InjectionRecord("chat", "sglang", "environment", "", False, "", True)
+    record = InjectionRecord("chat", Engine.SGLANG, "environment", "", False, "", True)
     assert record.to_json() == (
         '{"binding":"chat","engine":"sglang","vehicle":"environment","tenantInjected":false,'
         '"launchProgram":"","launchArgsForwarded":true}'
@@ -181,7 +182,7 @@ def test_record_round_trip_and_order() -> None:
 
 
 def test_record_escapes_and_ignores_legacy_keys() -> None:
-    record = InjectionRecord("a&b", "vllm", "file", "d", True, "<x>", False)
+    record = InjectionRecord("a&b", Engine.VLLM, "file", "d", True, "<x>", False)
     assert '"binding":"a\\u0026b"' in record.to_json() and "\\u003cx\\u003e" in record.to_json()
     legacy = (
         '{"binding":"c","engine":"vllm","engineVersion":"v0.9","vehicle":"file",'

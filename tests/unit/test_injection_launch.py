@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.injection.launch import Launch, check_launch, python_module, strip_launchers
 from gpustack_render.injection.refusal import Refusal
 
@@ -18,7 +19,7 @@ def launch(
     engine: str = "vllm",
     fwd: str | None = None,
 ) -> Launch | Refusal:
-    return check_launch("server", command, args or [], engine=engine, forwarded=fwd)
+    return check_launch("server", command, args or [], engine=Engine(engine), forwarded=fwd)
 
 
 ADMITTED = [

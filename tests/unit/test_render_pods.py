@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from property.strategies import Case, deployment, instance_type, pool_inputs, render_case, role
 
+from gpustack_render.core.vocabulary import Engine
 from gpustack_render.rendering.pods import vllm_engram_enabled
 
 BASE = ["vllm", "serve", "Qwen/Qwen3-8B"]
@@ -211,7 +212,7 @@ def test_additional_volume_without_source_is_skipped_but_keeps_indices() -> None
     ],
 )
 def test_vllm_engram_detection(argv: list[str], enabled: bool) -> None:
-    assert vllm_engram_enabled(argv, "vllm") is enabled
+    assert vllm_engram_enabled(argv, Engine.VLLM) is enabled
 
 
 def test_routing_proxy_picks_next_free_engine_port() -> None:

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from gpustack_render.core.vocabulary import Engine, EngineFamily
 from gpustack_render.rendering.drain import drain_script, prestop_hook
 from gpustack_render.rendering.probes import (
     demands_client_certificates,
@@ -84,8 +85,8 @@ def test_loopback(host: str, loopback: bool) -> None:
     ],
 )
 def test_tls(argv: list[str], tls: bool, demanded: bool) -> None:
-    assert serves_tls(argv, "vllm") is tls
-    assert demands_client_certificates(argv, "vllm") is demanded
+    assert serves_tls(argv, Engine.VLLM) is tls
+    assert demands_client_certificates(argv, Engine.VLLM) is demanded
 
 
 # --- the drain hook, run against a local /metrics -------------------------------------------------
@@ -131,7 +132,7 @@ def test_drain_returns_on_the_second_idle_read(
     )
     port = server.server_address[1]
     code, elapsed = _run(
-        drain_script(engine_family="vllm", port=port, https=False, grace_seconds=30), 20
+        drain_script(engine_family=EngineFamily.VLLM, port=port, https=False, grace_seconds=30), 20
     )
     assert code == 0
     assert 0.9 <= elapsed < 5
@@ -143,7 +144,9 @@ def test_drain_waits_while_busy_until_the_deadline(
     server, handler = metrics_server
     handler.body = b"sglang:num_running_reqs 3\nsglang:num_queue_reqs 0\n"
     port = server.server_address[1]
-    script = drain_script(engine_family="sglang", port=port, https=False, grace_seconds=8)
+    script = drain_script(
+        engine_family=EngineFamily.SGLANG, port=port, https=False, grace_seconds=8
+    )
     code, elapsed = _run(script, 20)
     assert code == 0
     assert 2.5 <= elapsed < 6  # grace 8 − 5 = 3 s budget
@@ -151,7 +154,7 @@ def test_drain_waits_while_busy_until_the_deadline(
 
 def test_drain_exits_on_refused_connection() -> None:
     code, elapsed = _run(
-        drain_script(engine_family="vllm", port=1, https=False, grace_seconds=30), 20
+        drain_script(engine_family=EngineFamily.VLLM, port=1, https=False, grace_seconds=30), 20
     )
     assert code == 0 and elapsed < 5
 
@@ -161,13 +164,13 @@ def test_drain_exits_on_http_error(metrics_server: tuple[HTTPServer, type[_Metri
     handler.status = 500
     port = server.server_address[1]
     code, elapsed = _run(
-        drain_script(engine_family="vllm", port=port, https=False, grace_seconds=30), 20
+        drain_script(engine_family=EngineFamily.VLLM, port=port, https=False, grace_seconds=30), 20
     )
     assert code == 0 and elapsed < 5
 
 
 def test_prestop_hook_shape() -> None:
-    hook = prestop_hook(engine_family="vllm", port=8000, https=True, grace_seconds=30)
+    hook = prestop_hook(engine_family=EngineFamily.VLLM, port=8000, https=True, grace_seconds=30)
     command = hook["preStop"]["exec"]["command"]
     assert command[:2] == ["python3", "-c"]
     assert "https://127.0.0.1:8000/metrics" in command[2]
