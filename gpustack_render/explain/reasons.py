@@ -32,17 +32,14 @@ from gpustack_render.reconcile.jointcheck import (
     needs_verdict,
 )
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
-from gpustack_render.reconcile.queues import cluster_queue_of
-from gpustack_render.reconcile.replicas import ReplicaIndex
-from gpustack_render.reconcile.rollout import (
-    Desired,
-    DesiredRole,
-    Plan,
-    RoleStep,
+from gpustack_render.reconcile.queues import QueueConflict, cluster_queue_of
+from gpustack_render.reconcile.replicas import (
+    ReplicaIndex,
     expected_size,
     is_complete,
     is_serving,
 )
+from gpustack_render.reconcile.rollout import Desired, DesiredRole, RoleStep, RolloutStep
 
 #: Reason kinds, in the order a replica's reasons are listed.
 REFUSED = "refused"
@@ -169,16 +166,19 @@ def upgrade_impact(desired: Desired, index: ReplicaIndex) -> tuple[Impact, ...]:
 def replica_reasons(
     desired: Desired,
     index: ReplicaIndex,
-    next_pass: Plan,
+    next_pass: RolloutStep,
     *,
     joint: JointDeployment | None,
     queues: Queues,
     refused: Sequence[str] = (),
     park_after: int,
     now: datetime | None = None,
+    queue_conflicts: Mapping[str, QueueConflict] | None = None,
 ) -> tuple[ReplicaReasons, ...]:
     """The reason chain of every declared replica that is not serving. ``joint`` is the
-    deployment as the joint check reads it (``None``: a single role, nothing joint)."""
+    deployment as the joint check reads it (``None``: a single role, nothing joint);
+    ``queue_conflicts`` the LocalQueues found feeding another ClusterQueue, by name (the
+    planner creates no Pod of a role using one)."""
     verdicts: dict[str, CheckVerdict] = {}
 
     def verdict(workload: ObservedWorkload) -> CheckVerdict | None:
@@ -210,7 +210,16 @@ def replica_reasons(
                     )
                 )
             if not live:
-                chain.append(_missing(role, ordinal, index, next_pass, waiting=step))
+                chain.append(
+                    _missing(
+                        role,
+                        ordinal,
+                        index,
+                        next_pass,
+                        waiting=step,
+                        conflicts=queue_conflicts or {},
+                    )
+                )
             else:
                 chain.extend(_links(role, live, index, queues, verdict))
             out.append(ReplicaReasons(role.name, ordinal, tuple(chain)))
@@ -221,14 +230,17 @@ def _missing(
     role: DesiredRole,
     ordinal: int,
     index: ReplicaIndex,
-    next_pass: Plan,
+    next_pass: RolloutStep,
     *,
     waiting: RoleStep | None,
+    conflicts: Mapping[str, QueueConflict],
 ) -> Reason:
     leaving = index.leaving_at(role.name, ordinal)
     said = f"no live Pod; {len(leaving)} still terminating" if leaving else "no live Pod"
     if any(s.role == role.name and s.ordinal == ordinal for s in next_pass.create):
         return Reason(MISSING, f"{said}: the next pass creates it")
+    if any(s.role == role.name and s.ordinal == ordinal for s in next_pass.blocked):
+        return Reason(MISSING, f"{said}: it is not created while {conflicts[role.queue].message}")
     if waiting is not None and ordinal in waiting.waiting_ordinals:
         group = role.groups[ordinal] if ordinal < len(role.groups) else ""
         return Reason(

@@ -10,7 +10,7 @@ from itertools import count
 import pytest
 
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
-from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, Seat, Tier, plan
+from gpustack_render.reconcile.rollout import Desired, DesiredRole, RolloutStep, Seat, Tier, plan
 
 _uids = count()
 
@@ -82,7 +82,7 @@ class Case:
     floor: int = 1
     current: int = 1
 
-    def run(self) -> Plan:
+    def run(self) -> RolloutStep:
         return plan(
             desired=Desired(self.roles, floor=self.floor, render_version=self.current),
             pods=self.pods,
@@ -92,11 +92,11 @@ class Case:
         )
 
 
-def deleted(result: Plan) -> list[tuple[str | None, int | None, int]]:
+def deleted(result: RolloutStep) -> list[tuple[str | None, int | None, int]]:
     return [(p.role, p.ordinal, p.member) for p in result.delete_pods]
 
 
-def created(result: Plan) -> list[tuple[str, int]]:
+def created(result: RolloutStep) -> list[tuple[str, int]]:
     return [(s.role, s.ordinal) for s in result.create]
 
 
