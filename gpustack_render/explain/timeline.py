@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
 from gpustack_render.reconcile.queues import QueueConflict
-from gpustack_render.reconcile.replicas import ReplicaIndex, is_serving
+from gpustack_render.reconcile.replicas import Replica, ReplicaIndex
 from gpustack_render.reconcile.rollout import (
     Desired,
     DesiredRole,
@@ -137,9 +137,8 @@ def serving_counts(
     out = []
     for role in desired.roles:
         serving = 0
-        for ordinal in range(role.replicas):
-            live = [p for p in index.live_at(role.name, ordinal) if p.uid not in gone]
-            if is_serving(live, role.size):
+        for replica in index.replicas_of(role.name, role.replicas):
+            if replica.without(gone).serving(role.size):
                 serving += 1
         out.append(RoleCount(role.name, serving, role.replicas))
     return tuple(out)
@@ -285,7 +284,7 @@ def _waits(
             )
         )
     if step.held_by_admission:
-        missing = [o for o in range(role.replicas) if not index.admitted(index.live_at(name, o))]
+        missing = [o for o in range(role.replicas) if not _admitted(index.replica(name, o))]
         out.append(
             Wait(
                 name,
@@ -298,9 +297,9 @@ def _waits(
     r = step.replacing
     created = {s.ordinal for s in result.create if s.role == name}
     if r is not None and step.replaced is None and r not in created:
-        live = index.live_at(name, r)
-        if live and not index.admitted(live):
-            wls = ", ".join(w.name for w in index.workloads_of(live)) or "none yet"
+        replacement = index.replica(name, r)
+        if replacement is not None and not replacement.admitted:
+            wls = ", ".join(w.name for w in replacement.workloads) or "none yet"
             out.append(
                 Wait(
                     name,
@@ -343,6 +342,10 @@ def _blocked(
             f"replica(s) {_ordinals(ordinals)} are not created: {said}",
         )
     ]
+
+
+def _admitted(replica: Replica | None) -> bool:
+    return replica is not None and replica.admitted
 
 
 def _ordinals(values: Sequence[int]) -> str:
@@ -411,9 +414,9 @@ def _assume_admitted(
     admit: set[str] = set()
     new_workloads: list[ObservedWorkload] = []
     for role in desired.roles:
-        for ordinal in range(role.replicas):
-            live = index.live_at(role.name, ordinal)
-            if not live or any(is_pod_outdated(p, role, floor=desired.floor) for p in live):
+        for replica in index.replicas_of(role.name, role.replicas):
+            live = replica.pods
+            if any(is_pod_outdated(p, role, floor=desired.floor) for p in live):
                 continue
             for p in live:
                 if not p.failed and (not p.ready or p.scheduling_gates or p.gated):
@@ -427,10 +430,9 @@ def _assume_admitted(
                         unscheduled_message="",
                         waiting_reasons=(),
                     )
-            owners = index.workloads_of(live)
-            admit.update(w.name for w in owners)
-            if not owners:
-                new_workloads.append(_admitted_workload(role.groups[ordinal], live, ""))
+            admit.update(w.name for w in replica.workloads)
+            if not replica.workloads:
+                new_workloads.append(_admitted_workload(role.groups[replica.ordinal], live, ""))
     if (
         not healed
         and not new_workloads

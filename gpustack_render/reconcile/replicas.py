@@ -150,18 +150,10 @@ class ReplicaIndex:
                 seen.setdefault(wl.name, wl)
         return list(seen.values())
 
-    def admitted(self, pods: Iterable[ObservedPod]) -> bool:
-        """Some Workload owning one of ``pods`` is admitted now."""
-        return any(wl.admitted for wl in self.workloads_of(pods))
-
     def owned_workloads(self) -> list[ObservedWorkload]:
         """The Workloads owning at least one owned Pod, in observed order."""
         uids = {p.uid for p in self.owned}
         return [w for w in self.workloads if w.owns_any(uids)]
-
-    def live_at(self, role: str, ordinal: int) -> Sequence[ObservedPod]:
-        """The live owned Pods of ``role`` at ``ordinal``, in observed order."""
-        return self._live_slots.get((role, ordinal), ())
 
     def leaving_at(self, role: str, ordinal: int) -> Sequence[ObservedPod]:
         """The terminating owned Pods of ``role`` at ``ordinal``."""
