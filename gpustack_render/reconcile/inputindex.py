@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpustack_render.api.inputs import InputObject
+from gpustack_render.reconcile.edges import Edges
 from gpustack_render.reconcile.inputs import Read, deployment_reads, references
-from gpustack_render.reconcile.multimap import MultiMap
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.lookups import LookupFailed, decode_stored
 
@@ -36,15 +36,11 @@ class InputIndex:
 
     def __init__(self) -> None:
         #: deployment key → what its render reads first (its InstanceTypes and Binding).
-        self._reads: dict[str, tuple[Read, ...]] = {}
+        self._reads: Edges[str, Read] = Edges()
         #: deployment key → the ``spec`` those reads were taken from.
         self._specs: dict[str, Any] = {}
-        #: read → the deployment keys that read it first.
-        self._readers: MultiMap[Read, str] = MultiMap()
         #: input → the inputs the render reads through it (a Binding's pool, a pool's backend).
-        self._refs: dict[Read, tuple[Read, ...]] = {}
-        #: input → the inputs whose references name it.
-        self._referrers: MultiMap[Read, Read] = MultiMap()
+        self._refs: Edges[Read, Read] = Edges()
 
     # ---- deployments ---------------------------------------------------------------------------
 
@@ -57,27 +53,19 @@ class InputIndex:
         md, _ = decode_deployment(dict(raw))
         if md is None:
             self._specs.pop(key, None)
-            self._set_reads(key, ())
+            self._reads.set(key, ())
             return
         self._specs[key] = spec
-        self._set_reads(key, tuple(deployment_reads(md)))
+        self._reads.set(key, deployment_reads(md))
 
     def deployment_deleted(self, key: str) -> None:
         """Forget the deployment ``key``."""
         self._specs.pop(key, None)
-        self._set_reads(key, ())
-
-    def _set_reads(self, key: str, reads: tuple[Read, ...]) -> None:
-        for read in self._reads.pop(key, ()):
-            self._readers.discard(read, key)
-        if reads:
-            self._reads[key] = reads
-            for read in reads:
-                self._readers.add(read, key)
+        self._reads.set(key, ())
 
     def reads_of(self, key: str) -> tuple[Read, ...]:
         """What the deployment ``key`` reads first, as last recorded."""
-        return self._reads.get(key, ())
+        return self._reads.targets(key)
 
     # ---- inputs ----------------------------------------------------------------------------------
 
@@ -88,36 +76,28 @@ class InputIndex:
         try:
             obj = decode_stored(kind, raw, name=read.name, namespace=read.namespace)
         except LookupFailed:
-            self._set_refs(read, ())  # never followed, as the render never follows it
+            self._refs.set(read, ())  # never followed, as the render never follows it
         else:
-            self._set_refs(read, tuple(references(obj)))
+            self._refs.set(read, references(obj))
         return self.readers(read)
 
     def input_deleted(self, kind: type[InputObject], raw: Mapping[str, Any]) -> list[str]:
         """Forget the input ``raw`` of ``kind``; the keys of the deployments that read it (they
         now find it missing), sorted."""
         read = Read.of(kind, raw)
-        self._set_refs(read, ())
+        self._refs.set(read, ())
         return self.readers(read)
-
-    def _set_refs(self, read: Read, refs: tuple[Read, ...]) -> None:
-        for ref in self._refs.pop(read, ()):
-            self._referrers.discard(ref, read)
-        if refs:
-            self._refs[read] = refs
-            for ref in refs:
-                self._referrers.add(ref, read)
 
     def readers(self, read: Read) -> list[str]:
         """The keys of the deployments whose render reads ``read``, directly or through the
         inputs that lead to it, sorted."""
-        keys = set(self._readers.get(read))
+        keys = set(self._reads.keys_to(read))
         seen = {read}
         frontier = [read]
         while frontier:
-            for referrer in self._referrers.get(frontier.pop()):
+            for referrer in self._refs.keys_to(frontier.pop()):
                 if referrer not in seen:
                     seen.add(referrer)
-                    keys |= self._readers.get(referrer)
+                    keys |= self._reads.keys_to(referrer)
                     frontier.append(referrer)
         return sorted(keys)

@@ -13,12 +13,12 @@ keys too. Nothing here performs I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpustack_render.api.modeldeployment import KIND
 from gpustack_render.core import jsonview, ownerrefs
-from gpustack_render.reconcile.multimap import MultiMap
+from gpustack_render.reconcile.edges import Edges
 
 
 def controlling_deployment_key(obj: Mapping[str, Any]) -> str | None:
@@ -32,59 +32,42 @@ def controlling_deployment_key(obj: Mapping[str, Any]) -> str | None:
 
 
 class OwnerIndex:
-    """Pod uid → deployment, Workload → owner Pod uids, and the reverse of both."""
+    """Pod uid → its deployment and Workload → its owner Pod uids, both readable backwards."""
 
     def __init__(self) -> None:
-        self._pod_owner: dict[str, str] = {}
-        self._deployment_pods: MultiMap[str, str] = MultiMap()
-        self._workload_pods: dict[str, frozenset[str]] = {}
-        self._pod_workloads: MultiMap[str, str] = MultiMap()
+        self._pods: Edges[str, str] = Edges()
+        self._workloads: Edges[str, str] = Edges()
 
     def pod_changed(self, uid: str, deployment: str | None) -> None:
         """The Pod ``uid`` is controlled by ``deployment`` (``None``: by no deployment)."""
-        if not uid:
-            return
-        before = self._pod_owner.get(uid)
-        if before == deployment:
-            return
-        if before is not None:
-            self._deployment_pods.discard(before, uid)
-        if deployment is None:
-            self._pod_owner.pop(uid, None)
-        else:
-            self._pod_owner[uid] = deployment
-            self._deployment_pods.add(deployment, uid)
+        if uid:
+            self._pods.set(uid, () if deployment is None else (deployment,))
 
     def pod_deleted(self, uid: str) -> None:
         """The Pod ``uid`` is gone."""
         self.pod_changed(uid, None)
 
-    def workload_changed(self, key: str, owner_pods: Set[str]) -> None:
+    def workload_changed(self, key: str, owner_pods: Iterable[str]) -> None:
         """The Workload ``key`` is owned by the Pods ``owner_pods`` (uids)."""
-        for uid in self._workload_pods.pop(key, frozenset()):
-            self._pod_workloads.discard(uid, key)
-        if owner_pods:
-            self._workload_pods[key] = frozenset(owner_pods)
-            for uid in owner_pods:
-                self._pod_workloads.add(uid, key)
+        self._workloads.set(key, owner_pods)
 
     def workload_deleted(self, key: str) -> None:
         """The Workload ``key`` is gone."""
-        self.workload_changed(key, frozenset())
+        self._workloads.set(key, ())
 
     def deployments_owning(self, owner_pods: Iterable[str]) -> set[str]:
         """The deployments controlling any of the Pods ``owner_pods`` (a Workload's owners)."""
-        return {self._pod_owner[uid] for uid in owner_pods if uid in self._pod_owner}
+        return {d for uid in owner_pods for d in self._pods.targets(uid)}
 
     def workloads_of(self, deployments: Iterable[str]) -> set[str]:
         """The keys of the Workloads owning a Pod of one of ``deployments``."""
-        out: set[str] = set()
-        for deployment in deployments:
-            for uid in self._deployment_pods.get(deployment):
-                out |= self._pod_workloads.get(uid)
-        return out
+        return {
+            key
+            for deployment in deployments
+            for uid in self._pods.keys_to(deployment)
+            for key in self._workloads.keys_to(uid)
+        }
 
     def size(self) -> int:
-        """Entries held over every map: zero once every Pod and Workload seen is deleted."""
-        maps = (self._pod_owner, self._deployment_pods, self._workload_pods, self._pod_workloads)
-        return sum(len(m) for m in maps)
+        """Entries held: zero once every Pod and Workload seen is deleted."""
+        return len(self._pods) + len(self._workloads)

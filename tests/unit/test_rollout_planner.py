@@ -151,24 +151,18 @@ def test_a_blocked_queue_creates_no_pod_of_its_roles_and_reports_the_seats() -> 
     assert unblocked.blocked == ()
 
 
+def _blocked_server(pods: list[ObservedPod]) -> RolloutStep:
+    """Three declared replicas on a blocked queue, replica 0 admitted."""
+    roles = (queued(role(replicas=3), "entrance"),)
+    return Case(roles, pods, admitted(pods[0]), blocked=frozenset({"entrance"})).run()
+
+
 def test_a_blocked_role_still_scales_down_and_waits_out_held_group_names() -> None:
-    pods = [pod(0), pod(1, terminating=True), pod(3)]
-    result = Case(
-        (queued(role(replicas=3), "entrance"),),
-        pods,
-        admitted(pods[0]),
-        blocked=frozenset({"entrance"}),
-    ).run()
+    result = _blocked_server([pod(0), pod(1, terminating=True), pod(3)])
     # Ordinal 3 is beyond the declared replicas: deleted as ever; nothing created this pass.
     assert deleted(result) == [("server", 3, 0)]
     assert result.create == () and result.blocked == ()
-    pods = [pod(0), pod(1, terminating=True)]
-    result = Case(
-        (queued(role(replicas=3), "entrance"),),
-        pods,
-        admitted(pods[0]),
-        blocked=frozenset({"entrance"}),
-    ).run()
+    result = _blocked_server([pod(0), pod(1, terminating=True)])
     step = result.role("server")
     assert step is not None and step.waiting_ordinals == (1,)
     assert result.blocked == (Seat("server", 2),)
