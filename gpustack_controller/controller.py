@@ -14,6 +14,12 @@ Watches (docs/contract/controller.md §2) and what each event enqueues:
 | KVCachePool, KVCacheBackend | through the Bindings (and pools) that name them |
 | the ``gpustack-settings`` ConfigMap | every deployment (Settings changed) |
 
+Which deployments an input event concerns is the library's
+:class:`~gpustack_render.reconcile.inputindex.InputIndex`; whose a Pod or a Workload is, its
+:class:`~gpustack_render.reconcile.ownerindex.OwnerIndex`; which Workloads go back to the joint
+check, :func:`~gpustack_render.reconcile.jointcheck.siblings_to_recheck`. Each is updated by the
+event's own object, so handling an event costs what it concerns, not the number of deployments.
+
 :class:`Controller` runs it all in the current event loop; ``__main__`` adds signals and the
 health server.
 """
@@ -23,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,12 +52,21 @@ from gpustack_controller.kube import (
 from gpustack_controller.leader import LeaderElector
 from gpustack_controller.reconciler import Caches, DeploymentReconciler
 from gpustack_controller.recorder import EventRecorder
-from gpustack_controller.watches import Informer, object_key
+from gpustack_controller.watches import Handler, Informer, object_key
 from gpustack_controller.workqueue import WorkQueue
-from gpustack_render.api.modeldeployment import KIND as MD_KIND
+from gpustack_render.api.inputs import (
+    InputObject,
+    InstanceType,
+    KVCacheBackend,
+    KVCachePool,
+    KVCachePoolBinding,
+)
 from gpustack_render.core import labels
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_of_config_map
-from gpustack_render.reconcile.jointcheck import CHECK_NAME
+from gpustack_render.reconcile.inputindex import InputIndex
+from gpustack_render.reconcile.jointcheck import siblings_to_recheck
+from gpustack_render.reconcile.observed import observe_workload
+from gpustack_render.reconcile.ownerindex import OwnerIndex, controlling_deployment_key
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +89,6 @@ def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
     return (obj or {}).get("metadata") or {}
 
 
-def _controller_ref(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for ref in _meta(obj).get("ownerReferences") or ():
-        if ref.get("controller") is True and ref.get("kind") == kind:
-            return dict(ref)
-    return None
-
-
 class Controller:
     """Everything one controller process runs."""
 
@@ -99,10 +106,12 @@ class Controller:
                 kube, SERVICES, label_selector=selector, handlers=[self._on_owned]
             ),
             "workloads": Informer(kube, WORKLOADS, handlers=[self._on_workload]),
-            "bindings": Informer(kube, BINDINGS, handlers=[self._on_binding]),
-            "pools": Informer(kube, POOLS, handlers=[self._on_pool]),
-            "backends": Informer(kube, BACKENDS, handlers=[self._on_backend]),
-            "instance_types": Informer(kube, INSTANCE_TYPES, handlers=[self._on_instance_type]),
+            "bindings": Informer(kube, BINDINGS, handlers=[self._on_input(KVCachePoolBinding)]),
+            "pools": Informer(kube, POOLS, handlers=[self._on_input(KVCachePool)]),
+            "backends": Informer(kube, BACKENDS, handlers=[self._on_input(KVCacheBackend)]),
+            "instance_types": Informer(
+                kube, INSTANCE_TYPES, handlers=[self._on_input(InstanceType)]
+            ),
             "settings": Informer(
                 kube,
                 CONFIGMAPS,
@@ -135,7 +144,9 @@ class Controller:
             identity=self.options.identity,
         )
         self._tasks: list[asyncio.Task[Any]] = []
-        self._pod_owner: dict[str, tuple[str, str]] = {}  # pod uid → (namespace, md name)
+        #: Which deployments read each input object; whose each Pod and Workload is.
+        self.inputs = InputIndex()
+        self.owners = OwnerIndex()
         self._started = False
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -208,15 +219,14 @@ class Controller:
         for obj in self.caches.deployments.items():
             self.queue.add(object_key(obj))
 
-    def _deployments(self) -> Iterable[dict[str, Any]]:
-        return self.caches.deployments.items()
-
     def _on_deployment(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if kind == "DELETED":
             # Gone (with or without a teardown pass): its status series go with it.
             meta = _meta(new)
+            self.inputs.deployment_deleted(object_key(new))
             self.reconciler.gauges.forget(str(meta.get("namespace") or ""), str(meta.get("name")))
             return
+        self.inputs.deployment_changed(object_key(new), new)
         if kind == "MODIFIED" and old is not None:
             a, b = _meta(old), _meta(new)
             floor = labels.MIN_RENDER_VERSION
@@ -232,72 +242,40 @@ class Controller:
         self.queue.add(object_key(new))
 
     def _on_owned(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
-        ref = _controller_ref(new, MD_KIND)
-        if ref is None:
-            return
-        namespace = str(_meta(new).get("namespace") or "")
-        uid = str(_meta(new).get("uid") or "")
-        if new.get("kind") == "Pod" and uid:
-            if kind == "DELETED":
-                self._pod_owner.pop(uid, None)
-            else:
-                self._pod_owner[uid] = (namespace, str(ref.get("name")))
-        self.queue.add(f"{namespace}/{ref.get('name')}")
+        key = controlling_deployment_key(new)
+        if new.get("kind") == "Pod":
+            uid = str(_meta(new).get("uid") or "")
+            self.owners.pod_changed(uid, None if kind == "DELETED" else key)
+        if key is not None:
+            self.queue.add(key)
 
     def _on_workload(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
-        meta = _meta(new)
-        namespace = str(meta.get("namespace") or "")
-        owners = {
-            self._pod_owner[str(ref.get("uid"))]
-            for ref in meta.get("ownerReferences") or ()
-            if ref.get("kind") == "Pod" and str(ref.get("uid")) in self._pod_owner
-        }
-        for ns, name in owners:
-            self.queue.add(f"{ns}/{name}")
-        if kind == "DELETED" or not self.options.admission_check:
+        key = object_key(new)
+        workload = observe_workload(new)
+        for owner in sorted(self.owners.deployments_owning(workload.owner_pods)):
+            self.queue.add(owner)
+        if kind == "DELETED":
+            self.owners.workload_deleted(key)
             return
-        self.check_queue.add(object_key(new))
-        checks = (new.get("status") or {}).get("admissionChecks") or ()
-        if any(c.get("name") == CHECK_NAME for c in checks) and owners:
-            # One replica's reservation can complete the set: look at its siblings again.
-            uids = {uid for uid, owner in self._pod_owner.items() if owner in owners}
-            for other in self.caches.workloads.items():
-                if other is new:
-                    continue
-                refs = _meta(other).get("ownerReferences") or ()
-                if _meta(other).get("namespace") == namespace and any(
-                    str(r.get("uid")) in uids for r in refs
-                ):
-                    self.check_queue.add(object_key(other))
+        self.owners.workload_changed(key, workload.owner_pods)
+        if not self.options.admission_check:
+            return
+        self.check_queue.add(key)
+        for sibling in siblings_to_recheck(key, workload, self.owners):
+            self.check_queue.add(sibling)
 
-    def _deployments_on_binding(self, namespace: str, name: str) -> None:
-        for md in self._deployments():
-            spec = md.get("spec") or {}
-            ref = ((spec.get("kvCache") or {}).get("poolRef") or {}).get("name")
-            if _meta(md).get("namespace") == namespace and ref == name:
-                self.queue.add(object_key(md))
+    def _on_input(self, input_kind: type[InputObject]) -> Handler:
+        """The handler of one input kind: every deployment whose render reads the object."""
 
-    def _on_binding(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
-        self._deployments_on_binding(str(_meta(new).get("namespace")), str(_meta(new).get("name")))
+        def handle(kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+            if kind == "DELETED":
+                keys = self.inputs.input_deleted(input_kind, new)
+            else:
+                keys = self.inputs.input_changed(input_kind, new)
+            for key in keys:
+                self.queue.add(key)
 
-    def _on_pool(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
-        pool = _meta(new).get("name")
-        for binding in self.caches.bindings.items():
-            if ((binding.get("spec") or {}).get("poolRef") or {}).get("name") == pool:
-                self._on_binding(kind, binding, None)
-
-    def _on_backend(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
-        backend = _meta(new).get("name")
-        for pool in self.caches.pools.items():
-            if backend in ((pool.get("spec") or {}).get("backends") or ()):
-                self._on_pool(kind, pool, None)
-
-    def _on_instance_type(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
-        name = _meta(new).get("name")
-        for md in self._deployments():
-            roles = (md.get("spec") or {}).get("roles") or ()
-            if any(r.get("instanceType") == name for r in roles):
-                self.queue.add(object_key(md))
+        return handle
 
     def _on_settings(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if _meta(new).get("name") != CONFIGMAP_NAME:

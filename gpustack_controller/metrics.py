@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from gpustack_controller.kube import ApiError
 from gpustack_render.api.modeldeployment import ModelDeploymentStatus
 from gpustack_render.core.errors import RenderError
+from gpustack_render.reconcile.servicesync import ServiceConflict
 
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
 
@@ -173,7 +174,8 @@ def error_labels(exc: BaseException) -> tuple[str, str]:
 
     * ``api``: the API server answered an error; the reason is its ``Status.reason``
       (``Conflict``, ``NotFound``, ``Forbidden``, ...), else the one its HTTP status implies,
-      else ``Other``;
+      else ``Other``; a rendered Service held by another owner is counted here too, as
+      ``AlreadyExists`` (the name is taken; the controller never sends the write);
     * ``transport``: no answer (refused, reset, timed out); the reason is the client's error
       class (``ClientConnectorError``, ``TimeoutError``, ...);
     * ``render``: the deployment does not render; the reason is the rule that refused it
@@ -186,6 +188,8 @@ def error_labels(exc: BaseException) -> tuple[str, str]:
         if exc.reason in API_REASONS:
             return "api", exc.reason
         return "api", _STATUS_REASONS.get(exc.status, "Other")
+    if isinstance(exc, ServiceConflict):
+        return "api", ServiceConflict.REASON
     if isinstance(exc, RenderError):
         return "render", _bounded(exc.origin, "unknown")
     return "internal", _bounded(type(exc).__name__, "Exception")

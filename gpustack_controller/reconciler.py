@@ -14,8 +14,11 @@ planner documents. A pass:
    (``status.usedBy``), renders (a render error → ``RenderFailed`` and a retry, no status
    write);
 3. lists the Pods and Workloads from the API server (uncached: the create gate must see every
-   Pod that still holds a group name), plans, persists a newly chosen replacement, deletes Pods
-   then Workloads, creates whole seats, applies LocalQueues and Services;
+   Pod that still holds a group name), creates the missing LocalQueues (the ones found feeding
+   another ClusterQueue are a planner input: their roles get no Pod), plans, persists a newly
+   chosen replacement, deletes Pods then Workloads, creates whole seats, applies Services (a
+   Service held by another owner is the pass's failure:
+   :class:`~gpustack_render.reconcile.servicesync.ServiceConflict`);
 4. re-lists, writes the status through the status subresource when it changed, records events;
 5. returns the requeue delay (2 s while anything is held or in flight).
 """
@@ -60,16 +63,15 @@ from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, s
 from gpustack_render.reconcile.observed import observe_pod, observe_workload
 from gpustack_render.reconcile.queues import QueueConflict, queue_conflict
 from gpustack_render.reconcile.replicas import ReplicaIndex
-from gpustack_render.reconcile.rollout import Plan, plan, remembered_replacing, requeue_after
-from gpustack_render.reconcile.servicesync import service_aligned, sync_services
-from gpustack_render.reconcile.status import (
+from gpustack_render.reconcile.rollout import RolloutStep, plan, requeue_after
+from gpustack_render.reconcile.rolloutinputs import (
     cache_hold,
-    deployment_status,
     desired_from_rendering,
-    status_changed,
-    status_to_json,
+    remembered_replacing,
     with_replacing,
 )
+from gpustack_render.reconcile.servicesync import service_aligned, sync_services
+from gpustack_render.reconcile.status import deployment_status, status_changed, status_to_json
 from gpustack_render.reconcile.teardown import (
     Draining,
     Releasing,
@@ -258,11 +260,13 @@ class DeploymentReconciler:
             raise
         desired = desired_from_rendering(rendering)
         index = await self._observe(md, desired.groups)
+        conflicts = await self._ensure_local_queues(rendering)
         step = plan(
             desired=desired,
             index=index,
             replacing=remembered_replacing(md),
             cache_hold=cache_hold(md, rendering.cache),
+            blocked_queues={c.name for c in conflicts},
         )
         stored = md.status
         if step.persist_first:
@@ -270,8 +274,7 @@ class DeploymentReconciler:
             stored = with_replacing(md, step.replacing)
             await self._write_status(md, stored)
         await self._delete(namespace, step)
-        conflicts = await self._ensure_local_queues(rendering)
-        create_error = await self._create(rendering, step, blocked={c.name for c in conflicts})
+        create_error = await self._create(rendering, step)
         after = await self._observe(md)
         service_error = await self._sync_services(md, rendering, after)
         new_status = deployment_status(
@@ -317,7 +320,7 @@ class DeploymentReconciler:
             subresource="status",
         )
 
-    async def _delete(self, namespace: str, step: Plan) -> None:
+    async def _delete(self, namespace: str, step: RolloutStep) -> None:
         """Pods (default grace, uid precondition), then their Workloads; NotFound is success."""
         results = await bounded(
             partial(self.kube.delete, PODS, p.name, namespace, uid=p.uid) for p in step.delete_pods
@@ -329,15 +332,13 @@ class DeploymentReconciler:
         )
         _raise_first(results)
 
-    async def _create(
-        self, rendering: Rendering, step: Plan, *, blocked: set[str]
-    ) -> BaseException | None:
-        """Every member Pod of each scheduled seat, but none of a role whose LocalQueue is in
-        ``blocked``; continue past failures, keep the first."""
+    async def _create(self, rendering: Rendering, step: RolloutStep) -> BaseException | None:
+        """Every member Pod of each seat the planner scheduled; continue past failures, keep the
+        first."""
         manifests: list[dict[str, Any]] = []
         for seat in step.create:
             role = rendering.role(seat.role)
-            if role is None or role.queue in blocked:
+            if role is None:
                 continue
             manifests.extend(s.pod for s in role.instance(seat.ordinal))
         results = await bounded(
@@ -349,8 +350,9 @@ class DeploymentReconciler:
 
     async def _ensure_local_queues(self, rendering: Rendering) -> list[QueueConflict]:
         """Create each LocalQueue the deployment needs when missing (409: it exists now),
-        looked up afresh on every pass, before any Pod is created; never patch or delete one
-        (D16). The ones feeding another ClusterQueue are returned, not changed."""
+        looked up afresh on every pass, before the pass plans; never patch or delete one
+        (D16). The ones feeding another ClusterQueue are returned, not changed: the planner
+        creates no Pod of a role using one."""
         conflicts: list[QueueConflict] = []
         for queue in rendering.local_queues:
             name = str(queue["metadata"]["name"])
@@ -372,7 +374,8 @@ class DeploymentReconciler:
     ) -> BaseException | None:
         """Apply the rendered Services that are not aligned, prune the ones no longer
         rendered (:func:`~gpustack_render.reconcile.servicesync.sync_services`); a Service
-        held by another owner is reported, never written."""
+        held by another owner is never written: its conflict is returned, and fails the pass
+        once the rest is done."""
         namespace = md.metadata.namespace
         wanted = rendering.services()
         stored: dict[str, dict[str, Any] | None] = {}
@@ -384,6 +387,7 @@ class DeploymentReconciler:
             stored=stored,
             others=self.caches.services.items(),
             namespace=namespace,
+            owner=md.metadata.name,
             owner_uid=md.metadata.uid,
             pods=after.pods,
             manager=FIELD_MANAGER,
@@ -394,14 +398,7 @@ class DeploymentReconciler:
             )
         for name, uid in sync.prune:
             await self.kube.delete(SERVICES, name, namespace, uid=uid or None)
-        if sync.conflicts:
-            return ApiError(
-                409,
-                "AlreadyExists",
-                f"Service {namespace}/{sync.conflicts[0]} exists and is not owned by "
-                f"ModelDeployment {namespace}/{md.metadata.name}",
-            )
-        return None
+        return sync.conflicts[0] if sync.conflicts else None
 
     async def _claim(self, raw_binding: dict[str, Any], deployment: str) -> None:
         wanted = claims.claim_on(raw_binding, deployment)

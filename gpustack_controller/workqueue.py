@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from gpustack_controller import metrics
 from gpustack_controller.kube import ApiError
 from gpustack_render.core.errors import RenderError
+from gpustack_render.reconcile.servicesync import ServiceConflict
 
 log = logging.getLogger(__name__)
 
@@ -157,5 +158,6 @@ class WorkQueue:
 
 
 def _expected(exc: BaseException) -> bool:
-    """Failures worth a line, not a traceback (API answers and render errors)."""
-    return isinstance(exc, ApiError | RenderError)
+    """Failures worth a line, not a traceback (API answers, render errors, a Service held by
+    another owner)."""
+    return isinstance(exc, ApiError | RenderError | ServiceConflict)

@@ -53,12 +53,9 @@ if TYPE_CHECKING:
         observe_pod,
         observe_workload,
     )
-    from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, plan
-    from gpustack_render.reconcile.status import (
-        deleting_status,
-        deployment_status,
-        desired_from_rendering,
-    )
+    from gpustack_render.reconcile.rollout import Desired, DesiredRole, RolloutStep, plan
+    from gpustack_render.reconcile.rolloutinputs import desired_from_rendering
+    from gpustack_render.reconcile.status import deleting_status, deployment_status
     from gpustack_render.rendering.hashing import (
         CURRENT_RENDER_VERSION,
         MIN_SUPPORTED_RENDER_VERSION,
@@ -111,11 +108,11 @@ _HOME: dict[str, str] = {
     "observe_workload": "gpustack_render.reconcile.observed",
     "Desired": "gpustack_render.reconcile.rollout",
     "DesiredRole": "gpustack_render.reconcile.rollout",
-    "Plan": "gpustack_render.reconcile.rollout",
+    "RolloutStep": "gpustack_render.reconcile.rollout",
     "plan": "gpustack_render.reconcile.rollout",
+    "desired_from_rendering": "gpustack_render.reconcile.rolloutinputs",
     "deleting_status": "gpustack_render.reconcile.status",
     "deployment_status": "gpustack_render.reconcile.status",
-    "desired_from_rendering": "gpustack_render.reconcile.status",
     "CURRENT_RENDER_VERSION": "gpustack_render.rendering.hashing",
     "MIN_SUPPORTED_RENDER_VERSION": "gpustack_render.rendering.hashing",
     "effective_floor": "gpustack_render.rendering.hashing",
@@ -157,10 +154,10 @@ __all__ = [
     "ModelDeployment",
     "ObservedPod",
     "ObservedWorkload",
-    "Plan",
     "RenderError",
     "Rendering",
     "RoleRendering",
+    "RolloutStep",
     "SeatRendering",
     "Settings",
     "StaticLookups",

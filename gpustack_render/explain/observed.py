@@ -6,7 +6,8 @@ app.kubernetes.io/instance=NAME -o yaml`` prints (plus ClusterQueues and LocalQu
 :func:`explain_observed` reads the Pods and Workloads the way the controller's pass does
 (``observe_pod`` with the deployment's uid, the Workloads owning one of them or named after one
 of its groups), runs the real rollout planner on them with the replacement the stored status
-remembers, simulates the passes to completion (:mod:`gpustack_render.explain.timeline`), and
+remembers and the LocalQueues given that feed another ClusterQueue (their roles get no Pod),
+simulates the passes to completion (:mod:`gpustack_render.explain.timeline`), and
 reads each non-serving replica's reason chain and the upgrade impact
 (:mod:`gpustack_render.explain.reasons`). :func:`observed_to_json` is the stable JSON shape
 (:data:`OBSERVED_JSON_SCHEMA`), :func:`observed_text` the terminal table.
@@ -46,9 +47,13 @@ from gpustack_render.explain.timeline import (
 )
 from gpustack_render.reconcile.jointcheck import joint_deployment
 from gpustack_render.reconcile.observed import ObservedPod, observe_pod, observe_workload
+from gpustack_render.reconcile.queues import QueueConflict, queue_conflict
 from gpustack_render.reconcile.replicas import ReplicaIndex
-from gpustack_render.reconcile.rollout import remembered_replacing
-from gpustack_render.reconcile.status import cache_hold, desired_from_rendering
+from gpustack_render.reconcile.rolloutinputs import (
+    cache_hold,
+    desired_from_rendering,
+    remembered_replacing,
+)
 from gpustack_render.rendering.renderer import Rendering
 from gpustack_render.schema.kinds import KUEUE_API_VERSION
 
@@ -257,6 +262,12 @@ def explain_observed(
     services = [s for s in observed.services if _selected(s, selector, namespace)]
     index = ReplicaIndex.of(pods, workloads)
     replacing = remembered_replacing(current)
+    queues = Queues(
+        local={_name(q): q for q in observed.local_queues if _in_namespace(q, namespace)},
+        cluster={_name(q): q for q in observed.cluster_queues},
+        listed_local=bool(observed.local_queues),
+    )
+    conflicts = _queue_conflicts(rendering, queues)
     total = sum(r.replicas for r in desired.roles) + len({(p.role, p.ordinal) for p in pods})
     timeline: Timeline = simulate(
         desired,
@@ -266,17 +277,13 @@ def explain_observed(
         replacing=replacing,
         cache_hold=cache_hold(current, rendering.cache),
         max_passes=PASSES_PER_REPLICA * max(1, total) + PASSES_PER_REPLICA,
+        queue_conflicts=conflicts,
     )
     joint = None
     if len(current.spec.roles) > 1:
         # The joint check reads the deployment exactly as the controller's check does.
         joint = joint_deployment(current, pods=raw_pods, workloads=raw_workloads)
         joint = replace(joint, pods=[_with_uid(p) for p in joint.pods])
-    queues = Queues(
-        local={_name(q): q for q in observed.local_queues if _in_namespace(q, namespace)},
-        cluster={_name(q): q for q in observed.cluster_queues},
-        listed_local=bool(observed.local_queues),
-    )
     assert timeline.first is not None  # max_passes ≥ 1
     reasons = replica_reasons(
         desired,
@@ -287,6 +294,7 @@ def explain_observed(
         refused=refused,
         park_after=settings.park_after_seconds,
         now=now,
+        queue_conflicts=conflicts,
     )
     impact = upgrade_impact(desired, index)
     return ObservedReport(
@@ -309,6 +317,18 @@ def explain_observed(
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str(jsonview.view(obj.get("metadata")).get("name") or "")
+
+
+def _queue_conflicts(rendering: Rendering, queues: Queues) -> dict[str, QueueConflict]:
+    """The rendered LocalQueues the observed state holds pointing at another ClusterQueue, by
+    name, as the controller's pass finds them (a queue not given is not known to conflict)."""
+    out: dict[str, QueueConflict] = {}
+    for wanted in rendering.local_queues:
+        stored = queues.local.get(_name(wanted))
+        conflict = queue_conflict(wanted, stored) if stored is not None else None
+        if conflict is not None:
+            out[conflict.name] = conflict
+    return out
 
 
 # --- JSON -------------------------------------------------------------------------------------

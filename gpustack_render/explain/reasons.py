@@ -32,17 +32,9 @@ from gpustack_render.reconcile.jointcheck import (
     needs_verdict,
 )
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
-from gpustack_render.reconcile.queues import cluster_queue_of
-from gpustack_render.reconcile.replicas import ReplicaIndex
-from gpustack_render.reconcile.rollout import (
-    Desired,
-    DesiredRole,
-    Plan,
-    RoleStep,
-    expected_size,
-    is_complete,
-    is_serving,
-)
+from gpustack_render.reconcile.queues import QueueConflict, cluster_queue_of
+from gpustack_render.reconcile.replicas import Replica, ReplicaIndex
+from gpustack_render.reconcile.rollout import Desired, DesiredRole, RoleStep, RolloutStep
 
 #: Reason kinds, in the order a replica's reasons are listed.
 REFUSED = "refused"
@@ -127,9 +119,10 @@ def upgrade_impact(desired: Desired, index: ReplicaIndex) -> tuple[Impact, ...]:
     floor, current = desired.floor, desired.render_version
     for role in desired.roles:
         for ordinal in range(role.replicas):
-            pods = sorted(index.live_at(role.name, ordinal), key=lambda p: (p.member, p.name))
-            if not pods:
+            replica = index.replica(role.name, ordinal)
+            if replica is None:
                 continue
+            pods = replica.pods
             lowest = min(p.render_version for p in pods)
             differs = [p for p in pods if p.pod_spec_hash != role.seat_hash(ordinal, p.member)]
             reasons = []
@@ -169,16 +162,19 @@ def upgrade_impact(desired: Desired, index: ReplicaIndex) -> tuple[Impact, ...]:
 def replica_reasons(
     desired: Desired,
     index: ReplicaIndex,
-    next_pass: Plan,
+    next_pass: RolloutStep,
     *,
     joint: JointDeployment | None,
     queues: Queues,
     refused: Sequence[str] = (),
     park_after: int,
     now: datetime | None = None,
+    queue_conflicts: Mapping[str, QueueConflict] | None = None,
 ) -> tuple[ReplicaReasons, ...]:
     """The reason chain of every declared replica that is not serving. ``joint`` is the
-    deployment as the joint check reads it (``None``: a single role, nothing joint)."""
+    deployment as the joint check reads it (``None``: a single role, nothing joint);
+    ``queue_conflicts`` the LocalQueues found feeding another ClusterQueue, by name (the
+    planner creates no Pod of a role using one)."""
     verdicts: dict[str, CheckVerdict] = {}
 
     def verdict(workload: ObservedWorkload) -> CheckVerdict | None:
@@ -197,8 +193,8 @@ def replica_reasons(
     for role in desired.roles:
         step = next_pass.role(role.name)
         for ordinal in range(role.replicas):
-            live = sorted(index.live_at(role.name, ordinal), key=lambda p: (p.member, p.name))
-            if is_serving(live, role.size):
+            replica = index.replica(role.name, ordinal)
+            if replica is not None and replica.serving(role.size):
                 continue
             chain: list[Reason] = []
             if refused:
@@ -209,10 +205,19 @@ def replica_reasons(
                         "stored object: " + "; ".join(refused),
                     )
                 )
-            if not live:
-                chain.append(_missing(role, ordinal, index, next_pass, waiting=step))
+            if replica is None:
+                chain.append(
+                    _missing(
+                        role,
+                        ordinal,
+                        index,
+                        next_pass,
+                        waiting=step,
+                        conflicts=queue_conflicts or {},
+                    )
+                )
             else:
-                chain.extend(_links(role, live, index, queues, verdict))
+                chain.extend(_links(role, replica, queues, verdict))
             out.append(ReplicaReasons(role.name, ordinal, tuple(chain)))
     return tuple(out)
 
@@ -221,14 +226,17 @@ def _missing(
     role: DesiredRole,
     ordinal: int,
     index: ReplicaIndex,
-    next_pass: Plan,
+    next_pass: RolloutStep,
     *,
     waiting: RoleStep | None,
+    conflicts: Mapping[str, QueueConflict],
 ) -> Reason:
     leaving = index.leaving_at(role.name, ordinal)
     said = f"no live Pod; {len(leaving)} still terminating" if leaving else "no live Pod"
     if any(s.role == role.name and s.ordinal == ordinal for s in next_pass.create):
         return Reason(MISSING, f"{said}: the next pass creates it")
+    if any(s.role == role.name and s.ordinal == ordinal for s in next_pass.blocked):
+        return Reason(MISSING, f"{said}: it is not created while {conflicts[role.queue].message}")
     if waiting is not None and ordinal in waiting.waiting_ordinals:
         group = role.groups[ordinal] if ordinal < len(role.groups) else ""
         return Reason(
@@ -240,15 +248,15 @@ def _missing(
 
 def _links(
     role: DesiredRole,
-    live: Sequence[ObservedPod],
-    index: ReplicaIndex,
+    replica: Replica,
     queues: Queues,
     verdict: Callable[[ObservedWorkload], CheckVerdict | None],
 ) -> list[Reason]:
     chain: list[Reason] = []
-    want = expected_size(live, role.size)
+    live = replica.pods
+    want = replica.expected(role.size)
     failed = [p.name for p in live if p.failed]
-    complete = is_complete(live, role.size)
+    complete = replica.complete(role.size)
     if not complete or failed:
         parts = []
         if len(live) != want:
@@ -259,10 +267,8 @@ def _links(
         if failed:
             parts.append(f"Failed member(s) {', '.join(failed)}")
         chain.append(Reason(BROKEN, "; ".join(parts) + ": the planner replaces it first (tier a)"))
-    workloads = index.workloads_of(live)
-    admitted = any(w.admitted for w in workloads)
-    if not admitted:
-        chain.extend(_kueue(live, want, workloads, queues, verdict))
+    if not replica.admitted:
+        chain.extend(_kueue(live, want, replica.workloads, queues, verdict))
     gated = sorted({g for p in live for g in p.scheduling_gates})
     if gated:
         count = sum(1 for p in live if p.scheduling_gates)

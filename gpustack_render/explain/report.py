@@ -34,7 +34,7 @@ from gpustack_render.explain.model import (
 )
 from gpustack_render.explain.observed import ObservedState, explain_observed, observed_to_json
 from gpustack_render.explain.update import dropped_fields, explain_update
-from gpustack_render.reconcile.status import cache_hold
+from gpustack_render.reconcile.rolloutinputs import cache_hold
 from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment

@@ -1,15 +1,16 @@
 """The passes to completion: the real rollout planner run on the observed Pods and Workloads, then
 on the state each pass leaves behind (docs/explain.md, "Observed state").
 
-Each pass calls :func:`gpustack_render.reconcile.rollout.plan` exactly as the controller does and
-applies its :class:`~gpustack_render.reconcile.rollout.Plan` to the observation: deleted Pods and
+Each pass calls :func:`gpustack_render.reconcile.rollout.plan` exactly as the controller does
+(the LocalQueues found feeding another ClusterQueue among its inputs) and applies its
+:class:`~gpustack_render.reconcile.rollout.RolloutStep` to the observation: deleted Pods and
 Workloads vanish (a deletion completes before the next pass), Pods that were already terminating
 and Workloads already being deleted are gone after the first pass, and each created seat appears
 as whole member Pods with the desired pod-spec-hash, an admitted Workload named after its group,
 and Ready. After the first pass every replica that already matches its seat is assumed admitted
 and Ready too (the queued replacement gets its quota). Nothing else changes by itself: a Pod this
-deployment does not own keeps its group name for ever, and an outdated replica that is not
-admitted stays so.
+deployment does not own keeps its group name for ever, an outdated replica that is not admitted
+stays so, and a LocalQueue feeding another ClusterQueue keeps its role's seats blocked.
 
 The minimum serving replicas of a role during a pass is counted after the pass's deletions and
 before its creations become Ready: a role never gets both in one pass, so that is its low point.
@@ -21,15 +22,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
-from gpustack_render.reconcile.replicas import ReplicaIndex
+from gpustack_render.reconcile.queues import QueueConflict
+from gpustack_render.reconcile.replicas import Replica, ReplicaIndex
 from gpustack_render.reconcile.rollout import (
     Desired,
     DesiredRole,
-    Plan,
     RoleStep,
+    RolloutStep,
     Tier,
     is_pod_outdated,
-    is_serving,
     plan,
 )
 from gpustack_render.rendering.renderer import Rendering
@@ -48,7 +49,8 @@ WAIT_ADMISSION = "admission"
 WAIT_ADMISSION_GATE = "admission-gate"
 WAIT_GROUP_NAME = "group-name"
 WAIT_CACHE = "cache"
-WAIT_KINDS = (WAIT_ADMISSION, WAIT_ADMISSION_GATE, WAIT_GROUP_NAME, WAIT_CACHE)
+WAIT_LOCAL_QUEUE = "local-queue"
+WAIT_KINDS = (WAIT_ADMISSION, WAIT_ADMISSION_GATE, WAIT_GROUP_NAME, WAIT_CACHE, WAIT_LOCAL_QUEUE)
 
 #: The uid prefix of the Pods and Workloads a simulated pass creates.
 _SIMULATED = "explain-simulated"
@@ -125,7 +127,7 @@ class Timeline:
     #: Of those, the ones replaced because they were outdated (they roll).
     rolled: int = 0
     #: The planner's own answer for the first pass (the next one the controller makes).
-    first: Plan | None = None
+    first: RolloutStep | None = None
 
 
 def serving_counts(
@@ -135,9 +137,8 @@ def serving_counts(
     out = []
     for role in desired.roles:
         serving = 0
-        for ordinal in range(role.replicas):
-            live = [p for p in index.live_at(role.name, ordinal) if p.uid not in gone]
-            if is_serving(live, role.size):
+        for replica in index.replicas_of(role.name, role.replicas):
+            if replica.without(gone).serving(role.size):
                 serving += 1
         out.append(RoleCount(role.name, serving, role.replicas))
     return tuple(out)
@@ -152,21 +153,31 @@ def simulate(
     replacing: Mapping[str, int | None],
     cache_hold: bool,
     max_passes: int,
+    queue_conflicts: Mapping[str, QueueConflict] | None = None,
 ) -> Timeline:
     """Run passes from the observation until none has anything to do, the state stops changing,
-    or ``max_passes`` passes ran."""
+    or ``max_passes`` passes ran. ``queue_conflicts`` are the LocalQueues found feeding another
+    ClusterQueue, by name: the planner creates no Pod of a role using one, and nothing the
+    passes do changes them."""
+    conflicts = queue_conflicts or {}
     state_pods = list(pods)
     state_workloads = list(workloads)
     remembered = dict(replacing)
     steps: list[Step] = []
     replaced: set[tuple[str, int | str]] = set()
     rolled: set[tuple[str, int | str]] = set()
-    first: Plan | None = None
+    first: RolloutStep | None = None
     for number in range(1, max_passes + 1):
         index = ReplicaIndex.of(state_pods, state_workloads)
-        result = plan(desired=desired, index=index, replacing=remembered, cache_hold=cache_hold)
+        result = plan(
+            desired=desired,
+            index=index,
+            replacing=remembered,
+            cache_hold=cache_hold,
+            blocked_queues=conflicts.keys(),
+        )
         first = first or result
-        step = _step(number, desired, rendering, index, result)
+        step = _step(number, desired, rendering, index, result, conflicts)
         steps.append(step)
         for deletion in step.deletes:
             if deletion.why in REPLACING_TIERS:
@@ -181,7 +192,7 @@ def simulate(
         if number == 1:
             state_pods, state_workloads = _assume_admitted(desired, state_pods, state_workloads)
         remembered = dict(result.replacing)
-        if step.idle and not result.requeue:
+        if step.idle and not result.requeue and not result.blocked:
             return Timeline(tuple(steps), True, "", len(replaced), len(rolled), first)
         after = (len(state_pods), len(state_workloads), remembered)
         if step.idle and number > 1 and before == after:
@@ -201,7 +212,7 @@ def _stuck(step: Step) -> str:
     return "no pass changes anything any more" + (f": {said}" if said else "")
 
 
-def _why(pod: ObservedPod, desired: Desired, result: Plan) -> str:
+def _why(pod: ObservedPod, desired: Desired, result: RolloutStep) -> str:
     role = desired.role(pod.role or "")
     step = result.role(pod.role or "")
     if role is None or step is None:
@@ -216,7 +227,12 @@ def _why(pod: ObservedPod, desired: Desired, result: Plan) -> str:
 
 
 def _step(
-    number: int, desired: Desired, rendering: Rendering, index: ReplicaIndex, result: Plan
+    number: int,
+    desired: Desired,
+    rendering: Rendering,
+    index: ReplicaIndex,
+    result: RolloutStep,
+    queue_conflicts: Mapping[str, QueueConflict],
 ) -> Step:
     grouped: dict[tuple[str, int | None, str], list[str]] = {}
     for pod in result.delete_pods:
@@ -239,6 +255,7 @@ def _step(
         step = result.role(role.name)
         if step is not None:
             waits.extend(_waits(role, step, index, result))
+        waits.extend(_blocked(role, result, queue_conflicts))
     gone = frozenset(p.uid for p in result.delete_pods)
     return Step(
         number=number,
@@ -251,7 +268,9 @@ def _step(
     )
 
 
-def _waits(role: DesiredRole, step: RoleStep, index: ReplicaIndex, result: Plan) -> list[Wait]:
+def _waits(
+    role: DesiredRole, step: RoleStep, index: ReplicaIndex, result: RolloutStep
+) -> list[Wait]:
     out: list[Wait] = []
     name = role.name
     if step.held_by_cache:
@@ -265,7 +284,7 @@ def _waits(role: DesiredRole, step: RoleStep, index: ReplicaIndex, result: Plan)
             )
         )
     if step.held_by_admission:
-        missing = [o for o in range(role.replicas) if not index.admitted(index.live_at(name, o))]
+        missing = [o for o in range(role.replicas) if not _admitted(index.replica(name, o))]
         out.append(
             Wait(
                 name,
@@ -278,9 +297,9 @@ def _waits(role: DesiredRole, step: RoleStep, index: ReplicaIndex, result: Plan)
     r = step.replacing
     created = {s.ordinal for s in result.create if s.role == name}
     if r is not None and step.replaced is None and r not in created:
-        live = index.live_at(name, r)
-        if live and not index.admitted(live):
-            wls = ", ".join(w.name for w in index.workloads_of(live)) or "none yet"
+        replacement = index.replica(name, r)
+        if replacement is not None and not replacement.admitted:
+            wls = ", ".join(w.name for w in replacement.workloads) or "none yet"
             out.append(
                 Wait(
                     name,
@@ -306,12 +325,35 @@ def _waits(role: DesiredRole, step: RoleStep, index: ReplicaIndex, result: Plan)
     return out
 
 
+def _blocked(
+    role: DesiredRole, result: RolloutStep, queue_conflicts: Mapping[str, QueueConflict]
+) -> list[Wait]:
+    """The role's seats the planner left out because its LocalQueue feeds another
+    ClusterQueue."""
+    ordinals = [s.ordinal for s in result.blocked if s.role == role.name]
+    if not ordinals:
+        return []
+    said = queue_conflicts[role.queue].message
+    return [
+        Wait(
+            role.name,
+            None,
+            WAIT_LOCAL_QUEUE,
+            f"replica(s) {_ordinals(ordinals)} are not created: {said}",
+        )
+    ]
+
+
+def _admitted(replica: Replica | None) -> bool:
+    return replica is not None and replica.admitted
+
+
 def _ordinals(values: Sequence[int]) -> str:
     return ", ".join(str(v) for v in values)
 
 
 def _apply(
-    result: Plan,
+    result: RolloutStep,
     rendering: Rendering,
     pods: list[ObservedPod],
     workloads: list[ObservedWorkload],
@@ -372,9 +414,9 @@ def _assume_admitted(
     admit: set[str] = set()
     new_workloads: list[ObservedWorkload] = []
     for role in desired.roles:
-        for ordinal in range(role.replicas):
-            live = index.live_at(role.name, ordinal)
-            if not live or any(is_pod_outdated(p, role, floor=desired.floor) for p in live):
+        for replica in index.replicas_of(role.name, role.replicas):
+            live = replica.pods
+            if any(is_pod_outdated(p, role, floor=desired.floor) for p in live):
                 continue
             for p in live:
                 if not p.failed and (not p.ready or p.scheduling_gates or p.gated):
@@ -388,10 +430,9 @@ def _assume_admitted(
                         unscheduled_message="",
                         waiting_reasons=(),
                     )
-            owners = index.workloads_of(live)
-            admit.update(w.name for w in owners)
-            if not owners:
-                new_workloads.append(_admitted_workload(role.groups[ordinal], live, ""))
+            admit.update(w.name for w in replica.workloads)
+            if not replica.workloads:
+                new_workloads.append(_admitted_workload(role.groups[replica.ordinal], live, ""))
     if (
         not healed
         and not new_workloads

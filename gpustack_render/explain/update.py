@@ -203,7 +203,7 @@ def explain_update(
     old: Rendering, new: Rendering, *, held: bool = False
 ) -> tuple[tuple[RoleExplanation, ...], tuple[EntranceLoad, ...]]:
     """The roles and the entrance loads (before, after, peak during the roll) of an update.
-    ``held``: the controller holds outdated replicas for the cache (``reconcile.status.
+    ``held``: the controller holds outdated replicas for the cache (``reconcile.rolloutinputs.
     cache_hold`` of the stored object and ``new``'s cache resolution)."""
     roles: list[RoleExplanation] = []
     for index, role in enumerate(new.roles):

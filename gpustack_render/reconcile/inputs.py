@@ -14,6 +14,11 @@ A stored object that does not decode (one nested past the bound of
 render, it is listed in :attr:`InputGraph.unreadable` (the shell logs it once per stored version
 and records :meth:`Unreadable.event` on the deployment), and a Binding that does not decode is
 never claimed.
+
+What a deployment reads is decided by two functions, :func:`deployment_reads` (the first round)
+and :func:`references` (what a decoded input leads to); the graph of one render and the
+controller's :class:`~gpustack_render.reconcile.inputindex.InputIndex` (which deployments an
+input event concerns) both follow them.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.core import jsonview
 from gpustack_render.reconcile import events
 from gpustack_render.schema.lookups import LookupFailed, StaticLookups, decode_stored
 
@@ -41,6 +47,35 @@ class Read:
     kind: type[InputObject]
     namespace: str
     name: str
+
+    @classmethod
+    def of(cls, kind: type[InputObject], obj: Mapping[str, Any]) -> Read:
+        """The read that answers with the stored object ``obj`` of ``kind``."""
+        meta = jsonview.view(obj.get("metadata"))
+        return cls(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def deployment_reads(md: ModelDeployment) -> list[Read]:
+    """What the render of ``md`` reads first: every role's InstanceType, then the KV-cache
+    Binding its ``poolRef`` names (in its namespace), each once."""
+    reads: list[Read] = []
+    for role in md.spec.roles:
+        reads.append(Read(InstanceType, "", role.instance_type))
+    if md.spec.kv_cache is not None and md.spec.kv_cache.pool_ref.name:
+        reads.append(
+            Read(KVCachePoolBinding, md.metadata.namespace, md.spec.kv_cache.pool_ref.name)
+        )
+    return list(dict.fromkeys(reads))
+
+
+def references(obj: InputObject) -> list[Read]:
+    """What the render reads next through the decoded input ``obj``: a Binding's pool, a pool's
+    first backend (the Binding → Pool → Backend walk); nothing for another kind."""
+    if isinstance(obj, KVCachePoolBinding):
+        return [Read(KVCachePool, "", obj.spec.pool_ref.name)]
+    if isinstance(obj, KVCachePool) and obj.spec.backends:
+        return [Read(KVCacheBackend, "", obj.spec.backends[0])]
+    return []
 
 
 @dataclass(frozen=True)
@@ -69,10 +104,8 @@ class InputGraph:
         self.unreadable: list[Unreadable] = []
         self._answered: set[Read] = set()
         self._wanted: list[Read] = []
-        for role in md.spec.roles:
-            self._want(Read(InstanceType, "", role.instance_type))
-        if md.spec.kv_cache is not None and md.spec.kv_cache.pool_ref.name:
-            self._want(Read(KVCachePoolBinding, self.namespace, md.spec.kv_cache.pool_ref.name))
+        for read in deployment_reads(md):
+            self._want(read)
 
     def _want(self, read: Read) -> None:
         if read not in self._wanted:
@@ -101,10 +134,9 @@ class InputGraph:
             self.lookups.instance_types[read.name] = obj
         elif isinstance(obj, KVCachePoolBinding):
             self.lookups.bindings[(read.namespace, read.name)] = obj
-            self._want(Read(KVCachePool, "", obj.spec.pool_ref.name))
         elif isinstance(obj, KVCachePool):
             self.lookups.pools[read.name] = obj
-            if obj.spec.backends:
-                self._want(Read(KVCacheBackend, "", obj.spec.backends[0]))
         elif isinstance(obj, KVCacheBackend):
             self.lookups.backends[read.name] = obj
+        for follow in references(obj):
+            self._want(follow)

@@ -8,8 +8,13 @@ rollout), and ``Pending`` otherwise. A ``Pending`` that settles unchanged, with 
 for the parking window (a Setting, 30 minutes by default) parks the deployment: every Workload of
 its set that holds or asks for quota is deactivated so they stop asking for quota.
 
-Everything here is pure: the verdict, the AdmissionCheck object and the Workload status entry
-to apply. The caller passes ``now`` (an aware datetime); nothing here reads a clock.
+One replica's reservation can complete the set, so a change to a Workload that carries the check
+sends every other Workload of the same deployment back to the check
+(:func:`siblings_to_recheck`).
+
+Everything here is pure: the verdict, the AdmissionCheck object, the Workload status entry to
+apply and the Workloads to judge again. The caller passes ``now`` (an aware datetime); nothing
+here reads a clock.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from gpustack_render.api.modeldeployment import KIND, ModelDeployment
 from gpustack_render.core import jsonview, ownerrefs
 from gpustack_render.core.settings import DEFAULT_PARK_AFTER_SECONDS
 from gpustack_render.core.vocabulary import ConditionStatus
+from gpustack_render.reconcile.keys import split_key
 from gpustack_render.reconcile.observed import (
     CheckState,
     ObservedPod,
@@ -30,8 +36,9 @@ from gpustack_render.reconcile.observed import (
     observe_pod,
     observe_workload,
 )
+from gpustack_render.reconcile.ownerindex import OwnerIndex
 from gpustack_render.reconcile.replicas import ReplicaIndex
-from gpustack_render.reconcile.rollout import remembered_replacing
+from gpustack_render.reconcile.rolloutinputs import remembered_replacing
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.kinds import KUEUE_API_VERSION
 
@@ -153,9 +160,10 @@ def joint_verdict(
         role_assembling = False
         for ordinal in range(replicas):
             total += 1
-            members = index.live_at(role, ordinal)
+            replica = index.replica(role, ordinal)
+            members = replica.pods if replica is not None else ()
+            wls = replica.workloads if replica is not None else ()
             leaving = index.leaving_at(role, ordinal)
-            wls = index.workloads_of(members)
             want = next((p.group_total for p in members if p.group_total), None) or len(members)
             if not members:
                 role_assembling = True
@@ -210,6 +218,22 @@ def joint_verdict(
             roles=waiting_on,
         )
     return CheckVerdict(PENDING, message, roles=waiting_on)
+
+
+def siblings_to_recheck(key: str, workload: ObservedWorkload, owners: OwnerIndex) -> list[str]:
+    """The Workloads to judge again after the Workload ``key`` changed (docs/contract/controller.md
+    §9): when it lists the check, one replica's reservation can complete the joint set, so every
+    other Workload in its namespace owning a Pod of the same deployment(s) (sorted keys); none
+    otherwise."""
+    if CHECK_NAME not in workload.checks:
+        return []
+    namespace, _ = split_key(key)
+    deployments = owners.deployments_owning(workload.owner_pods)
+    return sorted(
+        other
+        for other in owners.workloads_of(deployments)
+        if other != key and split_key(other)[0] == namespace
+    )
 
 
 def _window(seconds: int) -> str:

@@ -1,19 +1,21 @@
 """The readiness section of the API reference (``docs/api.md``): how ``Ready``, ``Reconciling``
 and ``Stalled`` follow from the seven conditions, written from the tables
-:func:`~gpustack_render.reconcile.status.readiness` reads, so the reference cannot drift from
-the code."""
+:func:`~gpustack_render.reconcile.conditions.readiness.readiness` reads, so the reference cannot
+drift from the code."""
 
 from __future__ import annotations
 
-from gpustack_render.reconcile.status import (
+from gpustack_render.reconcile.conditions.common import (
     CACHE_ATTACHED,
     CONDITION_TYPES,
-    DELETING,
     READY,
-    READY_NEEDS,
     RECONCILING,
-    REPLICAS_NOT_READY,
     STALLED,
+)
+from gpustack_render.reconcile.conditions.readiness import (
+    DELETING,
+    READY_NEEDS,
+    REPLICAS_NOT_READY,
     STALLING,
 )
 

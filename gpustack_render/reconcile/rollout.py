@@ -1,21 +1,24 @@
-"""The rollout planner: (desired seats, observed Pods and Workloads, remembered replacement) →
-the next step of one reconcile pass.
+"""The rollout planner: (desired seats, observed Pods and Workloads, remembered replacement,
+blocked LocalQueues) → the next step of one reconcile pass.
 
 This is the pure core of the controller's converge (docs/contract/controller.md §4 steps
-5–8, §5, §6, §7, §8; the seed's "Rollout behavior" and "Replica departures"; D4, D6, D25). The
-controller fetches, calls :func:`plan`, and applies the returned :class:`Plan` in this order:
+5–8, §5, §6, §7, §8, §10; the seed's "Rollout behavior" and "Replica departures"; D4, D6, D25).
+The controller fetches, calls :func:`plan`, and applies the returned :class:`RolloutStep` in this
+order:
 
-1. when :attr:`Plan.persist_first` is set, write ``status.roles[].replacing`` (the values in
-   :attr:`Plan.replacing`) **before** deleting anything, so a restart resumes the same replica;
-2. delete :attr:`Plan.delete_pods` (default grace), then :attr:`Plan.delete_workloads`
-   (NotFound is success);
-3. create every member Pod of each seat in :attr:`Plan.create`;
-4. requeue after 2 s when :attr:`Plan.requeue` is set.
+1. when :attr:`RolloutStep.persist_first` is set, write ``status.roles[].replacing`` (the values
+   in :attr:`RolloutStep.replacing`) **before** deleting anything, so a restart resumes the same
+   replica;
+2. delete :attr:`RolloutStep.delete_pods` (default grace), then
+   :attr:`RolloutStep.delete_workloads` (NotFound is success);
+3. create every member Pod of each seat in :attr:`RolloutStep.create`;
+4. requeue after 2 s when :attr:`RolloutStep.requeue` is set.
 
 Rules in one place:
 
 - **Classification** per role: a live owned Pod with no ordinal is an *orphan*; an ordinal ≥
-  ``replicas`` is *removed*; otherwise it *occupies* its ordinal.
+  ``replicas`` is *removed*; otherwise it *occupies* its ordinal. The replicas are read from the
+  :class:`~gpustack_render.reconcile.replicas.ReplicaIndex`, never regrouped here.
 - **Scale-down** deletes removed Pods, highest ordinal first, then their Workloads; survivors
   are never touched. **Surplus** sheds orphans and duplicate seat occupants.
 - **Rollout** replaces one replica per role at a time (D6), choosing tier a (broken), then b
@@ -23,6 +26,9 @@ Rules in one place:
   admitted Workload). ``replacing`` is remembered until the replacement is admitted.
 - **Create gate**: an unoccupied ordinal is created once no Pod on the API server carries its
   group name; a never-used ordinal has nothing to wait out, so scale-up is immediate.
+- **Blocked queues** (§10): no Pod of a role whose LocalQueue feeds another ClusterQueue is
+  created; the seats the create gate would have created are reported in
+  :attr:`RolloutStep.blocked` instead.
 - A role never gets both a create and a delete in one pass.
 
 A replica is never reshaped: the create gate creates whole seats only, so no ordinal ever holds
@@ -33,12 +39,11 @@ node health.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
-from gpustack_render.reconcile.replicas import ReplicaIndex
+from gpustack_render.reconcile.replicas import Replica, ReplicaIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +51,8 @@ class DesiredRole:
     """What one role should run: ``replicas`` seats of ``size`` members each.
 
     ``hashes`` maps (ordinal, member) → the seat's pod-spec-hash; ``groups`` holds the Kueue
-    group name of each ordinal (index = ordinal). Both come from the rendering.
+    group name of each ordinal (index = ordinal); ``queue`` is the LocalQueue its Pods name
+    (``""``: none known). All come from the rendering.
     """
 
     name: str
@@ -54,6 +60,7 @@ class DesiredRole:
     size: int
     hashes: Mapping[tuple[int, int], str]
     groups: Sequence[str]
+    queue: str = ""
 
     def seat_hash(self, ordinal: int, member: int) -> str | None:
         """The seat's pod-spec-hash; ``None`` for a seat the current spec does not have."""
@@ -126,8 +133,9 @@ class RoleStep:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
-    """The next actions of one pass, in the order the controller applies them."""
+class RolloutStep:
+    """The planner's answer for one pass: the actions, in the order the controller applies
+    them, and what each role decided."""
 
     #: role → ordinal being replaced after this pass (``None`` = absent), for every role.
     replacing: Mapping[str, int | None]
@@ -138,52 +146,16 @@ class Plan:
     create: tuple[Seat, ...]
     requeue: bool
     roles: tuple[RoleStep, ...] = ()
+    #: Seats the create gate would have created, left out of ``create`` because their role's
+    #: LocalQueue feeds another ClusterQueue (§10). They do not set ``requeue``: the controller
+    #: looks at a conflicting LocalQueue again on its own, slower cadence.
+    blocked: tuple[Seat, ...] = ()
 
     def role(self, name: str) -> RoleStep | None:
         for step in self.roles:
             if step.role == name:
                 return step
         return None
-
-
-@dataclass(slots=True)
-class _Replica:
-    """The live Pods of one occupied ordinal."""
-
-    ordinal: int
-    pods: list[ObservedPod] = field(default_factory=list)
-
-    def complete(self, role: DesiredRole) -> bool:
-        return is_complete(self.pods, role.size)
-
-    def has_failed_member(self) -> bool:
-        return any(p.failed for p in self.pods)
-
-    def broken(self, role: DesiredRole) -> bool:
-        return not self.complete(role) or self.has_failed_member()
-
-
-def expected_size(pods: Sequence[ObservedPod], size: int) -> int:
-    """The member count a replica should have: the size it was created with (its group's
-    declared total, when its Pods agree on one), else the role's current ``size``.
-
-    Judging a replica by its own total lets a ``size`` edit roll old replicas through the
-    admission gate instead of reading every one of them as broken.
-    """
-    totals = {p.group_total for p in pods if p.group_total}
-    return totals.pop() if len(totals) == 1 else size
-
-
-def is_complete(pods: Sequence[ObservedPod], size: int) -> bool:
-    """Every member 0..n-1 present exactly once (n = :func:`expected_size`)."""
-    want = expected_size(pods, size)
-    return len(pods) == want and {p.member for p in pods} == set(range(want))
-
-
-def is_serving(pods: Sequence[ObservedPod], size: int) -> bool:
-    """A replica serves (``status.roles[].ready`` counts it) when it is complete and every
-    member is Ready."""
-    return is_complete(pods, size) and all(p.ready for p in pods)
 
 
 def is_pod_outdated(pod: ObservedPod, role: DesiredRole, *, floor: int) -> bool:
@@ -204,6 +176,7 @@ class _Actions:
         self.pods: dict[str, ObservedPod] = {}
         self.workloads: dict[str, None] = {}
         self.create: list[Seat] = []
+        self.blocked: list[Seat] = []
 
     def delete(self, pods: Iterable[ObservedPod]) -> None:
         """Delete ``pods``, then every Workload owning them that owns no other standing Pod."""
@@ -232,11 +205,6 @@ def _desc(pods: Iterable[ObservedPod]) -> list[ObservedPod]:
     return sorted(pods, key=_ordinal_key, reverse=True)
 
 
-def remembered_replacing(md: ModelDeployment) -> dict[str, int | None]:
-    """``status.roles[].replacing`` by role (D6): the replacement a restart resumes."""
-    return {r.name: r.replacing for r in (md.status.roles or ())} if md.status is not None else {}
-
-
 def plan(
     *,
     desired: Desired,
@@ -245,7 +213,8 @@ def plan(
     index: ReplicaIndex | None = None,
     replacing: Mapping[str, int | None],
     cache_hold: bool = False,
-) -> Plan:
+    blocked_queues: Collection[str] = frozenset(),
+) -> RolloutStep:
     """The next step of a reconcile pass.
 
     ``pods`` are every Pod carrying the deployment's selector labels as the API server holds
@@ -253,7 +222,9 @@ def plan(
     ``workloads`` are the Workloads of the namespace (only those owning one of ``pods`` matter).
     ``replacing`` is ``status.roles[].replacing`` by role (D6). ``cache_hold`` is true when the
     deployment has resolved a cache connection before (``status.kvCache`` set) but none resolved
-    this pass: outdated roles then delete nothing (``RolloutHeldByCache``).
+    this pass: outdated roles then delete nothing (``RolloutHeldByCache``). ``blocked_queues``
+    are the LocalQueues found feeding another ClusterQueue (``reconcile/queues.py``): no seat of
+    a role whose queue is one of them is created (:attr:`RolloutStep.blocked`).
     """
     if index is None:
         index = ReplicaIndex.of(pods, workloads)
@@ -297,11 +268,9 @@ def plan(
     new_replacing: dict[str, int | None] = {}
     persist_first = False
     for role in desired.roles:
-        role_pods = index.live_of(role.name)
         remembered = replacing.get(role.name)
         step, role_requeue = _plan_role(
             role,
-            role_pods,
             actions=actions,
             index=index,
             held_groups=held_groups,
@@ -309,13 +278,14 @@ def plan(
             floor=desired.floor,
             current=desired.render_version,
             cache_hold=cache_hold,
+            blocked=bool(role.queue) and role.queue in blocked_queues,
         )
         steps.append(step)
         new_replacing[role.name] = step.replacing
         if step.replacing is not None and step.replacing != remembered:
             persist_first = True
         requeue = requeue or role_requeue
-    return Plan(
+    return RolloutStep(
         replacing=new_replacing,
         persist_first=persist_first,
         delete_pods=tuple(actions.pods.values()),
@@ -323,10 +293,11 @@ def plan(
         create=tuple(actions.create),
         requeue=requeue,
         roles=tuple(steps),
+        blocked=tuple(actions.blocked),
     )
 
 
-def requeue_after(step: Plan, after: ReplicaIndex) -> bool:
+def requeue_after(step: RolloutStep, after: ReplicaIndex) -> bool:
     """Whether the pass looks again shortly: the plan holds something, or an owned Pod is
     still terminating once the pass's writes are done."""
     return step.requeue or bool(after.terminating)
@@ -334,7 +305,6 @@ def requeue_after(step: Plan, after: ReplicaIndex) -> bool:
 
 def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume, choose, hold); its branches share the pass's state)
     role: DesiredRole,
-    pods: list[ObservedPod],
     *,
     actions: _Actions,
     index: ReplicaIndex,
@@ -343,9 +313,12 @@ def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume,
     floor: int,
     current: int,
     cache_hold: bool,
+    blocked: bool,
 ) -> tuple[RoleStep, bool]:
     """Scale-down and surplus, then rollout, then the create gate, for one role."""
-    orphans, removed, occupied = _occupancy(role, pods)
+    orphans = index.orphans_of(role.name)
+    removed = index.beyond(role.name, role.replicas)
+    occupied = {r.ordinal: r for r in index.replicas_of(role.name, role.replicas)}
 
     deleted = False
     requeue = False
@@ -356,7 +329,7 @@ def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume,
         deleted = True
 
     # Surplus (§5): orphans and duplicate seat occupants beyond replicas × size.
-    orphans, shed = _shed_surplus(role, orphans, occupied, actions=actions)
+    orphans, occupied, shed = _shed_surplus(role, orphans, occupied, actions=actions)
     if shed:
         deleted = requeue = True
 
@@ -384,13 +357,13 @@ def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume,
             slot = occupied.get(replacing)
             if slot is not None:
                 stale = any(is_pod_outdated(p, role, floor=floor) for p in slot.pods)
-                if not slot.broken(role) and index.admitted(slot.pods):
+                if not slot.broken(role.size) and slot.admitted:
                     # Resolved: the replacement holds its fresh admission. Should a newer edit
                     # have outdated it meanwhile, it is now an ordinary running replica and
                     # waits for the admission gate like any other (per seed: only a
                     # replacement still waiting is superseded without the gate).
                     replacing = None
-                elif stale or slot.broken(role):
+                elif stale or slot.broken(role.size):
                     if hold:
                         requeue = True
                     else:
@@ -409,10 +382,10 @@ def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume,
                     actions.delete(_desc(orphans))
                     deleted = True
         if replacing is None and not deleted and not hold:
-            choice = _choose(role, occupied, orphans, index, floor=floor)
+            choice = _choose(role, occupied, orphans, floor=floor)
             if choice is not None:
                 ordinal, chosen_tier, victims = choice
-                if chosen_tier == Tier.HEALTHY and not _gate_open(role, occupied, index):
+                if chosen_tier == Tier.HEALTHY and not _gate_open(role, occupied):
                     held_by_admission = True
                     requeue = True
                 else:
@@ -428,7 +401,9 @@ def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume,
     # Create gate (§5): never in a pass that deleted in this role.
     waiting: list[int] = []
     if not deleted:
-        waiting = _create_missing(role, occupied, orphans, actions=actions, held_groups=held_groups)
+        waiting = _create_missing(
+            role, occupied, orphans, actions=actions, held_groups=held_groups, blocked=blocked
+        )
         requeue = requeue or bool(waiting)
 
     requeue = requeue or deleted  # a deletion is in flight
@@ -447,57 +422,41 @@ def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume,
     return step, requeue
 
 
-def _occupancy(
-    role: DesiredRole, pods: Sequence[ObservedPod]
-) -> tuple[list[ObservedPod], list[ObservedPod], dict[int, _Replica]]:
-    """The role's live Pods as (orphans without an ordinal, Pods beyond ``replicas``, the
-    occupied seats by ordinal)."""
-    orphans: list[ObservedPod] = []
-    removed: list[ObservedPod] = []
-    occupied: dict[int, _Replica] = {}
-    for pod in pods:
-        if pod.ordinal is None:
-            orphans.append(pod)
-        elif pod.ordinal >= role.replicas:
-            removed.append(pod)
-        else:
-            occupied.setdefault(pod.ordinal, _Replica(pod.ordinal)).pods.append(pod)
-    return orphans, removed, occupied
-
-
 def _shed_surplus(
     role: DesiredRole,
     orphans: list[ObservedPod],
-    occupied: Mapping[int, _Replica],
+    occupied: dict[int, Replica],
     *,
     actions: _Actions,
-) -> tuple[list[ObservedPod], bool]:
-    """Delete orphans, then duplicate seat occupants, beyond replicas × size; the orphans
-    left and whether anything was shed (``occupied`` loses the victims in place)."""
+) -> tuple[list[ObservedPod], dict[int, Replica], bool]:
+    """Delete orphans, then duplicate seat occupants, beyond replicas × size; the orphans and
+    occupied seats left, and whether anything was shed."""
     kept = len(orphans) + sum(len(r.pods) for r in occupied.values())
     surplus = kept - role.replicas * role.size
     if surplus <= 0:
-        return orphans, False
+        return orphans, occupied, False
     victims = (_desc(orphans) + _duplicates(role, occupied))[:surplus]
     if not victims:
-        return orphans, False
+        return orphans, occupied, False
     actions.delete(victims)
     victim_uids = {p.uid for p in victims}
-    for replica in occupied.values():
-        replica.pods = [p for p in replica.pods if p.uid not in victim_uids]
-    return [p for p in orphans if p.uid not in victim_uids], True
+    left = {o: r.without(victim_uids) for o, r in occupied.items()}
+    return [p for p in orphans if p.uid not in victim_uids], left, True
 
 
 def _create_missing(
     role: DesiredRole,
-    occupied: Mapping[int, _Replica],
+    occupied: Mapping[int, Replica],
     orphans: Sequence[ObservedPod],
     *,
     actions: _Actions,
     held_groups: set[str],
+    blocked: bool,
 ) -> list[int]:
     """Schedule whole seats for the lowest free ordinals, as many as are missing; an ordinal
-    whose group name a Pod or a Workload still holds waits. Returns the waiting ordinals."""
+    whose group name a Pod or a Workload still holds waits. A ``blocked`` role (its LocalQueue
+    feeds another ClusterQueue) gets its seats reported as blocked instead of created. Returns
+    the waiting ordinals."""
     waiting: list[int] = []
     missing = role.replicas - len(occupied) - len(orphans)
     for ordinal in range(role.replicas):
@@ -509,12 +468,12 @@ def _create_missing(
         if group is not None and group in held_groups:
             waiting.append(ordinal)
             continue
-        actions.create.append(Seat(role.name, ordinal))
+        (actions.blocked if blocked else actions.create).append(Seat(role.name, ordinal))
         missing -= 1
     return waiting
 
 
-def _duplicates(role: DesiredRole, occupied: Mapping[int, _Replica]) -> list[ObservedPod]:
+def _duplicates(role: DesiredRole, occupied: Mapping[int, Replica]) -> list[ObservedPod]:
     """Every occupant of a seat beyond its keeper: the one whose pod-spec-hash matches the
     seat (ties: greatest name). Highest ordinal first, then descending name."""
     extra: list[ObservedPod] = []
@@ -535,14 +494,13 @@ def _duplicates(role: DesiredRole, occupied: Mapping[int, _Replica]) -> list[Obs
 
 def _choose(
     role: DesiredRole,
-    occupied: Mapping[int, _Replica],
+    occupied: Mapping[int, Replica],
     orphans: Sequence[ObservedPod],
-    index: ReplicaIndex,
     *,
     floor: int,
 ) -> tuple[int | None, str, list[ObservedPod]] | None:
     """The replica to replace next: the highest ordinal of the first non-empty tier."""
-    broken = [o for o, r in occupied.items() if r.broken(role)]
+    broken = [o for o, r in occupied.items() if r.broken(role.size)]
     if broken:
         ordinal = max(broken)
         return ordinal, Tier.BROKEN, _desc(occupied[ordinal].pods)
@@ -553,9 +511,7 @@ def _choose(
         o for o, r in occupied.items() if any(is_pod_outdated(p, role, floor=floor) for p in r.pods)
     ]
     queued = [
-        o
-        for o in stale
-        if all(p.gated for p in occupied[o].pods) and index.never_admitted(occupied[o].pods)
+        o for o in stale if all(p.gated for p in occupied[o].pods) and occupied[o].never_admitted
     ]
     if queued:
         ordinal = max(queued)
@@ -566,10 +522,10 @@ def _choose(
     return None
 
 
-def _gate_open(role: DesiredRole, occupied: Mapping[int, _Replica], index: ReplicaIndex) -> bool:
+def _gate_open(role: DesiredRole, occupied: Mapping[int, Replica]) -> bool:
     """Every replica the role declares holds a Workload with ``Admitted=True`` (per seed)."""
     for ordinal in range(role.replicas):
         replica = occupied.get(ordinal)
-        if replica is None or not index.admitted(replica.pods):
+        if replica is None or not replica.admitted:
             return False
     return True

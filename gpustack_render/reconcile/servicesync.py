@@ -4,9 +4,11 @@ aligned with the rendering.
 
 A rendered Service is applied unless the stored one is aligned (a value differs, or the
 controller's field manager still owns a field the rendering no longer carries); a stored
-Service held by another owner is a conflict, never overwritten. A Service this deployment
-controls that is no longer rendered is pruned, except an instance Service while a Pod of its
-ordinal remains (peers of a terminating instance still resolve one another).
+Service held by another owner is a conflict (:class:`ServiceConflict`), never overwritten: the
+controller reports it as the pass's failure, so the pass is retried until the name is free. A
+Service this deployment controls that is no longer rendered is pruned, except an instance
+Service while a Pod of its ordinal remains (peers of a terminating instance still resolve one
+another).
 """
 
 from __future__ import annotations
@@ -14,10 +16,29 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from gpustack_render.core import jsonview, labels, ownerrefs
 from gpustack_render.reconcile.observed import ObservedPod
+
+
+class ServiceConflict(Exception):  # noqa: N818 (names the finding, as QueueConflict does)
+    """The rendered Service ``namespace/name`` is stored, controlled by another owner than the
+    ModelDeployment ``deployment`` that renders it: never written, the pass fails and is retried
+    (its other writes are made first)."""
+
+    #: The reason the failure is counted under: what the API server answers a create of a name
+    #: that is taken.
+    REASON: Final = "AlreadyExists"
+
+    def __init__(self, namespace: str, name: str, deployment: str) -> None:
+        super().__init__(
+            f"Service {namespace}/{name} exists and is not owned by "
+            f"ModelDeployment {namespace}/{deployment}"
+        )
+        self.namespace = namespace
+        self.name = name
+        self.deployment = deployment
 
 
 @dataclass(frozen=True)
@@ -25,8 +46,8 @@ class ServiceSync:
     """The Service writes of one pass: apply in order, report conflicts, then prune."""
 
     apply: tuple[dict[str, Any], ...]
-    #: Names of rendered Services stored under another owner (never written).
-    conflicts: tuple[str, ...]
+    #: Rendered Services stored under another owner (never written), in rendering order.
+    conflicts: tuple[ServiceConflict, ...]
     #: (name, uid) of stored Services to delete: the uid is the delete's precondition, so a
     #: same-named Service created since the cache saw this one is never deleted.
     prune: tuple[tuple[str, str], ...]
@@ -38,23 +59,25 @@ def sync_services(
     stored: Mapping[str, Mapping[str, Any] | None],
     others: Iterable[Mapping[str, Any]],
     namespace: str,
+    owner: str,
     owner_uid: str,
     pods: Sequence[ObservedPod],
     manager: str,
 ) -> ServiceSync:
     """The Service writes of a pass.
 
-    ``stored`` holds the stored Service of each rendered name (``None``: absent); ``others``
-    the stored Services the pass knows of (any namespace, any owner; those rendered are
-    skipped); ``pods`` the deployment's Pods as observed after the pass's Pod writes.
+    ``owner`` and ``owner_uid`` are the name and uid of the ModelDeployment that renders
+    ``wanted``. ``stored`` holds the stored Service of each rendered name (``None``: absent);
+    ``others`` the stored Services the pass knows of (any namespace, any owner; those rendered
+    are skipped); ``pods`` the deployment's Pods as observed after the pass's Pod writes.
     """
     names = {_name(s) for s in wanted}
     apply: list[dict[str, Any]] = []
-    conflicts: list[str] = []
+    conflicts: list[ServiceConflict] = []
     for service in wanted:
         existing = stored.get(_name(service))
         if existing is not None and not ownerrefs.controlled_by(existing, owner_uid):
-            conflicts.append(_name(service))
+            conflicts.append(ServiceConflict(namespace, _name(service), owner))
         elif existing is None or not service_aligned(existing, service, manager):
             apply.append(service)
     held = {(p.role, p.ordinal) for p in pods if p.owned}

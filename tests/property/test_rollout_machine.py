@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
-from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, plan
+from gpustack_render.reconcile.rollout import Desired, DesiredRole, RolloutStep, plan
 
 ROLES = ("a", "b")
 
@@ -267,7 +267,7 @@ class Cluster:
             [w.observed() for w in self.workloads.values()],
         )
 
-    def plan(self) -> Plan:
+    def plan(self) -> RolloutStep:
         pods, workloads = self.observe()
         return plan(
             desired=self.desired(),
@@ -276,7 +276,7 @@ class Cluster:
             replacing=dict(self.replacing),
         )
 
-    def apply(self, step: Plan, *, cut_after: int | None = None) -> None:
+    def apply(self, step: RolloutStep, *, cut_after: int | None = None) -> None:
         if step.persist_first:
             self.replacing = dict(step.replacing)
         for i, pod in enumerate(step.delete_pods):

@@ -12,7 +12,7 @@ import pytest
 from test_rollout_planner import Case, pod, role
 from test_status_conditions import compute, condition, deployment, message, pods_of, rendered
 
-from gpustack_render.reconcile import status as st
+from gpustack_render.reconcile.conditions import common as cond
 from gpustack_render.reconcile.jointcheck import CHECK_NAME, needs_verdict
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload, observe_workload
 
@@ -82,8 +82,8 @@ def test_status_counts_an_evicted_replica_as_not_admitted() -> None:
     pods = pods_of(rendering)
     workloads = [read(pods[0], conditions=EVICTED), read(pods[1], conditions=ADMITTED)]
     status = compute(md, rendering, pods, workloads)
-    assert condition(status, st.QUOTA_RESERVED) == ("False", "PreemptedInPart")
-    assert message(status, st.QUOTA_RESERVED).startswith("1 of 2 replicas are admitted")
+    assert condition(status, cond.QUOTA_RESERVED) == ("False", "PreemptedInPart")
+    assert message(status, cond.QUOTA_RESERVED).startswith("1 of 2 replicas are admitted")
 
 
 def test_the_joint_check_leaves_a_deleting_workload_alone() -> None:

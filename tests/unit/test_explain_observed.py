@@ -292,6 +292,44 @@ def test_a_pod_of_another_owner_holding_the_group_name_never_lets_the_ordinal_be
     assert "no pass changes anything" in report.stuck
 
 
+def _local_queue(name: str, cluster_queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": rendered(deployment()).namespace},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def test_a_local_queue_feeding_another_cluster_queue_blocks_its_roles_seats() -> None:
+    """The controller's planner input (docs/contract/controller.md §10): no Pod of a role using
+    the queue is created, and explain says which replicas wait on it and why."""
+    md = deployment(role_spec(replicas=2))
+    new = rendered(md)
+    queue = new.role("server").queue  # type: ignore[union-attr]
+    objects = [*replicas_of(new, "server", [0]), _local_queue(queue, "someone-elses")]
+    report = explain(md, objects)
+    first = report.next_pass
+    assert first is not None and first.creates == ()
+    [wait] = first.waits
+    assert (wait.role, wait.ordinal, wait.on) == ("server", None, "local-queue")
+    assert wait.message.startswith(
+        f"replica(s) 1 are not created: LocalQueue {new.namespace}/{queue} feeds ClusterQueue "
+        f"someone-elses, not {queue}"
+    )
+    assert not report.converged and "local-queue" not in report.stuck
+    assert f"LocalQueue {new.namespace}/{queue}" in report.stuck
+    [missing] = reasons_of(report, "server", 1).reasons
+    assert missing.kind == "missing"
+    assert missing.message.startswith(
+        f"no live Pod: it is not created while LocalQueue {new.namespace}/{queue} feeds "
+        "ClusterQueue someone-elses"
+    )
+    # The same queue pointing at its own ClusterQueue blocks nothing.
+    report = explain(md, [*replicas_of(new, "server", [0]), _local_queue(queue, queue)])
+    assert actions(report) == ["+server/1", "wait"] and report.converged
+
+
 def test_a_pd_pair_where_only_decode_rolls_leaves_prefill_serving() -> None:
     old = rendered(deployment(*pd_roles(decode_args=OLD_ARGS)))
     md = deployment(*pd_roles(decode_args=NEW_ARGS))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from test_status_conditions import compute, condition, deployment, message, pods_of, rendered
 
 from gpustack_render.reconcile import status as st
+from gpustack_render.reconcile.conditions import common as cond
 from gpustack_render.reconcile.events import LOCAL_QUEUE_CONFLICT, local_queue_conflict
 from gpustack_render.reconcile.queues import queue_conflict
 from gpustack_render.rendering.localqueues import local_queue
@@ -40,7 +41,7 @@ def test_quota_reserved_reports_the_conflict_first() -> None:
     conflict = queue_conflict(local_queue("e", namespace="ns"), stored("other"))
     assert conflict is not None
     status = compute(md, rendering, pods_of(rendering), [])
-    assert condition(status, st.QUOTA_RESERVED) != ("False", "LocalQueueConflict")
+    assert condition(status, cond.QUOTA_RESERVED) != ("False", "LocalQueueConflict")
     status = st.deployment_status(
         md,
         rendering=rendering,
@@ -50,8 +51,8 @@ def test_quota_reserved_reports_the_conflict_first() -> None:
         now="2026-01-01T00:00:00Z",
         queue_conflicts=[conflict.message],
     )
-    assert condition(status, st.QUOTA_RESERVED) == ("False", "LocalQueueConflict")
-    assert message(status, st.QUOTA_RESERVED) == conflict.message
+    assert condition(status, cond.QUOTA_RESERVED) == ("False", "LocalQueueConflict")
+    assert message(status, cond.QUOTA_RESERVED) == conflict.message
 
 
 def test_the_event() -> None:

@@ -147,12 +147,18 @@ def test_service_sync_applies_reports_conflicts_and_prunes() -> None:
         stored={"a": None, "b": theirs, "c": None},
         others=[theirs, stale, held, foreign],
         namespace="team-a",
+        owner="qwen",
         owner_uid=UID,
         pods=pods,
         manager="gpustack-controller",
     )
     assert [s["metadata"]["name"] for s in sync.apply] == ["a", "c"]
-    assert sync.conflicts == ("b",)
+    assert [(c.namespace, c.name, c.deployment) for c in sync.conflicts] == [
+        ("team-a", "b", "qwen")
+    ]
+    assert str(sync.conflicts[0]) == (
+        "Service team-a/b exists and is not owned by ModelDeployment team-a/qwen"
+    )
     # Pruned by name and uid (the delete's precondition: a same-named successor stays).
     assert sync.prune == (("old", "uid-old"),)
 

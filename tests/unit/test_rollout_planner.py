@@ -10,7 +10,7 @@ from itertools import count
 import pytest
 
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
-from gpustack_render.reconcile.rollout import Desired, DesiredRole, Plan, Seat, Tier, plan
+from gpustack_render.reconcile.rollout import Desired, DesiredRole, RolloutStep, Seat, Tier, plan
 
 _uids = count()
 
@@ -81,22 +81,24 @@ class Case:
     cache_hold: bool = False
     floor: int = 1
     current: int = 1
+    blocked: frozenset[str] = frozenset()
 
-    def run(self) -> Plan:
+    def run(self) -> RolloutStep:
         return plan(
             desired=Desired(self.roles, floor=self.floor, render_version=self.current),
             pods=self.pods,
             workloads=self.workloads,
             replacing=self.replacing,
             cache_hold=self.cache_hold,
+            blocked_queues=self.blocked,
         )
 
 
-def deleted(result: Plan) -> list[tuple[str | None, int | None, int]]:
+def deleted(result: RolloutStep) -> list[tuple[str | None, int | None, int]]:
     return [(p.role, p.ordinal, p.member) for p in result.delete_pods]
 
 
-def created(result: Plan) -> list[tuple[str, int]]:
+def created(result: RolloutStep) -> list[tuple[str, int]]:
     return [(s.role, s.ordinal) for s in result.create]
 
 
@@ -125,6 +127,51 @@ def test_create_gate_waits_out_a_pod_still_holding_the_group_name() -> None:
     step = result.role("server")
     assert step is not None and step.waiting_ordinals == (1, 2)
     assert result.requeue
+
+
+# ---- a LocalQueue feeding another ClusterQueue (§10) -------------------------------------------
+
+
+def queued(desired: DesiredRole, queue: str) -> DesiredRole:
+    return replace(desired, queue=queue)
+
+
+def test_a_blocked_queue_creates_no_pod_of_its_roles_and_reports_the_seats() -> None:
+    roles = (
+        queued(role("prefill", replicas=2), "entrance-a"),
+        queued(role("decode", replicas=1, size=2), "entrance-b"),
+    )
+    result = Case(roles, [], blocked=frozenset({"entrance-a"})).run()
+    assert created(result) == [("decode", 0)]
+    assert result.blocked == (Seat("prefill", 0), Seat("prefill", 1))
+    # Blocked seats hold nothing in flight: the controller looks at the queue on its own cadence.
+    assert not result.requeue
+    unblocked = Case(roles, []).run()
+    assert created(unblocked) == [("prefill", 0), ("prefill", 1), ("decode", 0)]
+    assert unblocked.blocked == ()
+
+
+def _blocked_server(pods: list[ObservedPod]) -> RolloutStep:
+    """Three declared replicas on a blocked queue, replica 0 admitted."""
+    roles = (queued(role(replicas=3), "entrance"),)
+    return Case(roles, pods, admitted(pods[0]), blocked=frozenset({"entrance"})).run()
+
+
+def test_a_blocked_role_still_scales_down_and_waits_out_held_group_names() -> None:
+    result = _blocked_server([pod(0), pod(1, terminating=True), pod(3)])
+    # Ordinal 3 is beyond the declared replicas: deleted as ever; nothing created this pass.
+    assert deleted(result) == [("server", 3, 0)]
+    assert result.create == () and result.blocked == ()
+    result = _blocked_server([pod(0), pod(1, terminating=True)])
+    step = result.role("server")
+    assert step is not None and step.waiting_ordinals == (1,)
+    assert result.blocked == (Seat("server", 2),)
+    assert result.create == ()
+
+
+def test_a_role_without_a_known_queue_is_never_blocked() -> None:
+    result = Case((role(replicas=1),), [], blocked=frozenset({""})).run()
+    assert created(result) == [("server", 0)]
 
 
 def test_create_gate_waits_out_a_deleted_workload_still_holding_the_group_name() -> None:

@@ -19,13 +19,18 @@ from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeployment
 from gpustack_render.core.settings import Settings
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile import status as st
+from gpustack_render.reconcile.conditions import common as cond
+from gpustack_render.reconcile.conditions.kvcache import domain_registered
+from gpustack_render.reconcile.conditions.readiness import readiness
 from gpustack_render.reconcile.observed import (
     CheckState,
     ObservedPod,
     ObservedWorkload,
     observe_pod,
 )
-from gpustack_render.reconcile.rollout import Plan, RoleStep
+from gpustack_render.reconcile.rollout import RoleStep, RolloutStep
+from gpustack_render.reconcile.rolloutinputs import cache_hold, with_replacing
+from gpustack_render.reconcile.statusfields import PHASE_STARTING
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.rendering.roleplan import CacheResolution
 from gpustack_render.schema.decoding import decode_deployment, decode_model
@@ -152,7 +157,7 @@ def compute(
     pods: list[ObservedPod],
     workloads: list[ObservedWorkload],
     *,
-    plan: Plan | None = None,
+    plan: RolloutStep | None = None,
     system_namespace: str = "gpustack-system",
 ) -> ModelDeploymentStatus:
     return st.deployment_status(
@@ -250,9 +255,9 @@ def test_quota_reserved(scenario: Scenario, expected: tuple[str, str], names: li
     rendering = rendered(md)
     pods, workloads = scenario(pods_of(rendering))
     status = compute(md, rendering, pods, workloads)
-    assert condition(status, st.QUOTA_RESERVED) == expected
+    assert condition(status, cond.QUOTA_RESERVED) == expected
     for name in names:
-        assert name in message(status, st.QUOTA_RESERVED)
+        assert name in message(status, cond.QUOTA_RESERVED)
 
 
 def test_quota_reserved_pod_group_incomplete_names_have_want_role_and_queue() -> None:
@@ -260,8 +265,8 @@ def test_quota_reserved_pod_group_incomplete_names_have_want_role_and_queue() ->
     rendering = rendered(md)
     pods = pods_of(rendering)[:1]
     status = compute(md, rendering, pods, [])
-    assert condition(status, st.QUOTA_RESERVED) == ("False", "PodGroupIncomplete")
-    text = message(status, st.QUOTA_RESERVED)
+    assert condition(status, cond.QUOTA_RESERVED) == ("False", "PodGroupIncomplete")
+    text = message(status, cond.QUOTA_RESERVED)
     assert "1 of 2" in text and "server" in text and ENTRANCE in text
 
 
@@ -270,7 +275,7 @@ def test_quota_reserved_in_the_reserved_namespace() -> None:
     rendering = rendered(md)
     pods = pods_of(rendering)
     status = compute(md, rendering, pods, [], system_namespace="gpustack-system")
-    assert condition(status, st.QUOTA_RESERVED) == ("False", "NoQueueInReservedNamespace")
+    assert condition(status, cond.QUOTA_RESERVED) == ("False", "NoQueueInReservedNamespace")
     assert rendering.local_queues == ()
 
 
@@ -286,8 +291,8 @@ def test_quota_reserved_multi_role_names_the_waiting_roles() -> None:
         for w in wls
     ]
     status = compute(md, rendering, pods, wls)
-    assert condition(status, st.QUOTA_RESERVED) == ("False", "Pending")
-    assert "roles decode" in message(status, st.QUOTA_RESERVED)
+    assert condition(status, cond.QUOTA_RESERVED) == ("False", "Pending")
+    assert "roles decode" in message(status, cond.QUOTA_RESERVED)
 
 
 def test_messages_naming_every_waiting_replica_stay_within_the_condition_bound() -> None:
@@ -307,13 +312,13 @@ def test_messages_naming_every_waiting_replica_stay_within_the_condition_bound()
         for w in workloads_of(pods)
     ]
     status = compute(md, rendering, pods, wls)
-    assert condition(status, st.QUOTA_RESERVED) == ("False", "Pending")
-    for type_ in (st.QUOTA_RESERVED, st.READY):
+    assert condition(status, cond.QUOTA_RESERVED) == ("False", "Pending")
+    for type_ in (cond.QUOTA_RESERVED, cond.READY):
         text = message(status, type_)
-        assert len(text) == st.MAX_MESSAGE_CHARS and text.endswith(" ...")
-    assert message(status, st.QUOTA_RESERVED).startswith("8 of 16 replicas wait for quota")
-    assert status.phase == st.PHASE_STARTING
-    assert status.phase_message is not None and len(status.phase_message) == st.MAX_MESSAGE_CHARS
+        assert len(text) == cond.MAX_MESSAGE_CHARS and text.endswith(" ...")
+    assert message(status, cond.QUOTA_RESERVED).startswith("8 of 16 replicas wait for quota")
+    assert status.phase == PHASE_STARTING
+    assert status.phase_message is not None and len(status.phase_message) == cond.MAX_MESSAGE_CHARS
 
 
 def test_a_preemption_note_is_appended_on_the_other_branches() -> None:
@@ -327,23 +332,23 @@ def test_a_preemption_note_is_appended_on_the_other_branches() -> None:
         name="qwen-server-old", owner_pods=frozenset({pods[0].uid}), preempted=True
     )
     status = compute(md, rendering, pods, [*workloads_of(pods), stale])
-    assert condition(status, st.QUOTA_RESERVED) == ("False", "PreemptedInPart")
+    assert condition(status, cond.QUOTA_RESERVED) == ("False", "PreemptedInPart")
     reserved = [replace(w, admitted=False) for w in workloads_of(pods)]
     status = compute(md, rendering, pods, [*reserved, stale])
-    assert condition(status, st.QUOTA_RESERVED) == ("True", "Reserved")
-    assert "preempted" in message(status, st.QUOTA_RESERVED)
-    assert "qwen-server-old" in message(status, st.QUOTA_RESERVED)
+    assert condition(status, cond.QUOTA_RESERVED) == ("True", "Reserved")
+    assert "preempted" in message(status, cond.QUOTA_RESERVED)
+    assert "qwen-server-old" in message(status, cond.QUOTA_RESERVED)
     _, parked = _parked(pods)
     status = compute(md, rendering, pods, [*parked, stale])
-    assert condition(status, st.QUOTA_RESERVED) == ("False", "Parked")
-    assert "qwen-server-old" in message(status, st.QUOTA_RESERVED)
+    assert condition(status, cond.QUOTA_RESERVED) == ("False", "Parked")
+    assert "qwen-server-old" in message(status, cond.QUOTA_RESERVED)
 
 
 # ---- ReplicasUpToDate ---------------------------------------------------------------------
 
 
-def _plan(*steps: RoleStep) -> Plan:
-    return Plan(
+def _plan(*steps: RoleStep) -> RolloutStep:
+    return RolloutStep(
         replacing={s.role: s.replacing for s in steps},
         persist_first=False,
         delete_pods=(),
@@ -361,22 +366,22 @@ def test_replicas_up_to_date_rows() -> None:
     workloads = workloads_of(pods)
 
     status = compute(md, rendering, [], [])
-    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("Unknown", "RolloutNotObserved")
+    assert condition(status, cond.REPLICAS_UP_TO_DATE) == ("Unknown", "RolloutNotObserved")
 
     status = compute(md, rendering, pods, workloads)
-    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("True", "UpToDate")
+    assert condition(status, cond.REPLICAS_UP_TO_DATE) == ("True", "UpToDate")
 
     old = [replace(pods[0], pod_spec_hash="stale"), pods[1]]
     status = compute(md, rendering, old, workloads)
-    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
-    assert "1 replica" in message(status, st.REPLICAS_UP_TO_DATE)
+    assert condition(status, cond.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
+    assert "1 replica" in message(status, cond.REPLICAS_UP_TO_DATE)
 
     held = _plan(RoleStep("server", None, outdated=1, held_by_cache=True))
     status = compute(md, rendering, old, workloads, plan=held)
-    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutHeldByCache")
+    assert condition(status, cond.REPLICAS_UP_TO_DATE) == ("False", "RolloutHeldByCache")
     # §14 names the held and the outdated counts (and the held role).
-    assert "1 replica(s) held of 1 outdated" in message(status, st.REPLICAS_UP_TO_DATE)
-    assert "server" in message(status, st.REPLICAS_UP_TO_DATE)
+    assert "1 replica(s) held of 1 outdated" in message(status, cond.REPLICAS_UP_TO_DATE)
+    assert "server" in message(status, cond.REPLICAS_UP_TO_DATE)
 
     # The last outdated replica was deleted and is being recreated: still RolloutInProgress.
     rolling = deployment(
@@ -387,12 +392,12 @@ def test_replicas_up_to_date_rows() -> None:
         }
     )
     status = compute(rolling, rendering, pods[:1], workloads[:1])
-    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
+    assert condition(status, cond.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
 
     # A replica of a role that already has a Workload is missing (a departure).
     status = compute(md, rendering, pods[:1], workloads[:1])
-    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "ReplacementInProgress")
-    assert "replica(s) 1" in message(status, st.REPLICAS_UP_TO_DATE)
+    assert condition(status, cond.REPLICAS_UP_TO_DATE) == ("False", "ReplacementInProgress")
+    assert "replica(s) 1" in message(status, cond.REPLICAS_UP_TO_DATE)
 
 
 def test_an_older_compatible_render_version_is_counted_not_outdated() -> None:
@@ -401,8 +406,8 @@ def test_an_older_compatible_render_version_is_counted_not_outdated() -> None:
     pods = pods_of(rendering)  # rendered at the current version (2)
     rendering = replace(rendering, render_version=3, floor=1)
     status = compute(md, rendering, pods, workloads_of(pods))
-    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("True", "UpToDate")
-    assert "older" in message(status, st.REPLICAS_UP_TO_DATE)
+    assert condition(status, cond.REPLICAS_UP_TO_DATE) == ("True", "UpToDate")
+    assert "older" in message(status, cond.REPLICAS_UP_TO_DATE)
 
 
 def test_a_replica_below_the_floor_is_outdated() -> None:
@@ -410,7 +415,7 @@ def test_a_replica_below_the_floor_is_outdated() -> None:
     pods = pods_of(rendered(md))  # rendered at the current version (2)
     rendering = replace(rendered(md), render_version=3, floor=3)
     status = compute(md, rendering, pods, workloads_of(pods))
-    assert condition(status, st.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
+    assert condition(status, cond.REPLICAS_UP_TO_DATE) == ("False", "RolloutInProgress")
 
 
 # ---- RoleKindsReady, CacheAttached, KVEventsPublishing, RouterReady -----------------------
@@ -422,14 +427,14 @@ def test_role_kinds_ready() -> None:
     pods = pods_of(rendering)
     not_ready = [replace(p, ready=False) if p.role == "decode" else p for p in pods]
     status = compute(md, rendering, not_ready, workloads_of(pods))
-    assert condition(status, st.ROLE_KINDS_READY) == ("False", "KindsNotReady")
+    assert condition(status, cond.ROLE_KINDS_READY) == ("False", "KindsNotReady")
     # The kind in its API spelling (as roles[].kind), and the role carrying it.
-    assert "Decode" in message(status, st.ROLE_KINDS_READY)
-    assert "Prefill" not in message(status, st.ROLE_KINDS_READY)
-    assert "role(s) decode" in message(status, st.ROLE_KINDS_READY)
+    assert "Decode" in message(status, cond.ROLE_KINDS_READY)
+    assert "Prefill" not in message(status, cond.ROLE_KINDS_READY)
+    assert "role(s) decode" in message(status, cond.ROLE_KINDS_READY)
     assert status.role_summary == "1P0D"
     status = compute(md, rendering, pods, workloads_of(pods))
-    assert condition(status, st.ROLE_KINDS_READY) == ("True", "AllKindsReady")
+    assert condition(status, cond.ROLE_KINDS_READY) == ("True", "AllKindsReady")
     assert status.role_summary == "1P1D"
 
 
@@ -450,7 +455,7 @@ def test_cache_attached(
     rendering = rendered(md)
     pods = pods_of(rendering, ready=ready)
     status = compute(md, rendering, pods, workloads_of(pods))
-    assert condition(status, st.CACHE_ATTACHED) == expected
+    assert condition(status, cond.CACHE_ATTACHED) == expected
     assert status.roles is not None and status.roles[0].unmanaged is bool(command)
 
 
@@ -461,17 +466,17 @@ def test_unmanaged_reads_the_deployed_pods_not_the_spec() -> None:
     rendering = rendered(md)
     status = compute(md, rendering, [], [])
     assert status.roles is not None and status.roles[0].unmanaged is False
-    assert condition(status, st.CACHE_ATTACHED) == ("Unknown", "NoReplicaReady")
+    assert condition(status, cond.CACHE_ATTACHED) == ("Unknown", "NoReplicaReady")
     # Mid-way through a command edit the old managed replica still serves: managed.
     managed = deployment(role(replicas=1), cache=True)
     old_pods = pods_of(rendered(managed))
     status = compute(md, rendering, old_pods, workloads_of(old_pods))
     assert status.roles is not None and status.roles[0].unmanaged is False
-    assert condition(status, st.CACHE_ATTACHED) == ("Unknown", "NoObservationAvailable")
+    assert condition(status, cond.CACHE_ATTACHED) == ("Unknown", "NoObservationAvailable")
     # The other way round: a deployed take-over replica of a role now managed again.
     status = compute(managed, rendered(managed), pods_of(rendering), [])
     assert status.roles is not None and status.roles[0].unmanaged is True
-    assert condition(status, st.CACHE_ATTACHED) == ("Unknown", "Unmanaged")
+    assert condition(status, cond.CACHE_ATTACHED) == ("Unknown", "Unmanaged")
 
 
 @pytest.mark.parametrize(
@@ -503,12 +508,12 @@ def test_kv_events_publishing(
     md = deployment(*(roles or []), engine=engine, router=router)
     rendering = rendered(md)
     status = compute(md, rendering, [], [])
-    assert condition(status, st.KV_EVENTS_PUBLISHING) == expected
+    assert condition(status, cond.KV_EVENTS_PUBLISHING) == expected
     if router is None:
-        assert condition(status, st.ROUTER_READY) == ("True", "NotApplicable")
+        assert condition(status, cond.ROUTER_READY) == ("True", "NotApplicable")
         assert status.router is None
     else:
-        assert condition(status, st.ROUTER_READY) == ("False", "NotRendered")
+        assert condition(status, cond.ROUTER_READY) == ("False", "NotRendered")
         assert status.router is not None and status.router.name == router
 
 
@@ -558,18 +563,18 @@ def test_domain_registered(
     md = deployment(cache=True)
     rendering = rendered(md, binding=binding)
     status = compute(md, rendering, [], [])
-    assert condition(status, st.DOMAIN_REGISTERED) == expected
+    assert condition(status, cond.DOMAIN_REGISTERED) == expected
     for name in names:
-        assert name in message(status, st.DOMAIN_REGISTERED)
+        assert name in message(status, cond.DOMAIN_REGISTERED)
 
 
 def test_domain_registered_not_applicable_and_deleting() -> None:
     md = deployment()
-    assert st.domain_registered(md, None) == st.ConditionVerdict(
+    assert domain_registered(md, None) == cond.ConditionVerdict(
         ConditionStatus.TRUE, "NotApplicable", "the deployment names no KV cache pool"
     )
     cached = deployment(cache=True)
-    verdict = st.domain_registered(cached, CacheResolution("cache", "BindingDeleting"))
+    verdict = domain_registered(cached, CacheResolution("cache", "BindingDeleting"))
     assert (verdict.status, verdict.reason) == ("False", "BindingDeleting")
 
 
@@ -583,9 +588,9 @@ def test_kv_cache_status_is_absent_until_resolved_then_kept() -> None:
     resolved = deployment(cache=True, status=st.status_to_json(status))
     kept = compute(resolved, rendered(resolved, binding=None), [], [])
     assert kept.kv_cache == status.kv_cache
-    assert st.cache_hold(resolved, rendered(resolved, binding=None).cache)
-    assert not st.cache_hold(resolved, rendered(resolved).cache)
-    assert not st.cache_hold(md, rendered(md, binding=None).cache)
+    assert cache_hold(resolved, rendered(resolved, binding=None).cache)
+    assert not cache_hold(resolved, rendered(resolved).cache)
+    assert not cache_hold(md, rendered(md, binding=None).cache)
 
 
 # ---- times, generation ------------------------------------------------------------------
@@ -616,7 +621,7 @@ def test_last_transition_time_moves_only_when_status_changes() -> None:
     assert times["QuotaReserved"] == EARLIER  # same status, new reason
     assert times["RouterReady"] == NOW  # False → True
     assert all(c.observed_generation == 3 for c in status.conditions or ())
-    assert [c.type for c in status.conditions or ()] == list(st.ALL_CONDITION_TYPES)
+    assert [c.type for c in status.conditions or ()] == list(cond.ALL_CONDITION_TYPES)
 
 
 # ---- phase, summary, endpoint, roles ----------------------------------------------------
@@ -633,7 +638,7 @@ def test_phase_ready_degraded_starting() -> None:
     assert (status.phase, status.phase_message) == ("Degraded", "1 of 2 replicas ready")
     status = compute(md, rendering, [], [])
     assert status.phase == "Starting"
-    assert status.phase_message == message(status, st.QUOTA_RESERVED)
+    assert status.phase_message == message(status, cond.QUOTA_RESERVED)
 
 
 def test_phase_message_notes_an_eviction() -> None:
@@ -718,8 +723,8 @@ def test_deleting_status_keeps_everything_but_the_phase() -> None:
     stored = deployment(status=st.status_to_json(before))
     after = st.deleting_status(stored, remaining=2, now=NOW)
     assert after.phase == "Deleting" and "2" in (after.phase_message or "")
-    seven = [c for c in after.conditions or () if c.type in st.CONDITION_TYPES]
-    assert seven == [c for c in before.conditions or () if c.type in st.CONDITION_TYPES]
+    seven = [c for c in after.conditions or () if c.type in cond.CONDITION_TYPES]
+    assert seven == [c for c in before.conditions or () if c.type in cond.CONDITION_TYPES]
     assert condition(after, "Ready") == ("False", "Deleting")
     assert condition(after, "Reconciling") == ("True", "Deleting")
     assert condition(after, "Stalled") == ("False", "Reconciling")
@@ -730,144 +735,147 @@ def test_deleting_status_keeps_everything_but_the_phase() -> None:
 
 def test_with_replacing_sets_only_the_memory() -> None:
     md = deployment(role("prefill", kind="Prefill"), role("decode", kind="Decode"))
-    out = st.with_replacing(md, {"prefill": 1, "decode": None})
+    out = with_replacing(md, {"prefill": 1, "decode": None})
     assert [(r.name, r.replacing) for r in out.roles or ()] == [("prefill", 1), ("decode", None)]
 
 
 # ---- readiness for tools: Ready, Reconciling, Stalled (docs/decisions.md) ----------------------
 
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
-V = st.ConditionVerdict
+V = cond.ConditionVerdict
 #: The seven conditions of a deployment that serves everything it declares.
-HEALTHY: dict[str, st.ConditionVerdict] = {
-    st.DOMAIN_REGISTERED: V(T, "NotApplicable"),
-    st.QUOTA_RESERVED: V(T, "Reserved"),
-    st.REPLICAS_UP_TO_DATE: V(T, "UpToDate"),
-    st.ROLE_KINDS_READY: V(T, "AllKindsReady"),
-    st.CACHE_ATTACHED: V(T, "NotApplicable"),
-    st.KV_EVENTS_PUBLISHING: V(T, "NotApplicable"),
-    st.ROUTER_READY: V(T, "NotApplicable"),
+HEALTHY: dict[str, cond.ConditionVerdict] = {
+    cond.DOMAIN_REGISTERED: V(T, "NotApplicable"),
+    cond.QUOTA_RESERVED: V(T, "Reserved"),
+    cond.REPLICAS_UP_TO_DATE: V(T, "UpToDate"),
+    cond.ROLE_KINDS_READY: V(T, "AllKindsReady"),
+    cond.CACHE_ATTACHED: V(T, "NotApplicable"),
+    cond.KV_EVENTS_PUBLISHING: V(T, "NotApplicable"),
+    cond.ROUTER_READY: V(T, "NotApplicable"),
 }
 
 
 @pytest.mark.parametrize(
     ("changed", "ready", "expected"),
     [
-        pytest.param({}, 2, (st.READY, "Ready"), id="all-true-all-ready"),
-        pytest.param({}, 1, (st.RECONCILING, "ReplicasNotReady"), id="one-replica-not-ready"),
+        pytest.param({}, 2, (cond.READY, "Ready"), id="all-true-all-ready"),
+        pytest.param({}, 1, (cond.RECONCILING, "ReplicasNotReady"), id="one-replica-not-ready"),
         pytest.param(
-            {st.DOMAIN_REGISTERED: V(F, "BindingNotFound", "an administrator creates it")},
+            {cond.DOMAIN_REGISTERED: V(F, "BindingNotFound", "an administrator creates it")},
             0,
-            (st.STALLED, "BindingNotFound"),
+            (cond.STALLED, "BindingNotFound"),
             id="binding-not-found-stalls",
         ),
         pytest.param(
-            {st.DOMAIN_REGISTERED: V(F, "BindingDeleting")},
+            {cond.DOMAIN_REGISTERED: V(F, "BindingDeleting")},
             2,
-            (st.STALLED, "BindingDeleting"),
+            (cond.STALLED, "BindingDeleting"),
             id="binding-deleting-stalls",
         ),
         pytest.param(
-            {st.DOMAIN_REGISTERED: V(F, "BindingNotReady")},
+            {cond.DOMAIN_REGISTERED: V(F, "BindingNotReady")},
             0,
-            (st.RECONCILING, "BindingNotReady"),
+            (cond.RECONCILING, "BindingNotReady"),
             id="binding-not-ready-reconciles",
         ),
         pytest.param(
-            {st.QUOTA_RESERVED: V(F, "Parked", "reactivate them")},
+            {cond.QUOTA_RESERVED: V(F, "Parked", "reactivate them")},
             0,
-            (st.STALLED, "Parked"),
+            (cond.STALLED, "Parked"),
             id="parked-stalls",
         ),
         pytest.param(
-            {st.QUOTA_RESERVED: V(F, "NoQueueInReservedNamespace")},
+            {cond.QUOTA_RESERVED: V(F, "NoQueueInReservedNamespace")},
             0,
-            (st.STALLED, "NoQueueInReservedNamespace"),
+            (cond.STALLED, "NoQueueInReservedNamespace"),
             id="reserved-namespace-stalls",
         ),
         pytest.param(
-            {st.QUOTA_RESERVED: V(F, "Pending")}, 0, (st.RECONCILING, "Pending"), id="quota-pending"
+            {cond.QUOTA_RESERVED: V(F, "Pending")},
+            0,
+            (cond.RECONCILING, "Pending"),
+            id="quota-pending",
         ),
         pytest.param(
-            {st.QUOTA_RESERVED: V(U, "NoReplicas")},
+            {cond.QUOTA_RESERVED: V(U, "NoReplicas")},
             0,
-            (st.RECONCILING, "NoReplicas"),
+            (cond.RECONCILING, "NoReplicas"),
             id="no-replica-yet",
         ),
         pytest.param(
-            {st.QUOTA_RESERVED: V(F, "PreemptedInPart")},
+            {cond.QUOTA_RESERVED: V(F, "PreemptedInPart")},
             1,
-            (st.RECONCILING, "PreemptedInPart"),
+            (cond.RECONCILING, "PreemptedInPart"),
             id="preempted-in-part",
         ),
         pytest.param(
-            {st.REPLICAS_UP_TO_DATE: V(F, "RolloutInProgress")},
+            {cond.REPLICAS_UP_TO_DATE: V(F, "RolloutInProgress")},
             2,
-            (st.RECONCILING, "RolloutInProgress"),
+            (cond.RECONCILING, "RolloutInProgress"),
             id="rollout-of-ready-replicas",
         ),
         pytest.param(
-            {st.REPLICAS_UP_TO_DATE: V(F, "RolloutHeldByCache")},
+            {cond.REPLICAS_UP_TO_DATE: V(F, "RolloutHeldByCache")},
             2,
-            (st.RECONCILING, "RolloutHeldByCache"),
+            (cond.RECONCILING, "RolloutHeldByCache"),
             id="rollout-held-by-cache",
         ),
         pytest.param(
-            {st.ROLE_KINDS_READY: V(F, "KindsNotReady")},
+            {cond.ROLE_KINDS_READY: V(F, "KindsNotReady")},
             1,
-            (st.RECONCILING, "KindsNotReady"),
+            (cond.RECONCILING, "KindsNotReady"),
             id="a-kind-without-ready-instance",
         ),
         pytest.param(
-            {st.CACHE_ATTACHED: V(F, "CacheOperationsFailing")},
+            {cond.CACHE_ATTACHED: V(F, "CacheOperationsFailing")},
             2,
-            (st.RECONCILING, "CacheOperationsFailing"),
+            (cond.RECONCILING, "CacheOperationsFailing"),
             id="cache-false-holds-readiness",
         ),
         pytest.param(
-            {st.CACHE_ATTACHED: V(U, "NoObservationAvailable")},
+            {cond.CACHE_ATTACHED: V(U, "NoObservationAvailable")},
             2,
-            (st.READY, "Ready"),
+            (cond.READY, "Ready"),
             id="cache-unknown-does-not",
         ),
         pytest.param(
             {
-                st.KV_EVENTS_PUBLISHING: V(F, "PublisherDisabled"),
-                st.ROUTER_READY: V(F, "NotRendered"),
+                cond.KV_EVENTS_PUBLISHING: V(F, "PublisherDisabled"),
+                cond.ROUTER_READY: V(F, "NotRendered"),
             },
             2,
-            (st.READY, "Ready"),
+            (cond.READY, "Ready"),
             id="router-not-rendered-and-no-publisher-do-not",
         ),
         pytest.param(
             {
-                st.QUOTA_RESERVED: V(F, "Pending"),
-                st.DOMAIN_REGISTERED: V(F, "BindingNotFound"),
+                cond.QUOTA_RESERVED: V(F, "Pending"),
+                cond.DOMAIN_REGISTERED: V(F, "BindingNotFound"),
             },
             0,
-            (st.STALLED, "BindingNotFound"),
+            (cond.STALLED, "BindingNotFound"),
             id="stalled-wins-over-reconciling",
         ),
         pytest.param(
-            {st.QUOTA_RESERVED: V(F, "Pending"), st.ROLE_KINDS_READY: V(F, "KindsNotReady")},
+            {cond.QUOTA_RESERVED: V(F, "Pending"), cond.ROLE_KINDS_READY: V(F, "KindsNotReady")},
             0,
-            (st.RECONCILING, "Pending"),
+            (cond.RECONCILING, "Pending"),
             id="first-unmet-condition-is-reported",
         ),
     ],
 )
 def test_readiness_table(
-    changed: dict[str, st.ConditionVerdict], ready: int, expected: tuple[str, str]
+    changed: dict[str, cond.ConditionVerdict], ready: int, expected: tuple[str, str]
 ) -> None:
     verdicts = {**HEALTHY, **changed}
-    out = st.readiness(verdicts, ready=ready, desired=2)
+    out = readiness(verdicts, ready=ready, desired=2)
     true_type, reason = expected
-    assert set(out) == set(st.SUMMARY_CONDITION_TYPES)
+    assert set(out) == set(cond.SUMMARY_CONDITION_TYPES)
     # Exactly one of the three is True: Ready == not Reconciling and not Stalled (kstatus).
     assert [t for t, v in out.items() if v.status == T] == [true_type]
     assert out[true_type].reason == reason
-    assert out[st.READY].reason == reason
-    for other in set(st.SUMMARY_CONDITION_TYPES) - {true_type, st.READY}:
+    assert out[cond.READY].reason == reason
+    for other in set(cond.SUMMARY_CONDITION_TYPES) - {true_type, cond.READY}:
         assert (out[other].status, out[other].reason) == (F, true_type)
     blocking = [t for t, v in changed.items() if v.reason == reason]
     if blocking:
@@ -876,8 +884,8 @@ def test_readiness_table(
 
 
 def test_a_deployment_without_replicas_declared_is_not_ready() -> None:
-    out = st.readiness(HEALTHY, ready=0, desired=0)
-    assert (out[st.RECONCILING].status, out[st.RECONCILING].reason) == (T, "ReplicasNotReady")
+    out = readiness(HEALTHY, ready=0, desired=0)
+    assert (out[cond.RECONCILING].status, out[cond.RECONCILING].reason) == (T, "ReplicasNotReady")
 
 
 def test_ready_through_the_status_and_its_generation() -> None:
@@ -885,9 +893,9 @@ def test_ready_through_the_status_and_its_generation() -> None:
     rendering = rendered(md)
     pods = pods_of(rendering)
     status = compute(md, rendering, pods, workloads_of(pods))
-    assert condition(status, st.READY) == ("True", "Ready")
-    assert condition(status, st.RECONCILING) == ("False", "Ready")
-    assert condition(status, st.STALLED) == ("False", "Ready")
+    assert condition(status, cond.READY) == ("True", "Ready")
+    assert condition(status, cond.RECONCILING) == ("False", "Ready")
+    assert condition(status, cond.STALLED) == ("False", "Ready")
     assert status.observed_generation == 3
     assert all(c.observed_generation == 3 for c in status.conditions or ())
     assert [c.type for c in status.conditions or ()][:3] == ["Ready", "Reconciling", "Stalled"]
@@ -910,11 +918,11 @@ def test_ready_turns_false_during_a_rollout_and_moves_its_transition_time() -> N
         system_namespace="gpustack-system",
         now=later,
     )
-    assert condition(after, st.READY) == ("False", "RolloutInProgress")
-    assert condition(after, st.RECONCILING) == ("True", "RolloutInProgress")
+    assert condition(after, cond.READY) == ("False", "RolloutInProgress")
+    assert condition(after, cond.RECONCILING) == ("True", "RolloutInProgress")
     times = {c.type: c.last_transition_time for c in after.conditions or ()}
-    assert times[st.READY] == later and times[st.RECONCILING] == later
-    assert times[st.STALLED] == NOW  # False before and after
+    assert times[cond.READY] == later and times[cond.RECONCILING] == later
+    assert times[cond.STALLED] == NOW  # False before and after
     assert after.phase == "Ready"  # every replica still serves: phase is not readiness
 
 
@@ -922,9 +930,9 @@ def test_a_parked_deployment_is_stalled() -> None:
     md = deployment()
     rendering = rendered(md)
     status = compute(md, rendering, *_parked(pods_of(rendering, ready=False)))
-    assert condition(status, st.STALLED) == ("True", "Parked")
-    assert condition(status, st.RECONCILING) == ("False", "Stalled")
-    assert condition(status, st.READY) == ("False", "Parked")
+    assert condition(status, cond.STALLED) == ("True", "Parked")
+    assert condition(status, cond.RECONCILING) == ("False", "Stalled")
+    assert condition(status, cond.READY) == ("False", "Parked")
 
 
 def test_role_readiness_names_each_role_its_counts_and_kind() -> None:

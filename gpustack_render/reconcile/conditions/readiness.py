@@ -1,0 +1,97 @@
+"""The summary conditions tools read — ``Ready``, ``Reconciling``, ``Stalled`` (kstatus) —
+computed from the seven conditions and the ready count (docs/decisions.md, "Readiness for
+tools"). ``reconcile/readinessdoc.py`` writes the reference table from the constants here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from gpustack_render.core.vocabulary import ConditionStatus
+from gpustack_render.reconcile.conditions.common import (
+    CACHE_ATTACHED,
+    CONDITION_TYPES,
+    DOMAIN_REGISTERED,
+    QUOTA_RESERVED,
+    READY,
+    RECONCILING,
+    REPLICAS_UP_TO_DATE,
+    ROLE_KINDS_READY,
+    STALLED,
+    SUMMARY_CONDITION_TYPES,
+    ConditionVerdict,
+)
+from gpustack_render.reconcile.conditions.quota import NO_QUEUE_IN_RESERVED_NAMESPACE, PARKED
+from gpustack_render.rendering.roleplan import BINDING_DELETING, BINDING_NOT_FOUND
+
+#: ``Ready=False``/``Reconciling=True`` when every condition holds but not every replica is ready.
+REPLICAS_NOT_READY: Final = "ReplicasNotReady"
+#: The summary conditions' reason while the deployment is being deleted.
+DELETING: Final = "Deleting"
+
+#: (condition, reason) pairs that need someone to act: the deployment is ``Stalled``, not
+#: ``Reconciling`` (the condition's message names the way out).
+STALLING: Final = frozenset(
+    {
+        (DOMAIN_REGISTERED, BINDING_NOT_FOUND),
+        (DOMAIN_REGISTERED, BINDING_DELETING),
+        (QUOTA_RESERVED, PARKED),
+        (QUOTA_RESERVED, NO_QUEUE_IN_RESERVED_NAMESPACE),
+    }
+)
+#: The conditions ``Ready`` needs ``True``, in the order the first unmet one is reported.
+#: ``CacheAttached`` counts only when ``False`` (``Unknown`` is all this release can observe);
+#: ``KVEventsPublishing`` reports configuration and ``RouterReady`` a router this release does
+#: not render (D9): neither holds readiness back.
+READY_NEEDS: Final = (DOMAIN_REGISTERED, QUOTA_RESERVED, REPLICAS_UP_TO_DATE, ROLE_KINDS_READY)
+
+
+def _summary(true_type: str, reason: str, message: str) -> dict[str, ConditionVerdict]:
+    """The three summary verdicts with ``true_type`` the one that is ``True``; the others are
+    ``False`` with the name of the true one as their reason (``Ready``'s keeps ``reason``)."""
+    out: dict[str, ConditionVerdict] = {}
+    for type_ in SUMMARY_CONDITION_TYPES:
+        if type_ == true_type:
+            out[type_] = ConditionVerdict(ConditionStatus.TRUE, reason, message)
+        elif type_ == READY:
+            out[type_] = ConditionVerdict(ConditionStatus.FALSE, reason, message)
+        else:
+            out[type_] = ConditionVerdict(ConditionStatus.FALSE, true_type, "")
+    return out
+
+
+def readiness(
+    verdicts: Mapping[str, ConditionVerdict], *, ready: int, desired: int
+) -> dict[str, ConditionVerdict]:
+    """``Ready``, ``Reconciling`` and ``Stalled`` from the seven conditions and the ready count
+    (docs/decisions.md, "Readiness for tools"), first match:
+
+    1. a condition with a reason of :data:`STALLING` → ``Stalled`` (its reason and message);
+    2. the first of :data:`READY_NEEDS` that is not ``True``, or ``CacheAttached`` ``False`` →
+       ``Reconciling`` (its reason and message);
+    3. fewer ready replicas than declared → ``Reconciling``, ``ReplicasNotReady``;
+    4. otherwise ``Ready``.
+    """
+    for type_ in CONDITION_TYPES:
+        verdict = verdicts.get(type_)
+        if verdict is not None and (type_, verdict.reason) in STALLING:
+            return _summary(STALLED, verdict.reason, f"{type_}: {verdict.message}")
+    waiting = [
+        t for t in READY_NEEDS if t in verdicts and verdicts[t].status != ConditionStatus.TRUE
+    ]
+    cache = verdicts.get(CACHE_ATTACHED)
+    if cache is not None and cache.status == ConditionStatus.FALSE:
+        waiting.append(CACHE_ATTACHED)
+    if waiting:
+        verdict = verdicts[waiting[0]]
+        return _summary(RECONCILING, verdict.reason, f"{waiting[0]}: {verdict.message}")
+    if not desired or ready < desired:
+        return _summary(RECONCILING, REPLICAS_NOT_READY, f"{ready} of {desired} replicas are ready")
+    return _summary(READY, READY, f"{ready} of {desired} replicas are ready and up to date")
+
+
+def deleting_readiness(remaining: int) -> dict[str, ConditionVerdict]:
+    """The summary verdicts of a deployment being deleted: ``Reconciling``, ``Deleting``."""
+    return _summary(
+        RECONCILING, DELETING, f"the deployment is being deleted: {remaining} replica Pod(s) remain"
+    )
