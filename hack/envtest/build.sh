@@ -6,6 +6,8 @@
 #   kueue/       sigs.k8s.io/kueue     kueue (the manager; its CRDs and webhook manifests are copied too)
 #   kwok/        sigs.k8s.io/kwok      kwok (fake Nodes and the Pod lifecycle)
 #   helm/        helm.sh/helm/v3       helm (the chart's lint, template and dry-run tests)
+#   gie/         sigs.k8s.io/gateway-api-inference-extension  not built: its CRDs are copied
+#                                      (InferencePool inference.networking.k8s.io/v1)
 #   yaml2json/   sigs.k8s.io/yaml      yaml2json (kubectl's YAML-to-JSON converter, for the YAML
 #                                      reader's differential test; a small main of our own)
 #
@@ -20,6 +22,7 @@
 #       kueue-<v>/kueue  kueue-<v>/crds/{bases,patches,kustomization.yaml}  kueue-<v>/webhook/manifests.yaml
 #       kwok-<v>/kwok  kwok-<v>/stages/*.yaml
 #       helm-<v>/helm
+#       gie-<v>/crds/*.yaml
 #       yaml2json-<sigs.k8s.io/yaml v>-<go.yaml.in/yaml/v2 v>/yaml2json
 #       bin-<k8s>-<etcd>-<kueue>-<kwok>/   symbolic links to all of the above (printed on stdout)
 #
@@ -63,9 +66,10 @@ etcd_version="$(module_version "${here}/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 kueue_version="$(module_version "${here}/kueue/go.mod" sigs.k8s.io/kueue)"
 kwok_version="$(module_version "${here}/kwok/go.mod" sigs.k8s.io/kwok)"
 helm_version="$(module_version "${here}/helm/go.mod" helm.sh/helm/v3)"
+gie_version="$(module_version "${here}/gie/go.mod" sigs.k8s.io/gateway-api-inference-extension)"
 sigsyaml_version="$(module_version "${here}/yaml2json/go.mod" sigs.k8s.io/yaml)"
 goyaml_version="$(module_version "${here}/yaml2json/go.mod" go.yaml.in/yaml/v2)"
-for v in k8s_version etcd_version kueue_version kwok_version; do
+for v in k8s_version etcd_version kueue_version kwok_version gie_version; do
     if [[ -z "${!v}" ]]; then
         echo "build.sh: cannot read ${v%_version}'s pinned version from hack/envtest/*/go.mod" >&2
         exit 1
@@ -183,6 +187,22 @@ if [[ ! -f "${kwok_dir}/.stages-complete" ]]; then
     touch "${kwok_dir}/.stages-complete"
 fi
 
+# Gateway API Inference Extension's CRDs (not run here: a rendered InferencePool is checked
+# against the API server with the CRD as published; bases/ also holds the x-k8s.io alpha CRDs).
+gie_dir="${cache_root}/gie-${gie_version}"
+if [[ ! -f "${gie_dir}/.crds-complete" ]]; then
+    echo "build.sh: copying Gateway API Inference Extension ${gie_version} CRDs..." >&2
+    module_dir gie sigs.k8s.io/gateway-api-inference-extension
+    if [[ ! -f "${mod_dir}/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml" ]]; then
+        echo "build.sh: no InferencePool CRD under ${mod_dir}" >&2
+        exit 1
+    fi
+    mkdir -p "${gie_dir}/crds"
+    cp "${mod_dir}"/config/crd/bases/*.yaml "${gie_dir}/crds/"
+    chmod -R u+w "${gie_dir}/crds"
+    touch "${gie_dir}/.crds-complete"
+fi
+
 # One directory that links every component, named by all four versions.
 bin_dir="${cache_root}/bin-${k8s_version}-${etcd_version}-kueue-${kueue_version}-kwok-${kwok_version}"
 mkdir -p "${bin_dir}"
@@ -202,5 +222,6 @@ link "${yaml2json_dir}/yaml2json"
 ln -sfn "${kueue_dir}/crds" "${bin_dir}/kueue-crds"
 ln -sfn "${kueue_dir}/webhook" "${bin_dir}/kueue-webhook"
 ln -sfn "${kwok_dir}/stages" "${bin_dir}/kwok-stages"
+ln -sfn "${gie_dir}/crds" "${bin_dir}/gie-crds"
 
 echo "${bin_dir}"
