@@ -21,7 +21,7 @@ setup: $(STAMP) ## create .venv and install the project with its dev tools
 demo: setup ## render the bundled example (examples/qwen-chat.yaml)
 	$(BIN)/gpustack-render render examples/qwen-chat.yaml
 
-envtest: ## build (or reuse) the simulated cluster's components (kube-*, etcd, Kueue, KWOK, kubectl, helm, yaml2json)
+envtest: ## build (or reuse) the simulated cluster's components (kube-*, etcd, Kueue, KWOK, metrics-server, kubectl, helm, yaml2json; KEDA's CRDs)
 	bash hack/envtest/build.sh >/dev/null
 
 cluster: setup envtest ## start a simulated GPU cluster in the background (kubeconfig: .cluster/kubeconfig)

@@ -3,7 +3,9 @@
 ``up`` builds the components when needed (hack/envtest/build.sh), then starts, in the background,
 one supervisor process that runs the cluster of tests/integration/cluster.py (etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler, KWOK with 8 fake Nodes of 8 GPUs and 2
-of 8 Ascend NPUs, Kueue) plus the project's controller and webhook server as local processes,
+of 8 Ascend NPUs, Kueue; with the autoscaling option: metrics-server over KWOK's emulated Pod
+metrics, the HPA, Deployment and ReplicaSet controllers, so `kubectl top` and a
+HorizontalPodAutoscaler work) plus the project's controller and webhook server as local processes,
 with the webhook configurations of deploy/webhook pointed at the local server. The two shells run
 as their shipped ServiceAccounts (deploy/'s identities, RBAC, Settings and empty Secret are
 applied first), so the shipped RBAC judges them. It writes the admin kubeconfig to
@@ -108,7 +110,9 @@ def _serve() -> int:
         )
         for i in range(2)
     ]
-    cluster = Cluster(binaries, nodes=[*default_nodes(), *npu_nodes], root=STATE / "run")
+    cluster = Cluster(
+        binaries, nodes=[*default_nodes(), *npu_nodes], root=STATE / "run", autoscaling=True
+    )
     shells: list[ManagedProcess] = []
     try:
         cluster.start()
@@ -268,8 +272,8 @@ def up(timeout: float) -> int:
     ready = json.loads(READY_FILE.read_text())
     print(
         f"simulated GPU cluster ready in {time.monotonic() - started:.0f}s "
-        f"(8 KWOK Nodes x 8 nvidia.com/gpu, 2 x 8 huawei.com/npu, Kueue, the controller and the "
-        f"webhook server)\n"
+        f"(8 KWOK Nodes x 8 nvidia.com/gpu, 2 x 8 huawei.com/npu, Kueue, metrics-server and the "
+        f"HPA, the controller and the webhook server)\n"
         f"  export KUBECONFIG={KUBECONFIG}\n"
         f"  {binaries.kubectl} get nodes\n"
         f"  make cluster-demo     # apply examples/ and wait until they are Ready\n"

@@ -5,22 +5,27 @@
 #   etcd/        go.etcd.io/etcd       etcd
 #   kueue/       sigs.k8s.io/kueue     kueue (the manager; its CRDs and webhook manifests are copied too)
 #   kwok/        sigs.k8s.io/kwok      kwok (fake Nodes and the Pod lifecycle)
+#   metrics-server/  sigs.k8s.io/metrics-server  metrics-server (the resource metrics API the
+#                                      HPA reads, scraping KWOK's emulated kubelet metrics)
 #   helm/        helm.sh/helm/v3       helm (the chart's lint, template and dry-run tests)
 #   gie/         sigs.k8s.io/gateway-api-inference-extension  not built: its CRDs are copied
 #                                      (InferencePool inference.networking.k8s.io/v1)
+#   keda/        github.com/kedacore/keda/v2  not built: its CRDs are copied (schema checks)
 #   yaml2json/   sigs.k8s.io/yaml      yaml2json (kubectl's YAML-to-JSON converter, for the YAML
 #                                      reader's differential test; a small main of our own)
 #
-# The kubernetes, kueue, kwok and helm modules name their upstream commands with go.mod `tool`
-# directives, so `go build <upstream package>` builds the release code as it is; etcd has a
-# one-line wrapper (its main package is not importable by path).
+# The kubernetes, kueue, kwok, metrics-server and helm modules name their upstream commands with
+# go.mod `tool` directives, so `go build <upstream package>` builds the release code as it is;
+# etcd has a one-line wrapper (its main package is not importable by path).
 #
 # Output layout (outside the repository, reused across runs on the same machine):
 #   ${GPUSTACK_ENVTEST_CACHE:-$HOME/.cache/gpustack-render/envtest}/
 #       kubernetes-<v>/{kube-apiserver,kube-scheduler,kube-controller-manager,kubectl}
 #       etcd-<v>/etcd
 #       kueue-<v>/kueue  kueue-<v>/crds/{bases,patches,kustomization.yaml}  kueue-<v>/webhook/manifests.yaml
-#       kwok-<v>/kwok  kwok-<v>/stages/*.yaml
+#       kwok-<v>/kwok  kwok-<v>/stages/*.yaml  kwok-<v>/metrics/*.yaml  kwok-<v>/crds/*.yaml
+#       metrics-server-<v>/metrics-server
+#       keda-<v>/crds/*.yaml
 #       helm-<v>/helm
 #       gie-<v>/crds/*.yaml
 #       yaml2json-<sigs.k8s.io/yaml v>-<go.yaml.in/yaml/v2 v>/yaml2json
@@ -67,9 +72,11 @@ kueue_version="$(module_version "${here}/kueue/go.mod" sigs.k8s.io/kueue)"
 kwok_version="$(module_version "${here}/kwok/go.mod" sigs.k8s.io/kwok)"
 helm_version="$(module_version "${here}/helm/go.mod" helm.sh/helm/v3)"
 gie_version="$(module_version "${here}/gie/go.mod" sigs.k8s.io/gateway-api-inference-extension)"
+metrics_server_version="$(module_version "${here}/metrics-server/go.mod" sigs.k8s.io/metrics-server)"
+keda_version="$(module_version "${here}/keda/go.mod" github.com/kedacore/keda/v2)"
 sigsyaml_version="$(module_version "${here}/yaml2json/go.mod" sigs.k8s.io/yaml)"
 goyaml_version="$(module_version "${here}/yaml2json/go.mod" go.yaml.in/yaml/v2)"
-for v in k8s_version etcd_version kueue_version kwok_version gie_version; do
+for v in k8s_version etcd_version kueue_version kwok_version gie_version metrics_server_version keda_version; do
     if [[ -z "${!v}" ]]; then
         echo "build.sh: cannot read ${v%_version}'s pinned version from hack/envtest/*/go.mod" >&2
         exit 1
@@ -130,6 +137,12 @@ if wanted kueue; then
 fi
 if wanted kwok; then
     build "${here}/kwok" sigs.k8s.io/kwok/cmd/kwok "${kwok_dir}/kwok"
+fi
+if wanted metrics-server; then
+    # Its release build stamps client-go's version package (the Makefile's VERSION_LDFLAGS).
+    build "${here}/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server \
+        "${cache_root}/metrics-server-${metrics_server_version}/metrics-server" \
+        "-X k8s.io/client-go/pkg/version.gitVersion=${metrics_server_version}"
 fi
 if wanted helm; then
     build "${here}/helm" helm.sh/helm/v3/cmd/helm "${cache_root}/helm-${helm_version}/helm" \
@@ -203,6 +216,32 @@ if [[ ! -f "${gie_dir}/.crds-complete" ]]; then
     touch "${gie_dir}/.crds-complete"
 fi
 
+# KWOK's emulated kubelet resource metrics (for metrics-server, behind the harness's autoscaling
+# option): the `Metric` serving /metrics/nodes/{nodeName}/metrics/resource with the kubelet's
+# series, and the ResourceUsage/ClusterResourceUsage CRDs that set a Pod's emulated usage.
+if [[ ! -f "${kwok_dir}/.metrics-complete" ]]; then
+    echo "build.sh: copying KWOK ${kwok_version} resource metrics and usage CRDs..." >&2
+    module_dir kwok sigs.k8s.io/kwok
+    mkdir -p "${kwok_dir}/metrics" "${kwok_dir}/crds"
+    cp "${mod_dir}/kustomize/metrics/resource/metrics-resource.yaml" \
+        "${mod_dir}/kustomize/metrics/usage/usage-from-annotation.yaml" "${kwok_dir}/metrics/"
+    cp "${mod_dir}/kustomize/crd/bases/kwok.x-k8s.io_resourceusages.yaml" \
+        "${mod_dir}/kustomize/crd/bases/kwok.x-k8s.io_clusterresourceusages.yaml" "${kwok_dir}/crds/"
+    chmod -R u+w "${kwok_dir}/metrics" "${kwok_dir}/crds"
+    touch "${kwok_dir}/.metrics-complete"
+fi
+
+# KEDA's CRDs (not run here: the ScaledObject examples are checked against KEDA's own schema).
+keda_dir="${cache_root}/keda-${keda_version}"
+if [[ ! -f "${keda_dir}/.crds-complete" ]]; then
+    echo "build.sh: copying KEDA ${keda_version} CRDs..." >&2
+    module_dir keda github.com/kedacore/keda/v2
+    mkdir -p "${keda_dir}/crds"
+    cp "${mod_dir}"/config/crd/bases/*.yaml "${keda_dir}/crds/"
+    chmod -R u+w "${keda_dir}/crds"
+    touch "${keda_dir}/.crds-complete"
+fi
+
 # One directory that links every component, named by all four versions.
 bin_dir="${cache_root}/bin-${k8s_version}-${etcd_version}-kueue-${kueue_version}-kwok-${kwok_version}"
 mkdir -p "${bin_dir}"
@@ -218,10 +257,14 @@ done
 link "${kueue_dir}/kueue"
 link "${kwok_dir}/kwok"
 link "${cache_root}/helm-${helm_version}/helm"
+link "${cache_root}/metrics-server-${metrics_server_version}/metrics-server"
 link "${yaml2json_dir}/yaml2json"
 ln -sfn "${kueue_dir}/crds" "${bin_dir}/kueue-crds"
 ln -sfn "${kueue_dir}/webhook" "${bin_dir}/kueue-webhook"
 ln -sfn "${kwok_dir}/stages" "${bin_dir}/kwok-stages"
 ln -sfn "${gie_dir}/crds" "${bin_dir}/gie-crds"
+ln -sfn "${kwok_dir}/metrics" "${bin_dir}/kwok-metrics"
+ln -sfn "${kwok_dir}/crds" "${bin_dir}/kwok-crds"
+ln -sfn "${keda_dir}/crds" "${bin_dir}/keda-crds"
 
 echo "${bin_dir}"

@@ -15,6 +15,11 @@ whose components are the released code, built from pinned Go modules by
   conversion served on loopback with a certificate from the cluster's CA (its internal
   certificate management is off), leader election off; ``waitForPodsReady`` is selectable.
 
+With ``autoscaling=True`` (:mod:`.autoscaling`, off by default) the API server gains the
+aggregation layer, KWOK emulates the kubelet's resource metrics, metrics-server serves
+``metrics.k8s.io`` and kube-controller-manager runs the HPA, Deployment and ReplicaSet
+controllers.
+
 Everything runs in a private temporary directory and stops with :meth:`Cluster.stop` (or when
 the owning process dies). The module is synchronous and needs only the standard library plus
 ``cryptography`` and ``ruamel.yaml``, so the pytest fixtures and ``hack/cluster.py`` (behind
@@ -48,6 +53,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from . import autoscaling
+from .autoscaling import Autoscaling
 from .controlplane import (
     APIError,
     ControlPlane,
@@ -163,6 +170,35 @@ class ClusterBinaries:
     @property
     def kwok_stage_dir(self) -> Path:
         return self.path("kwok-stages")
+
+    @property
+    def metrics_server(self) -> Path:
+        return self.path("metrics-server")
+
+    @property
+    def kwok_metrics_dir(self) -> Path:
+        """KWOK's ``metrics-resource.yaml`` (its Metric) and ``usage-from-annotation.yaml``."""
+        return self.path("kwok-metrics")
+
+    @property
+    def kwok_crd_dir(self) -> Path:
+        """KWOK's ResourceUsage and ClusterResourceUsage CRDs."""
+        return self.path("kwok-crds")
+
+    @property
+    def keda_crd_dir(self) -> Path:
+        """KEDA's CRDs (``keda.sh_scaledobjects.yaml`` …), for schema checks; KEDA is not run."""
+        return self.path("keda-crds")
+
+    def check_autoscaling(self) -> None:
+        """What the autoscaling option needs beyond :meth:`check`."""
+        missing = [] if os.access(self.metrics_server, os.X_OK) else [str(self.metrics_server)]
+        missing += [str(p) for p in (self.kwok_metrics_dir, self.kwok_crd_dir) if not p.exists()]
+        if missing:
+            raise ClusterError(
+                f"autoscaling components missing under {self.bin_dir}: {', '.join(missing)}"
+                f" (run hack/envtest/build.sh)"
+            )
 
     def check(self) -> None:
         names = (
@@ -474,7 +510,10 @@ class Cluster(Supervisor):
 
     ``nodes``: the fake Nodes (default :func:`default_nodes`); ``wait_for_pods_ready``: start
     Kueue with ``waitForPodsReady`` (see :meth:`restart_kueue` to switch later);
-    ``root``: a directory to run in (default a fresh temporary one, removed on stop).
+    ``root``: a directory to run in (default a fresh temporary one, removed on stop);
+    ``autoscaling``: ``True`` or an :class:`autoscaling.Autoscaling` adds the aggregation layer,
+    metrics-server over KWOK's emulated kubelet metrics and the HPA controller (see
+    :mod:`.autoscaling`); off by default, so a cluster that does not ask does not pay for it.
     """
 
     binaries: ClusterBinaries
@@ -482,6 +521,7 @@ class Cluster(Supervisor):
     wait_for_pods_ready: bool = False
     root: Path | None = None
     startup_timeout: float = 120.0
+    autoscaling: Autoscaling | bool = False
     control_plane: ControlPlane = field(init=False)
     startup_seconds: float = field(init=False, default=0.0)
     kueue_webhook_port: int = field(init=False, default=0)
@@ -497,10 +537,21 @@ class Cluster(Supervisor):
     def dir(self) -> Path:
         return self.control_plane.root
 
+    @property
+    def autoscaling_options(self) -> Autoscaling | None:
+        """The autoscaling option's periods, or None when it is off."""
+        if isinstance(self.autoscaling, Autoscaling):
+            return self.autoscaling
+        return Autoscaling() if self.autoscaling else None
+
     # ---- lifecycle -------------------------------------------------------------------------
 
     def _prepare(self) -> None:
-        self.control_plane = ControlPlane(self.binaries, root_dir=self.root)
+        if self.autoscaling_options is not None:
+            self.binaries.check_autoscaling()
+        self.control_plane = ControlPlane(
+            self.binaries, root_dir=self.root, aggregation=self.autoscaling_options is not None
+        )
         self.control_plane.start()
 
     def _stop(self) -> None:
@@ -523,9 +574,17 @@ class Cluster(Supervisor):
 
     def _start(self, started: float) -> None:
         cp = self.control_plane
+        scaling = self.autoscaling_options
         cp.install_crd_files(project_crd_files())
         self._install_kueue_crds()
+        if scaling is not None:
+            cp.install_crd_files(sorted(self.binaries.kwok_crd_dir.glob("*.yaml")))
         kubeconfig = str(cp.kubeconfig)
+        controllers: tuple[str, ...] = _CONTROLLERS
+        kcm_extra: list[str] = []
+        if scaling is not None:
+            controllers += autoscaling.CONTROLLERS
+            kcm_extra = scaling.controller_manager_args()
 
         kcm_port = free_port()
         kcm = start_process(
@@ -537,12 +596,13 @@ class Cluster(Supervisor):
                 f"--secure-port={kcm_port}",
                 f"--cert-dir={cp.root / 'kcm-certs'}",
                 "--leader-elect=false",
-                f"--controllers={','.join(_CONTROLLERS)}",
+                f"--controllers={','.join(controllers)}",
                 "--use-service-account-credentials=false",
                 f"--root-ca-file={cp.root / 'pki' / 'ca.crt'}",
                 "--cluster-name=gpustack-sim",
                 "--node-monitor-grace-period=60s",
                 "--concurrent-gc-syncs=5",
+                *kcm_extra,
                 "-v=1",
             ],
             cp.root / "kube-controller-manager.log",
@@ -565,7 +625,7 @@ class Cluster(Supervisor):
         self._processes.append(scheduler)
 
         for node in self.nodes:
-            self.apply(node.manifest())
+            self.apply(self.node_manifest(node))
         kwok_config = cp.root / "kwok.yaml"
         # KWOK's own stages, with the project's (tests/integration/kwok/) standing in for the
         # kubelet where KWOK's leave something out; a project stage replaces KWOK's of its name.
@@ -579,8 +639,18 @@ class Cluster(Supervisor):
             for doc in _yaml_documents(path)
             if doc["metadata"]["name"] not in replaced
         ] + ours
-        kwok_config.write_text("\n---\n".join(json.dumps(doc) for doc in stage_docs) + "\n")
         kwok_port = free_port()
+        kwok_extra: list[str] = []
+        node_ip = "10.0.0.2"
+        if scaling is not None:
+            # KWOK's own Metric: the kubelet's resource metrics, per Node, on its server.
+            stage_docs += _yaml_documents(self.binaries.kwok_metrics_dir / "metrics-resource.yaml")
+            cert, key = cp.ca.issue_serving((autoscaling.KUBELET_ADDRESS, "localhost")).write(
+                cp.root / "kwok-certs", "tls"
+            )
+            kwok_extra = autoscaling.kwok_args(kwok_port=kwok_port, cert=cert, key=key)
+            node_ip = autoscaling.KUBELET_ADDRESS
+        kwok_config.write_text("\n---\n".join(json.dumps(doc) for doc in stage_docs) + "\n")
         kwok = start_process(
             "kwok",
             [
@@ -590,9 +660,10 @@ class Cluster(Supervisor):
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
                 "--cidr=10.244.0.0/16",
-                "--node-ip=10.0.0.2",
+                f"--node-ip={node_ip}",
                 "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{kwok_port}",
+                *kwok_extra,
             ],
             cp.root / "kwok.log",
         )
@@ -601,7 +672,66 @@ class Cluster(Supervisor):
         self._wait(kcm, lambda: _https_ok(f"https://127.0.0.1:{kcm_port}/healthz"), started)
         self._wait(scheduler, lambda: _https_ok(f"https://127.0.0.1:{sched_port}/healthz"), started)
         self._wait(kwok, self._nodes_ready, started)
+        if scaling is not None:
+            self._start_metrics_server(scaling, started)
         self._start_kueue(started, install=True)
+
+    def node_manifest(self, node: FakeNode) -> dict[str, Any]:
+        """The manifest of a fake Node in this cluster (with the autoscaling option, the
+        annotation that makes metrics-server scrape it)."""
+        manifest = node.manifest()
+        if self.autoscaling_options is not None:
+            manifest = autoscaling.with_kubelet_metrics(manifest)
+        return manifest
+
+    def _start_metrics_server(self, scaling: Autoscaling, started: float) -> None:
+        """KWOK's default usage for every Pod, metrics-server on loopback and the APIService
+        routing ``metrics.k8s.io`` to it; returns once the APIService is Available."""
+        cp = self.control_plane
+        for doc in _yaml_documents(self.binaries.kwok_metrics_dir / "usage-from-annotation.yaml"):
+            self.apply(doc)
+        port = free_port()
+        cert, key = cp.ca.issue_serving(autoscaling.metrics_server_hosts()).write(
+            cp.root / "metrics-server-certs", "tls"
+        )
+        proc = start_process(
+            "metrics-server",
+            autoscaling.metrics_server_argv(
+                self.binaries.metrics_server,
+                port=port,
+                kubeconfig=cp.kubeconfig,
+                cert=cert,
+                key=key,
+                kubelet_ca=cp.root / "pki" / "ca.crt",
+                options=scaling,
+            ),
+            cp.root / "metrics-server.log",
+        )
+        self._processes.append(proc)
+        self._wait(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/livez"), started)
+        for obj in autoscaling.metrics_api_objects(port, cp.ca.cert_pem):
+            self.apply(obj)
+        self._wait(proc, self._metrics_api_available, started)
+
+    def _metrics_api_available(self) -> bool:
+        try:
+            _, service = self.control_plane.request(
+                "GET",
+                f"/apis/apiregistration.k8s.io/v1/apiservices/{autoscaling.METRICS_API_SERVICE}",
+            )
+        except (OSError, APIError):
+            return False
+        return any(
+            c.get("type") == "Available" and c.get("status") == "True"
+            for c in (service.get("status") or {}).get("conditions") or ()
+        )
+
+    def set_pod_usage(self, namespace: str, pod: str, *, cpu: str, memory: str = "64Mi") -> None:
+        """Set the emulated usage of every container of a Pod (a KWOK ResourceUsage the Pod
+        owns); metrics-server reports it after its next scrapes. Needs the autoscaling option."""
+        _, body = self.control_plane.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}")
+        uid = str(body["metadata"]["uid"])
+        self.apply(autoscaling.resource_usage(namespace, pod, cpu=cpu, memory=memory, pod_uid=uid))
 
     def _wait(self, proc: ManagedProcess, probe: Any, started: float) -> None:
         timeout = self.startup_timeout
@@ -738,6 +868,8 @@ _CLUSTER_SCOPED = {
     "InstanceType",
     "KVCachePool",
     "KVCacheBackend",
+    "APIService",
+    "ClusterResourceUsage",
 }
 
 
@@ -772,6 +904,7 @@ __all__ = [
     "COVERED_RESOURCES",
     "DEFAULT_FLAVOR",
     "KUEUE_NAMESPACE",
+    "Autoscaling",
     "Cluster",
     "ClusterBinaries",
     "ClusterError",

@@ -15,6 +15,8 @@ GPU Nodes, and Kueue with its webhooks, all on loopback.
 Fixtures (see each docstring):
 
 * ``cluster`` (session) -> :class:`cluster.Cluster`
+* ``autoscaling_cluster`` (module) -> a second :class:`cluster.Cluster` with the autoscaling
+  option (metrics-server over KWOK's emulated metrics, the real HPA); only modules that ask pay
 * ``control_plane`` (session) -> :class:`controlplane.ControlPlane` (the cluster's)
 * ``kubeconfig_path`` (session) -> ``Path`` of a kubeconfig that ``kubernetes_asyncio`` loads
 * ``envtest_ca`` (session) -> :class:`controlplane.CertificateAuthority`
@@ -45,7 +47,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from gpustack_controller.kube import Kube
 
-from .cluster import Cluster, ClusterBinaries, locate_cluster_binaries
+from .cluster import Cluster, ClusterBinaries, default_nodes, locate_cluster_binaries
 from .controller_fixtures import ENTRANCE
 from .controlplane import (
     APIError,
@@ -104,6 +106,15 @@ def cluster(envtest_binaries: ClusterBinaries) -> Iterator[Cluster]:
         sim.stop()
         if previous == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.fixture(scope="module")
+def autoscaling_cluster(envtest_binaries: ClusterBinaries) -> Iterator[Cluster]:
+    """A simulated cluster of its own with the autoscaling option on (see
+    tests/integration/autoscaling.py): the aggregation layer, metrics-server scraping KWOK's
+    emulated kubelet metrics, and the HPA, Deployment and ReplicaSet controllers."""
+    with Cluster(envtest_binaries, nodes=default_nodes(2), autoscaling=True) as sim:
+        yield sim
 
 
 @pytest.fixture(scope="session")

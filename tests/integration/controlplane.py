@@ -441,6 +441,8 @@ def start_process(
 
 
 _ROOT_PREFIX = "gpustack-envtest-"
+#: The common name of the client certificate the API server proxies aggregated requests with.
+FRONT_PROXY_CLIENT = "front-proxy-client"
 _OWNER_FILE = "owner.pid"
 
 #: The one identity the API server audits: every request it sends is a line of
@@ -553,6 +555,9 @@ class ControlPlane(Supervisor):
     binaries: Binaries | Any
     startup_timeout: float = 60.0
     extra_apiserver_args: Sequence[str] = ()
+    #: Turn on the aggregation layer (:meth:`_aggregation_args`), so an APIService can route a
+    #: group to an extension API server such as metrics-server.
+    aggregation: bool = False
     #: Run in this directory (created, kept on stop) instead of a fresh temporary one.
     root_dir: Path | None = None
     root: Path = field(init=False)
@@ -675,6 +680,7 @@ class ControlPlane(Supervisor):
                 f"--audit-policy-file={audit_policy}",
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
+                *(self._aggregation_args(pki) if self.aggregation else ()),
                 *self.extra_apiserver_args,
             ],
             self.root / "kube-apiserver.log",
@@ -683,6 +689,31 @@ class ControlPlane(Supervisor):
         self._wait(apiserver, self._ready, started)
         self.kubeconfig = self.root / "kubeconfig"
         self.kubeconfig.write_text(json.dumps(self.kubeconfig_dict(), indent=2))
+
+    def _aggregation_args(self, pki: Path) -> list[str]:
+        """The API server's side of the aggregation layer, as kubeadm sets it up: a front-proxy CA
+        of its own (``--requestheader-client-ca-file``), the client certificate the API server
+        presents when it proxies a request to an extension API server (CN
+        ``front-proxy-client``, the only name allowed to assert ``X-Remote-*`` identities), and
+        no endpoint routing: an APIService's ExternalName Service pointing at 127.0.0.1 is
+        resolved by name (Endpoints and EndpointSlices refuse loopback addresses, so
+        ``--enable-aggregator-routing`` cannot reach a local process)."""
+        front_proxy = CertificateAuthority("gpustack-envtest-front-proxy-ca")
+        front_proxy_ca = pki / "front-proxy-ca.crt"
+        front_proxy_ca.write_bytes(front_proxy.cert_pem)
+        client_crt, client_key = front_proxy.issue(FRONT_PROXY_CLIENT, client=True).write(
+            pki, "front-proxy-client"
+        )
+        return [
+            f"--requestheader-client-ca-file={front_proxy_ca}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={client_crt}",
+            f"--proxy-client-key-file={client_key}",
+            "--enable-aggregator-routing=false",
+        ]
 
     def _wait(self, proc: ManagedProcess, probe: Any, started: float) -> None:
         wait_until_ready(proc, probe, started + self.startup_timeout, self.startup_timeout)

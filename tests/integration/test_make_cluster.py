@@ -72,7 +72,8 @@ def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None
         assert up.returncode == 0, up.stdout + up.stderr
         assert f"export KUBECONFIG={state / 'kubeconfig'}" in up.stdout
         pids = json.loads((state / "ready.json").read_text())["pids"]
-        assert len(pids) == 8  # etcd, API server, KCM, scheduler, KWOK, Kueue, webhook, ctl
+        # etcd, API server, KCM, scheduler, KWOK, metrics-server, Kueue, webhook, controller
+        assert len(pids) == 9
         demo = run("demo", 600)
         assert demo.returncode == 0, demo.stdout + demo.stderr
         examples = len(list((REPO_ROOT / "examples").glob("*.yaml")))
@@ -92,6 +93,21 @@ def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None
             for line in (state / log).read_text(errors="replace").splitlines()
         ]
         assert forbidden_answers(logs) == []
+        # The autoscaling option is on: the resource metrics API answers through the API server.
+        metrics = subprocess.run(
+            [
+                str(envtest_binaries.kubectl),
+                f"--kubeconfig={state / 'kubeconfig'}",
+                "get",
+                "--raw",
+                "/apis/metrics.k8s.io/v1beta1/pods",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert metrics.returncode == 0, metrics.stderr
+        assert json.loads(metrics.stdout)["kind"] == "PodMetricsList"
     finally:
         down = run("down", 120)
     assert down.returncode == 0, down.stdout + down.stderr
