@@ -29,7 +29,6 @@ from gpustack_render.api.common import (
 )
 
 KIND = "ModelDeployment"
-PLURAL = "modeldeployments"
 
 EngineName = Literal["vLLM", "SGLang"]
 RoleKind = Literal["Server", "Prefill", "Decode", "Encode"]

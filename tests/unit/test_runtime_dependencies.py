@@ -1,4 +1,4 @@
-"""Every third-party module the three packages import is a runtime dependency.
+"""Every third-party module the four packages import is a runtime dependency.
 
 The image (the Dockerfile's ``pip install .`` and ``make image-rootfs``) installs
 ``[project] dependencies`` (and what they require) only, not the test or dev extras: a module
@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("gpustack_render", "gpustack_controller", "gpustack_webhook")
+PACKAGES = ("gpustack_render", "gpustack_kube", "gpustack_controller", "gpustack_webhook")
 
 
 def _imported_top_level_modules() -> dict[str, str]:
