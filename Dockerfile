@@ -14,6 +14,7 @@ WORKDIR /src
 RUN python -m venv /opt/gpustack-render
 COPY pyproject.toml README.md ./
 COPY gpustack_render ./gpustack_render
+COPY gpustack_kube ./gpustack_kube
 COPY gpustack_controller ./gpustack_controller
 COPY gpustack_webhook ./gpustack_webhook
 # A wheel of the project (no editable install, no tests), then bytecode for everything in the

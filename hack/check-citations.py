@@ -34,6 +34,7 @@ CONTRACT = Path("docs") / "contract"
 #: Directories and top-level files scanned, relative to the root.
 SCANNED = (
     "gpustack_render",
+    "gpustack_kube",
     "gpustack_controller",
     "gpustack_webhook",
     "tests",

@@ -29,7 +29,6 @@ from gpustack_render.api.common import (
 )
 
 KIND = "ModelDeployment"
-PLURAL = "modeldeployments"
 
 #: An engine as the API spells it; the internal spelling is
 #: :class:`~gpustack_render.core.vocabulary.Engine` (``engines.flags.engine_of`` maps it).

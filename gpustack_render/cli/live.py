@@ -19,10 +19,13 @@ agent :data:`USER_AGENT`; it never watches and never writes. Objects come back a
 ``managedFields``).
 
 This is the one module of ``gpustack_render`` that talks to a server: the import contract "The
-command line talks to no server" (pyproject.toml) lists it as its only exception, and the
-client (kubernetes_asyncio, asyncio, aiohttp) is imported inside :func:`read_live`, so no other
-verb pays for it. Every failure is a :class:`LiveError` carrying one line that names what failed
-and the way out; the command line prints it and exits 2.
+command line talks to no server" (pyproject.toml) lists it as its only exception. It sends its
+requests through the shells' client (:mod:`gpustack_kube`: the kubeconfig loaded by
+:func:`gpustack_kube.config.load`, the transport :class:`gpustack_kube.client.Kube`), imported
+inside the functions that read a cluster, as asyncio is, so no other verb pays for them; the
+paths are the library's (:mod:`gpustack_render.schema.resources`). Every failure is a
+:class:`LiveError` carrying one line that names what failed and the way out; the command line
+prints it and exits 2.
 """
 
 from __future__ import annotations
@@ -33,11 +36,10 @@ import re
 import sys
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TextIO
-from urllib.parse import quote, urlencode
+from typing import TYPE_CHECKING, Any, Final, TextIO
+from urllib.parse import urlencode
 
 from gpustack_render.api.common import API_VERSION
-from gpustack_render.api.inputs import InputObject
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, dump_yaml, load_documents
@@ -54,7 +56,20 @@ from gpustack_render.reconcile.keys import deployment_selector
 from gpustack_render.reconcile.observed import observe_pod, observe_workload
 from gpustack_render.reconcile.queues import cluster_queue_of
 from gpustack_render.schema.decoding import decode_deployment
-from gpustack_render.schema.kinds import BY_KIND, KUEUE_KINDS
+from gpustack_render.schema.resources import (
+    CLUSTER_QUEUES,
+    CONFIGMAPS,
+    LOCAL_QUEUES,
+    MODEL_DEPLOYMENTS,
+    PODS,
+    PROJECT_RESOURCES,
+    SERVICES,
+    WORKLOADS,
+    Resource,
+)
+
+if TYPE_CHECKING:
+    from gpustack_kube.client import Kube
 
 #: Where the objects are read from, and the way out named by the errors.
 DOCS: Final = "docs/explain.md, 'Live mode'"
@@ -154,68 +169,27 @@ def kubeconfig_files(flag: str | None, environ: Mapping[str, str] | None = None)
     """The kubeconfig path list kubectl would read: ``--kubeconfig``, else ``$KUBECONFIG`` (a
     ``:``-separated list, merged), else ``~/.kube/config``. Raises :class:`LiveError` when no
     file of it exists."""
-    env = os.environ if environ is None else environ
+    from gpustack_kube.config import default_kubeconfig
+
     if flag:
         if not os.path.isfile(flag):
             raise LiveError(f"--kubeconfig {flag}: no such file")
         return flag
-    listed = env.get("KUBECONFIG", "")
-    if listed:
-        paths = [os.path.expanduser(p) for p in listed.split(os.pathsep) if p]
-        if not any(os.path.isfile(p) for p in paths):
+    paths = default_kubeconfig(environ)
+    if not any(os.path.isfile(p) for p in paths):
+        listed = (os.environ if environ is None else environ).get("KUBECONFIG", "")
+        if listed:
             raise LiveError(
                 f"KUBECONFIG={listed}: no such file (set KUBECONFIG or pass --kubeconfig)"
             )
-        return os.pathsep.join(paths)
-    default = os.path.join(os.path.expanduser("~"), ".kube", "config")
-    if not os.path.isfile(default):
-        raise LiveError(f"no kubeconfig: {default} does not exist (pass --kubeconfig PATH)")
-    return default
+        raise LiveError(f"no kubeconfig: {paths[0]} does not exist (pass --kubeconfig PATH)")
+    return os.pathsep.join(paths)
 
 
 # ---- what to read ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Kind:
-    """REST coordinates of a kind (``api_version`` without a group for the core API)."""
-
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        core = "/" not in self.api_version
-        base = f"/api/{self.api_version}" if core else f"/apis/{self.api_version}"
-        if namespace and self.namespaced:
-            base += f"/namespaces/{quote(namespace, safe='')}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{quote(name, safe='')}"
-        return base
-
-
-def _project(kind: str) -> _Kind:
-    info = BY_KIND[kind]
-    return _Kind(API_VERSION, info.kind, info.plural, info.namespaced)
-
-
-def _kueue(kind: str) -> _Kind:
-    info = KUEUE_KINDS[kind]
-    return _Kind(info.api_version, info.kind, info.plural, info.namespaced)
-
-
-_MD = _project("ModelDeployment")
-_PODS = _Kind("v1", "Pod", "pods")
-_SERVICES = _Kind("v1", "Service", "services")
-_CONFIGMAPS = _Kind("v1", "ConfigMap", "configmaps")
-_WORKLOADS = _kueue("Workload")
-_LOCAL_QUEUES = _kueue("LocalQueue")
-_CLUSTER_QUEUES = _kueue("ClusterQueue")
-
-
-def kubectl_form(obj: Mapping[str, Any], kind: _Kind) -> dict[str, Any]:
+def kubectl_form(obj: Mapping[str, Any], kind: Resource) -> dict[str, Any]:
     """``obj`` as ``kubectl get -o yaml`` prints it: ``apiVersion`` and ``kind`` set (list
     items lack them), ``metadata.managedFields`` left out."""
     out = dict(obj)
@@ -297,52 +271,37 @@ class _Answer:
 
 
 class _Reader:
-    """GET on one API server through one kubernetes_asyncio ApiClient; every other answer than
-    200 and 404 is a :class:`LiveError`, except where a caller asks for the answer itself."""
+    """GET on one API server through the shared client; every other answer than 200 and 404 is
+    a :class:`LiveError`, except where a caller asks for the answer itself."""
 
-    def __init__(self, api: Any, *, where: str, timeout: float) -> None:
-        self.api = api
+    def __init__(self, kube: Kube, *, where: str) -> None:
+        self.kube = kube
         self.where = where
-        self.timeout = timeout
         self.sent: list[str] = []
 
     async def answer(self, path: str, query: Mapping[str, str] | None = None) -> _Answer:
-        import aiohttp
-
-        from gpustack_render.core import nesting
+        from gpustack_kube.client import ApiError
 
         self.sent.append(f"GET {path}" + (f"?{urlencode(dict(query))}" if query else ""))
         try:
-            response = await self.api.call_api(
-                path,
-                "GET",
-                query_params=list((query or {}).items()),
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=self.timeout,
-            )
-            try:
-                raw = await response.read()
-            finally:
-                response.release()
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            detail = str(exc) or type(exc).__name__
+            got = await self.kube.send("GET", path, query=query)
+        except ApiError as exc:
+            cause = exc.__cause__ or exc
+            detail = str(cause) or type(cause).__name__
             raise LiveError(
                 f"cannot reach the API server {self.where}: {detail} (check the kubeconfig's "
                 "server, the --context and the network)"
             ) from exc
         try:
-            body = nesting.loads(raw.decode("utf-8", errors="replace")) if raw else {}
+            body = got.json() if got.body else {}
         except ValueError:
             body = {}
-        status = int(response.status)
-        if status == 401:
+        if got.status == 401:
             raise LiveError(
                 f"the API server {self.where} refused the credentials (401 Unauthorized): log "
                 "in again or pick another --context"
             )
-        return _Answer(status, body if isinstance(body, dict) else {})
+        return _Answer(got.status, body if isinstance(body, dict) else {})
 
     def refused(self, what: str, answer: _Answer) -> LiveError:
         if answer.status == 403:
@@ -351,7 +310,7 @@ class _Reader:
             )
         return LiveError(f"cannot read {what}: HTTP {answer.status}: {answer.message}")
 
-    async def get(self, kind: _Kind, name: str, namespace: str = "") -> dict[str, Any] | None:
+    async def get(self, kind: Resource, name: str, namespace: str = "") -> dict[str, Any] | None:
         """The object; ``None`` when it does not exist; :class:`LiveError` otherwise."""
         answer = await self.answer(kind.path(namespace, name))
         if answer.status == 404:
@@ -362,7 +321,7 @@ class _Reader:
         return kubectl_form(answer.body, kind)
 
     async def list(
-        self, kind: _Kind, namespace: str, *, selector: str = ""
+        self, kind: Resource, namespace: str, *, selector: str = ""
     ) -> list[dict[str, Any]] | None:
         """The items; ``None`` when the API server does not serve the kind (404)."""
         query = {"labelSelector": selector} if selector else None
@@ -394,27 +353,17 @@ async def _connect(
     kubeconfig: str, context: str | None, timeout: float
 ) -> tuple[_Reader, str | None]:
     """A reader on the context's API server, and the context's namespace."""
-    from kubernetes_asyncio import client as k8s
-    from kubernetes_asyncio import config as k8s_config
-    from kubernetes_asyncio.config.config_exception import ConfigException
+    from gpustack_kube import config
+    from gpustack_kube.client import Kube
 
-    configuration = k8s.Configuration()
     try:
-        loader = await k8s_config.load_kube_config(
-            config_file=kubeconfig,
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,  # a read-only tool never writes the kubeconfig back
-        )
-    except (ConfigException, KeyError, TypeError, AttributeError, ValueError, OSError) as exc:
-        raise LiveError(_kubeconfig_problem(kubeconfig, context, exc)) from exc
-    current = loader.current_context or {}
-    namespace = (current.get("context") or {}).get("namespace")
-    api = k8s.ApiClient(configuration)
-    api.user_agent = user_agent()
-    name = current.get("name") or context or "current"
-    where = f"{configuration.host} (context {name})"
-    return _Reader(api, where=where, timeout=timeout), namespace if namespace else None
+        # A read-only tool never writes refreshed credentials back to the kubeconfig.
+        loaded = await config.load(kubeconfig, context=context, persist=False)
+    except config.ClusterConfigError as exc:
+        raise LiveError(_kubeconfig_problem(kubeconfig, context, exc.__cause__ or exc)) from exc
+    kube = Kube(loaded.configuration, user_agent=user_agent(), request_timeout=timeout)
+    where = f"{loaded.configuration.host} (context {loaded.context or 'current'})"
+    return _Reader(kube, where=where), loaded.namespace
 
 
 def _kubeconfig_problem(kubeconfig: str, context: str | None, exc: BaseException) -> str:
@@ -435,7 +384,7 @@ async def _read(
     edited: Mapping[str, Any] | None,
     system_namespace: str,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[str], Settings]:
-    stored = await reader.get(_MD, name, namespace)
+    stored = await reader.get(MODEL_DEPLOYMENTS, name, namespace)
     if stored is None:
         raise LiveError(
             f"ModelDeployment {namespace}/{name} not found (check the name and -n; "
@@ -459,18 +408,18 @@ async def _read(
         workloads,
     ) = await _all(
         _inputs(reader, deployments),
-        reader.answer(_CONFIGMAPS.path(system_namespace, CONFIGMAP_NAME)),
-        reader.list(_PODS, namespace, selector=selector),
-        reader.list(_SERVICES, namespace, selector=selector),
-        reader.list(_LOCAL_QUEUES, namespace),
-        reader.list(_WORKLOADS, namespace),
+        reader.answer(CONFIGMAPS.path(system_namespace, CONFIGMAP_NAME)),
+        reader.list(PODS, namespace, selector=selector),
+        reader.list(SERVICES, namespace, selector=selector),
+        reader.list(LOCAL_QUEUES, namespace),
+        reader.list(WORKLOADS, namespace),
     )
     warnings += input_warnings
     settings_doc, settings, settings_warnings = _settings(config_map, system_namespace)
     warnings += settings_warnings
     if settings_doc is not None:
         inputs.append(settings_doc)
-    for kind, items in ((_WORKLOADS, workloads), (_LOCAL_QUEUES, local_queues)):
+    for kind, items in ((WORKLOADS, workloads), (LOCAL_QUEUES, local_queues)):
         if items is None:
             warnings.append(
                 f"the API server does not serve {kind.plural}.{kind.api_version} (is Kueue "
@@ -526,8 +475,7 @@ async def _inputs(
 
 
 async def _fetch(reader: _Reader, read: Read) -> dict[str, Any] | None:
-    kind: type[InputObject] = read.kind
-    return await reader.get(_project(kind.__name__), read.name, read.namespace)
+    return await reader.get(PROJECT_RESOURCES[read.kind.__name__], read.name, read.namespace)
 
 
 async def _cluster_queues(
@@ -535,11 +483,11 @@ async def _cluster_queues(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The ClusterQueue each LocalQueue points at; one that cannot be read is a warning."""
     names = sorted({cluster_queue_of(q) for q in local_queues} - {""})
-    answers = await _all(*(reader.answer(_CLUSTER_QUEUES.path(None, n)) for n in names))
+    answers = await _all(*(reader.answer(CLUSTER_QUEUES.path(None, n)) for n in names))
     queues, warnings = [], []
     for queue, answer in zip(names, answers, strict=True):
         if answer.status == 200:
-            queues.append(kubectl_form(answer.body, _CLUSTER_QUEUES))
+            queues.append(kubectl_form(answer.body, CLUSTER_QUEUES))
         elif answer.status == 404:
             warnings.append(f"ClusterQueue {queue} (a LocalQueue points at it) does not exist")
         else:
@@ -583,7 +531,7 @@ def read_live(
                 system_namespace=system_namespace,
             )
         finally:
-            await reader.api.close()
+            await reader.kube.close()
         return LiveInputs(stored, inputs, observed, warnings, settings, tuple(reader.sent))
 
     return asyncio.run(run())
@@ -636,11 +584,13 @@ def explain_live_documents(
     (print it, exit 2) for a target that is not ``md/NAME`` and for anything
     :func:`read_live` or :func:`edited_deployment` refuses.
     """
+    from gpustack_kube.config import context_namespace
+
     name = live_target(target)
     if name is None:
         raise LiveError(f"{target}: not md/NAME")
     files = kubeconfig_files(kubeconfig)
-    ns = namespace or _context_namespace(files, context) or naming.DEFAULT_NAMESPACE
+    ns = namespace or context_namespace(files, context) or naming.DEFAULT_NAMESPACE
     edited = None
     if edited_path is not None:
         edited = edited_deployment(edited_path, stdin or sys.stdin, namespace=ns, name=name)
@@ -660,17 +610,3 @@ def explain_live_documents(
         warnings=live.warnings,
         settings=live.settings,
     )
-
-
-def _context_namespace(files: str, context: str | None) -> str | None:
-    """The namespace of the kubeconfig context (``-n``'s default, as kubectl's), or ``None``."""
-    from kubernetes_asyncio.config import list_kube_config_contexts
-    from kubernetes_asyncio.config.config_exception import ConfigException
-
-    try:
-        contexts, current = list_kube_config_contexts(config_file=files)
-    except (ConfigException, KeyError, TypeError, AttributeError, ValueError, OSError):
-        return None  # read_live names the problem
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
-    namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else None

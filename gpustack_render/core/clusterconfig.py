@@ -2,8 +2,8 @@
 
 Both shells load their API client the same way (``--kubeconfig``, else the in-cluster service
 account, else the default kubeconfig) and answer a failure with one line and exit 2. Finding and
-reading the files is each shell's own (I/O, and the shells are independent); the line they print
-is decided here, once, from what failed.
+reading the files is the client's (``gpustack_kube.config``, I/O); the line they print is
+decided here, once, from what failed.
 """
 
 from __future__ import annotations

@@ -15,13 +15,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, FieldError
 from gpustack_render.core.nesting import MAX_DEPTH, too_deep
 from gpustack_render.core.paths import ROLES, FieldPath
-from gpustack_render.schema.kinds import MODELS
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -299,18 +297,3 @@ def decode_deployment(data: Any) -> tuple[ModelDeployment | None, ErrorList]:
     if errs:
         return None, errs
     return md, errs
-
-
-def kind_of(data: Mapping[str, Any]) -> tuple[str, str]:
-    """The (apiVersion, kind) of a plain object; empty strings when absent."""
-    api_version = data.get("apiVersion")
-    kind = data.get("kind")
-    return (
-        api_version if isinstance(api_version, str) else "",
-        kind if isinstance(kind, str) else "",
-    )
-
-
-def is_project_kind(data: Mapping[str, Any]) -> bool:
-    api_version, kind = kind_of(data)
-    return api_version == API_VERSION and kind in MODELS

@@ -81,8 +81,8 @@ packages="python3,ca-certificates"
 # ---- the cache entry ------------------------------------------------------------------------
 # The project files the image holds are the ones the Dockerfile copies (.dockerignore).
 project_files() {
-    (cd "${root}" && find pyproject.toml README.md gpustack_render gpustack_controller \
-        gpustack_webhook -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z)
+    (cd "${root}" && find pyproject.toml README.md gpustack_render gpustack_kube \
+        gpustack_controller gpustack_webhook -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z)
 }
 key="$({
     echo "suite=${suite} packages=${packages} arch=$(dpkg --print-architecture 2>/dev/null)"

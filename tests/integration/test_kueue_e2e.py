@@ -22,6 +22,7 @@ from gpustack_controller.kube import (
     SERVICES,
     Kube,
 )
+from gpustack_kube import client
 from gpustack_render.core import labels
 from gpustack_render.rendering import renderer
 
@@ -674,19 +675,19 @@ async def test_the_controller_speaks_kueue_v1beta2_only_and_draws_no_deprecation
     no request at v1beta1 and the API server answers none with a warning."""
     asked: list[str] = []
     warned: list[str] = []
-    send = Kube._send
+    log_warnings = client.log_warnings
 
-    async def recording_send(self: Kube, method: str, path: str, **kw: Any) -> Any:
-        response = await send(self, method, path, **kw)
+    def recording(method: str, path: str, response: Any) -> None:
+        """Every answer of the client (a watch's included) passes here."""
         asked.append(path)
         warned.extend(f"{method} {path}: {w}" for w in response.headers.getall("Warning", ()))
-        return response
+        log_warnings(method, path, response)
 
-    monkeypatch.setattr(Kube, "_send", recording_send)
+    monkeypatch.setattr(client, "log_warnings", recording)
     ns = await new_namespace(kube)
     entrance = await new_entrance(kube, cluster, gpus=8)
     body = deployment("pair", ns, entrance.role("a"), entrance.role("b"))
-    with caplog.at_level("WARNING", logger="gpustack_controller.kube"):
+    with caplog.at_level("WARNING", logger=client.log.name):
         async with running_controller(kubeconfig_path):
             await kube.create(MODEL_DEPLOYMENTS, body, ns)
             await eventually(lambda: serving(kube, ns, "pair", 2), timeout=60, what="2 Ready")
@@ -695,7 +696,7 @@ async def test_the_controller_speaks_kueue_v1beta2_only_and_draws_no_deprecation
     assert any("/localqueues" in p for p in kueue) and any("/workloads" in p for p in kueue)
     assert [p for p in kueue if "/kueue.x-k8s.io/v1beta2/" not in p] == []
     assert warned == []
-    assert [r.getMessage() for r in caplog.records if r.name == "gpustack_controller.kube"] == []
+    assert [r.getMessage() for r in caplog.records if r.name == client.log.name] == []
 
 
 # ---- LocalQueues -----------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The one line the controller and the webhook server print when no cluster configuration loads
-(both shells' kube modules raise it; tests/unit/test_cli_conventions.py runs them)."""
+(gpustack_kube.config raises it for both; tests/unit/test_cli_conventions.py runs them)."""
 
 from __future__ import annotations
 

@@ -100,6 +100,7 @@ def test_every_manifest_entry_point_is_in_the_image() -> None:
         assert (ROOT / module / "__main__.py").is_file(), module
         assert module in copied.split(), f"{module} is not copied into the image"
     assert "gpustack_render" in copied.split()  # the library both shells import
+    assert "gpustack_kube" in copied.split()  # the client both shells import
     *_, runtime = stages()
     (cmd_line,) = [args for word, args in runtime if word == "CMD"]
     assert '"-m"' in cmd_line and any(f'"{m}"' in cmd_line for m in modules)

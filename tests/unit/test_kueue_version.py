@@ -12,6 +12,7 @@ import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from gpustack_controller import kube
+from gpustack_kube import client
 from gpustack_render.reconcile.jointcheck import (
     PENDING,
     CheckVerdict,
@@ -56,10 +57,10 @@ class _Answer:
 
 
 def test_api_server_warnings_are_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger=kube.log.name):
-        kube.log_warnings("GET", "/apis/x", _Answer('299 - "old"', '299 - "older"'))
-        kube.log_warnings("GET", "/apis/y", _Answer())
-        kube.log_warnings("GET", "/apis/z", object())
+    with caplog.at_level(logging.WARNING, logger=client.log.name):
+        client.log_warnings("GET", "/apis/x", _Answer('299 - "old"', '299 - "older"'))
+        client.log_warnings("GET", "/apis/y", _Answer())
+        client.log_warnings("GET", "/apis/z", object())
     assert [r.getMessage() for r in caplog.records] == [
         'the API server warns about GET /apis/x: 299 - "old"',
         'the API server warns about GET /apis/x: 299 - "older"',

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gpustack_kube import config
 from gpustack_webhook import __main__ as entry
-from gpustack_webhook import kube
 
 
 def test_defaults() -> None:
@@ -69,7 +69,7 @@ def test_namespace_comes_from_the_flag_then_the_environment_then_the_service_acc
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     account = tmp_path / "namespace"
-    monkeypatch.setattr(kube, "SERVICE_ACCOUNT_NAMESPACE", account)
+    monkeypatch.setattr(config, "SERVICE_ACCOUNT_NAMESPACE", account)
     monkeypatch.delenv(entry.NAMESPACE_ENV, raising=False)
     assert entry.resolve_namespace("") == "gpustack-system"
     account.write_text("ops\n")

@@ -1,0 +1,104 @@
+"""REST coordinates of every kind the project reads or writes, and the one REST path builder.
+
+A path is ``/api/<version>`` (the core group) or ``/apis/<group>/<version>``, then
+``/namespaces/<namespace>`` for a namespaced kind, the plural, the name and a subresource. A
+namespace and a name are each one path segment, percent-encoded whole (``/`` included), so no
+value can reach another path. The project's kinds take their plural and scope from
+:data:`~gpustack_render.schema.kinds.BY_KIND`, Kueue's from
+:data:`~gpustack_render.schema.kinds.KUEUE_KINDS`; the Kubernetes kinds the shells and the
+command line's live mode touch are listed here, once.
+
+Pure: the client (``gpustack_kube``) and ``gpustack_render.cli.live`` send these paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import quote
+
+from gpustack_render.api.common import GROUP, VERSION
+from gpustack_render.schema.kinds import BY_KIND, KUEUE_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """REST coordinates of a kind: ``group`` is ``""`` for the core API."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        """The object's path (``name``), else its collection's: in ``namespace`` for a
+        namespaced kind (across every namespace without one); ``sub`` names a subresource."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{_segment(namespace)}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{_segment(name)}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def project_resource(kind: str) -> Resource:
+    """The coordinates of a worker.gpustack.ai kind (a key of ``BY_KIND``)."""
+    info = BY_KIND[kind]
+    return Resource(GROUP, VERSION, info.plural, info.kind, namespaced=info.namespaced)
+
+
+def kueue_resource(kind: str) -> Resource:
+    """The coordinates of a Kueue kind (a key of ``KUEUE_KINDS``), at the one Kueue version the
+    project speaks."""
+    info = KUEUE_KINDS[kind]
+    group, version = info.api_version.split("/")
+    return Resource(group, version, info.plural, info.kind, namespaced=info.namespaced)
+
+
+#: Each worker.gpustack.ai kind's coordinates, by kind name.
+PROJECT_RESOURCES: Final[dict[str, Resource]] = {kind: project_resource(kind) for kind in BY_KIND}
+
+MODEL_DEPLOYMENTS: Final = PROJECT_RESOURCES["ModelDeployment"]
+BINDINGS: Final = PROJECT_RESOURCES["KVCachePoolBinding"]
+POOLS: Final = PROJECT_RESOURCES["KVCachePool"]
+BACKENDS: Final = PROJECT_RESOURCES["KVCacheBackend"]
+INSTANCE_TYPES: Final = PROJECT_RESOURCES["InstanceType"]
+
+#: Kueue kinds are read, watched and written at Kueue's storage version only.
+WORKLOADS: Final = kueue_resource("Workload")
+LOCAL_QUEUES: Final = kueue_resource("LocalQueue")
+CLUSTER_QUEUES: Final = kueue_resource("ClusterQueue")
+ADMISSION_CHECKS: Final = kueue_resource("AdmissionCheck")
+
+PODS: Final = Resource("", "v1", "pods", "Pod")
+SERVICES: Final = Resource("", "v1", "services", "Service")
+EVENTS: Final = Resource("", "v1", "events", "Event")
+CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
+SECRETS: Final = Resource("", "v1", "secrets", "Secret")
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
+VALIDATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
