@@ -42,16 +42,19 @@ TYPE_CASES = [
         deployment(role(instanceType="gone", resources={"accelerator": 1})),
         None,
         [("instance-type.must-exist", "spec.roles[0].instanceType", NF)],
-        id="9.1-not-found",
+        id="instance-type.must-exist-not-found",
     ),
     pytest.param(
         deployment(role(instanceType=CPU, resources={"accelerator": 2})),
         None,
         [("instance-type.not-acceleratable", ACC, INV)],
-        id="9.2-cards-on-cpu-type",
+        id="instance-type.not-acceleratable-cards-on-cpu-type",
     ),
     pytest.param(
-        deployment(role(instanceType=CPU, resources={"accelerator": 0})), None, [], id="9.2-zero"
+        deployment(role(instanceType=CPU, resources={"accelerator": 0})),
+        None,
+        [],
+        id="instance-type.not-acceleratable-zero",
     ),
     pytest.param(
         deployment(role(resources={"acceleratorPartitionedProfile": "3g.40gb"})),
@@ -63,7 +66,7 @@ TYPE_CASES = [
                 FORB,
             )
         ],
-        id="9.4a-not-partitionable",
+        id="instance-type.not-partitionable-not-partitionable",
     ),
     pytest.param(
         deployment(role(resources={"acceleratorPartitionedProfile": "3g.40gb"})),
@@ -75,13 +78,13 @@ TYPE_CASES = [
                 INV,
             )
         ],
-        id="9.4b-profile-not-offered",
+        id="instance-type.profile-not-offered-profile-not-offered",
     ),
     pytest.param(
         deployment(role(resources={"acceleratorPartitionedProfile": "3g.40gb"})),
         instance_type(profiles=["3g.40gb"]),
         [],
-        id="9.4b-profile-offered",
+        id="instance-type.profile-not-offered-profile-offered",
     ),
     pytest.param(
         deployment(role(resources={"acceleratorSlicedMemoryPercentage": 50})),
@@ -93,33 +96,38 @@ TYPE_CASES = [
                 FORB,
             )
         ],
-        id="9.4c-not-sliceable",
+        id="instance-type.not-sliceable-not-sliceable",
     ),
     pytest.param(
         deployment(role(resources={"acceleratorSlicedCoresPercentage": 25})),
         instance_type(logical=4),
         [],
-        id="9.4c-sliceable",
+        id="instance-type.not-sliceable-sliceable",
     ),
     pytest.param(
         deployment(role(resources={"accelerator": 2, "acceleratorSlicedMemoryPercentage": 50})),
         instance_type(logical=4),
         [("instance-type.fraction-takes-one-card", ACC, INV)],
-        id="9.4d-slice-needs-one-card",
+        id="instance-type.fraction-takes-one-card-slice-needs-one-card",
     ),
     pytest.param(
         deployment(role(resources={"accelerator": 0, "acceleratorPartitionedProfile": "a"})),
         instance_type(profiles=["a"]),
         [("instance-type.fraction-takes-one-card", ACC, INV)],
-        id="9.4d-partition-zero-cards",
+        id="instance-type.fraction-takes-one-card-partition-zero-cards",
     ),
     pytest.param(
         deployment(role(resources={"accelerator": 9})),
         None,
         [("instance-type.cards-over-capacity", ACC, INV)],
-        id="9.4e-over",
+        id="instance-type.cards-over-capacity-over",
     ),
-    pytest.param(deployment(role(resources={"accelerator": 8})), None, [], id="9.4e-at-capacity"),
+    pytest.param(
+        deployment(role(resources={"accelerator": 8})),
+        None,
+        [],
+        id="instance-type.cards-over-capacity-at-capacity",
+    ),
     pytest.param(
         deployment(role(resources={"accelerator": 64})),
         instance_type(manufacturer=None),
@@ -142,10 +150,13 @@ TYPE_CASES = [
         deployment(role("a", resources={"accelerator": 0}), role("b")),
         None,
         [("instance-type.zero-cards-on-shared-type", ACC, INV)],
-        id="9.5-zero-on-shared-type",
+        id="instance-type.zero-cards-on-shared-type-zero-on-shared-type",
     ),
     pytest.param(
-        deployment(role("a", resources={"accelerator": 0})), None, [], id="9.5-zero-alone"
+        deployment(role("a", resources={"accelerator": 0})),
+        None,
+        [],
+        id="instance-type.zero-cards-on-shared-type-zero-alone",
     ),
     pytest.param(
         deployment(
@@ -154,7 +165,7 @@ TYPE_CASES = [
         ),
         None,
         [],
-        id="9.5-zero-on-cpu-type",
+        id="instance-type.zero-cards-on-shared-type-zero-on-cpu-type",
     ),
     pytest.param(
         pd(
@@ -165,7 +176,7 @@ TYPE_CASES = [
         ),
         instance_type(logical=4, group="g1"),
         [("instance-type.prefill-decode-share-slice", "spec.roles", INV)],
-        id="9.6-slices-in-one-group",
+        id="instance-type.prefill-decode-share-slice-slices-in-one-group",
     ),
     pytest.param(
         pd(
@@ -176,7 +187,7 @@ TYPE_CASES = [
         ),
         instance_type(profiles=["a"], group="g1"),
         [],
-        id="9.6-partitions-isolated",
+        id="instance-type.prefill-decode-share-slice-partitions-isolated",
     ),
 ]
 
@@ -228,7 +239,7 @@ INTERFACE_CASES = [
         deployment(_iface()),
         [],
         [("interface.no-fabric-path", IFACE, INV)],
-        id="10.1-no-fabric-path",
+        id="interface.no-fabric-path-no-fabric-path",
     ),
     pytest.param(
         deployment(_iface(), **CACHE), cache_chain(backend_protocol="RDMA"), [], id="rdma"
@@ -238,19 +249,19 @@ INTERFACE_CASES = [
         deployment(_iface(), **CACHE),
         cache_chain(),
         [("interface.no-fabric-path", IFACE, INV)],
-        id="10.1-tcp-backend",
+        id="interface.no-fabric-path-tcp-backend",
     ),
     pytest.param(
         deployment(_iface(), **CACHE),
         cache_chain("RDMA", "TCP"),
         [("interface.no-fabric-path", IFACE, INV)],
-        id="10.1-mixed-groups",
+        id="interface.no-fabric-path-mixed-groups",
     ),
     pytest.param(
         deployment(_iface(), **CACHE),
         cache_chain("RDMA", "", backend_protocol="RDMA"),
         [],
-        id="10.1-groups-agree",
+        id="interface.no-fabric-path-groups-agree",
     ),
     pytest.param(
         pd(
@@ -260,7 +271,7 @@ INTERFACE_CASES = [
         ),
         [],
         [],
-        id="10.1-rdma-leg",
+        id="interface.no-fabric-path-rdma-leg",
     ),
     pytest.param(
         pd(
@@ -274,22 +285,25 @@ INTERFACE_CASES = [
             ("interface.no-fabric-path", IFACE, INV),
             ("interface.no-fabric-path", "spec.roles[1].resources.interface", INV),
         ],
-        id="10.1-rdma-and-efa",
+        id="interface.no-fabric-path-rdma-and-efa",
     ),
     pytest.param(
         deployment(_iface(command=["vllm", "serve", "m"]), **CACHE),
         cache_chain(backend_protocol="RDMA"),
         [("interface.no-fabric-path", IFACE, INV)],
-        id="10.1-take-over-has-no-managed-path",
+        id="interface.no-fabric-path-take-over-has-no-managed-path",
     ),
     pytest.param(
         deployment(_iface(), kvCache={"poolRef": {"name": "missing"}}),
         cache_chain(backend_protocol="RDMA"),
         [("interface.no-fabric-path", IFACE, FORB)],
-        id="10.1-binding-unresolved",
+        id="interface.no-fabric-path-binding-unresolved",
     ),
     pytest.param(
-        deployment(_iface(interface=0), **CACHE), cache_chain(), [], id="10.1-zero-interface"
+        deployment(_iface(interface=0), **CACHE),
+        cache_chain(),
+        [],
+        id="interface.no-fabric-path-zero-interface",
     ),
 ]
 
@@ -365,37 +379,37 @@ TRANSPORT_CASES = [
         deployment(role(instanceType=ASCEND), **CACHE),
         cache_chain(),
         [("kv-cache.transport-unusable", POOL, FORB)],
-        id="10.2-ascend-needs-cann",
+        id="kv-cache.transport-unusable-ascend-needs-cann",
     ),
     pytest.param(
         deployment(role(instanceType=ASCEND), **CACHE),
         cache_chain("TCP", "CANN"),
         [],
-        id="10.2-ascend-mixed-with-cann",
+        id="kv-cache.transport-unusable-ascend-mixed-with-cann",
     ),
     pytest.param(
         deployment(role("a", instanceType=ASCEND), role("b"), **CACHE),
         cache_chain("TCP", "CANN"),
         [("kv-cache.transport-unusable", POOL, FORB)],
-        id="10.2-each-engine-judged",
+        id="kv-cache.transport-unusable-each-engine-judged",
     ),
     pytest.param(
         deployment(role(instanceType=ASCEND), engine="SGLang", **CACHE),
         cache_chain(),
         [],
-        id="10.2-sglang-on-ascend",
+        id="kv-cache.transport-unusable-sglang-on-ascend",
     ),
     pytest.param(
         deployment(role(command=["vllm", "serve", "m"]), **CACHE),
         cache_chain("RDMA", "TCP"),
         [],
-        id="10.2-take-over-only",
+        id="kv-cache.transport-unusable-take-over-only",
     ),
     pytest.param(
         deployment(kvCache={"poolRef": {"name": "missing"}}),
         cache_chain("RDMA", "TCP"),
         [],
-        id="10.2-unresolved-skips",
+        id="kv-cache.transport-unusable-unresolved-skips",
     ),
 ]
 

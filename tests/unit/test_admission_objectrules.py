@@ -47,97 +47,101 @@ CASES = [
     pytest.param(
         deployment(model={"name": "m", "artifactRef": {"name": "w"}}),
         [("release.field-not-delivered", "spec.model.artifactRef", FORB)],
-        id="12-artifact-ref",
+        id="release.field-not-delivered-artifact-ref",
     ),
     pytest.param(
         deployment(role(elasticEp={"width": 2})),
         [("release.field-not-delivered", "spec.roles[0].elasticEp", FORB)],
-        id="12-elastic-ep",
+        id="release.field-not-delivered-elastic-ep",
     ),
     # args.owned-flag
     pytest.param(
         deployment(role(extraArgs=["--kv-transfer-config", "{}"])),
         [("args.owned-flag", "spec.roles[0].extraArgs[0]", INV)],
-        id="R1-vllm-exact",
+        id="args.owned-flag-vllm-exact",
     ),
     pytest.param(
         deployment(role(extraArgs=["--max-model-len", "4096", "--kv_events_config.topic=x"])),
         [("args.owned-flag", "spec.roles[0].extraArgs[2]", INV)],
-        id="R1-vllm-dotted-underscores",
+        id="args.owned-flag-vllm-dotted-underscores",
     ),
     pytest.param(
         deployment(role(extraArgs=["--disaggregation-mo", "prefill"]), engine="SGLang"),
         [("args.owned-flag", "spec.roles[0].extraArgs[0]", INV)],
-        id="R1-sglang-prefix",
+        id="args.owned-flag-sglang-prefix",
     ),
     pytest.param(
         deployment(role(extraArgs=["--kv-transfer-config", "{}"]), engine="SGLang"),
         [],
-        id="R1-owned-per-engine",
+        id="args.owned-flag-owned-per-engine",
     ),
     pytest.param(
         deployment(role(command=["vllm", "serve", "m"], extraArgs=["--kv-transfer-config=x"])),
         [],
-        id="R1-inert-beside-command",
+        id="args.owned-flag-inert-beside-command",
     ),
     pytest.param(
         deployment(role(command=["vllm", "serve", "m", "--kv-transfer-config", "{}"])),
         [],
-        id="R1-take-over-owns-the-line",
+        id="args.owned-flag-take-over-owns-the-line",
     ),
     # degrees.unreadable
     pytest.param(
         deployment(role(extraArgs=["-tp", "two"])),
         [("degrees.unreadable", "spec.roles[0]", INV)],
-        id="R2-value",
+        id="degrees.unreadable-value",
     ),
     pytest.param(
         deployment(role(command=["vllm", "serve", "m", "-t=2"])),
         [("degrees.unreadable", "spec.roles[0]", INV)],
-        id="R2-command-abbreviation",
+        id="degrees.unreadable-command-abbreviation",
     ),
     pytest.param(
         deployment(role(env=[{"name": "VLLM_DP_SIZE", "value": "x"}])),
         [("degrees.unreadable", "spec.roles[0]", INV)],
-        id="R2-env",
+        id="degrees.unreadable-env",
     ),
     pytest.param(
-        deployment(role(resources={"accelerator": 4}, extraArgs=["-tp", "4"])), [], id="R2-ok"
+        deployment(role(resources={"accelerator": 4}, extraArgs=["-tp", "4"])),
+        [],
+        id="degrees.unreadable-ok",
     ),
     # degrees.cards-mismatch (width over cards)
     pytest.param(
         deployment(role(extraArgs=["-tp", "2"])),
         [("degrees.cards-mismatch", "spec.roles[0].resources.accelerator", INV)],
-        id="R3-defaulted-one-card",
+        id="degrees.cards-mismatch-defaulted-one-card",
     ),
     pytest.param(
         deployment(role(size=2, resources={"accelerator": 2}, extraArgs=["-tp", "2", "-pp", "2"])),
         [("degrees.cards-mismatch", "spec.roles[0].resources.accelerator", INV)],
-        id="R3-size-does-not-rescue",
+        id="degrees.cards-mismatch-size-does-not-rescue",
     ),
     pytest.param(
         deployment(role(resources={"accelerator": 2}, extraArgs=["-tp", "2", "--nnodes", "2"])),
         [],
-        id="R3-wiring-skips",
+        id="degrees.cards-mismatch-wiring-skips",
     ),
     pytest.param(
-        deployment(role(instanceType=CPU, extraArgs=["-tp", "2"])), [], id="R3-no-cards-skips"
+        deployment(role(instanceType=CPU, extraArgs=["-tp", "2"])),
+        [],
+        id="degrees.cards-mismatch-no-cards-skips",
     ),
     # env.owned-name
     pytest.param(
         deployment(role(env=[{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}])),
         [("env.owned-name", "spec.roles[0].env[0]", INV)],
-        id="R4-vllm",
+        id="env.owned-name-vllm",
     ),
     pytest.param(
         deployment(role(env=[{"name": "MOONCAKE_TENANT_ID", "value": "t"}]), engine="SGLang"),
         [("env.owned-name", "spec.roles[0].env[0]", INV)],
-        id="R4-sglang-tenant",
+        id="env.owned-name-sglang-tenant",
     ),
     pytest.param(
         deployment(role(command=["x"], env=[{"name": "GPUSTACK_MEMBER_INDEX", "value": "0"}])),
         [("env.owned-name", "spec.roles[0].env[0]", INV)],
-        id="R4-take-over-included",
+        id="env.owned-name-take-over-included",
     ),
     pytest.param(
         deployment(
@@ -150,24 +154,26 @@ CASES = [
             )
         ),
         [],
-        id="R4-other-engine-and-defaulted",
+        id="env.owned-name-other-engine-and-defaulted",
     ),
     # resources.*
     pytest.param(
         deployment(role(resources={"interface": "1.5"})),
         [("resources.interface-not-whole", "spec.roles[0].resources.interface", INV)],
-        id="R5-fractional",
+        id="resources.interface-not-whole-fractional",
     ),
     pytest.param(
         deployment(role(resources={"interface": -1})),
         [("resources.interface-not-whole", "spec.roles[0].resources.interface", INV)],
-        id="R5-negative",
+        id="resources.interface-not-whole-negative",
     ),
-    pytest.param(deployment(role(resources={"interface": 0})), [], id="R5-zero"),
+    pytest.param(
+        deployment(role(resources={"interface": 0})), [], id="resources.interface-not-whole-zero"
+    ),
     pytest.param(
         deployment(role(resources={"accelerator": "500m"})),
         [("resources.cards-not-whole", "spec.roles[0].resources.accelerator", INV)],
-        id="R5b-fractional-cards",
+        id="resources.cards-not-whole-fractional-cards",
     ),
     pytest.param(
         deployment(
@@ -185,7 +191,7 @@ CASES = [
                 INV,
             )
         ],
-        id="R6-partition-and-slice",
+        id="resources.partition-with-slice-partition-and-slice",
     ),
     pytest.param(
         deployment(
@@ -197,7 +203,7 @@ CASES = [
             )
         ),
         [],
-        id="R6-zero-percentage",
+        id="resources.partition-with-slice-zero-percentage",
     ),
     *[
         pytest.param(
@@ -208,7 +214,9 @@ CASES = [
         for k, name in enumerate(("A=B", "É", "TAB\t", "NEW\nLINE"))
     ],
     pytest.param(
-        deployment(role(env=[{"name": "1st.var-x y", "value": "1"}])), [], id="R4b-relaxed"
+        deployment(role(env=[{"name": "1st.var-x y", "value": "1"}])),
+        [],
+        id="env.name-invalid-relaxed",
     ),
     # shm.size-not-positive
     *[
@@ -227,7 +235,7 @@ CASES = [
     pytest.param(
         deployment(role(additionalVolumes=[{"mountPath": "/data"}])),
         [("volumes.no-source", "spec.roles[0].additionalVolumes[0]", REQ)],
-        id="R7a-no-source",
+        id="volumes.no-source-no-source",
     ),
     pytest.param(
         deployment(
@@ -238,7 +246,7 @@ CASES = [
             )
         ),
         [("volumes.several-sources", "spec.roles[0].additionalVolumes[0]", FORB)],
-        id="R7d-two-sources",
+        id="volumes.several-sources-two-sources",
     ),
     pytest.param(
         deployment(
@@ -250,7 +258,7 @@ CASES = [
             )
         ),
         [("volumes.duplicate-mount-path", "spec.roles[0].additionalVolumes[1].mountPath", DUP)],
-        id="R7b-duplicate-mount",
+        id="volumes.duplicate-mount-path-duplicate-mount",
     ),
     pytest.param(
         deployment(
@@ -261,7 +269,7 @@ CASES = [
             )
         ),
         [("volumes.path-traversal", "spec.roles[0].additionalVolumes[0].subPath", INV)],
-        id="R7c-dotdot",
+        id="volumes.path-traversal-dotdot",
     ),
     *[
         pytest.param(
@@ -287,7 +295,7 @@ CASES = [
             )
         ),
         [],
-        id="R7f-host-paths",
+        id="volumes.source-unusable-host-paths",
     ),
     pytest.param(
         deployment(
@@ -301,7 +309,7 @@ CASES = [
             )
         ),
         [],
-        id="R7-allowed-paths",
+        id="volumes-allowed-paths",
     ),
     pytest.param(
         deployment(
@@ -311,7 +319,7 @@ CASES = [
             **CACHE,
         ),
         [("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[0].mountPath", INV)],
-        id="R7e-client-config-path",
+        id="volumes.operator-mount-path-client-config-path",
     ),
     # Paths compare as paths, both ways: a subPath file over the projected file, a parent.
     pytest.param(
@@ -333,7 +341,7 @@ CASES = [
             ("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[0].mountPath", INV),
             ("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[1].mountPath", INV),
         ],
-        id="R7e-inside-and-above",
+        id="volumes.operator-mount-path-inside-and-above",
     ),
     # ports.reserved-port-declared
     pytest.param(
@@ -345,7 +353,7 @@ CASES = [
             ],
         ),
         [("ports.reserved-port-declared", "spec.router", INV)],
-        id="R8-kv-events-port",
+        id="ports.reserved-port-declared-kv-events-port",
     ),
     pytest.param(
         pd(
@@ -356,7 +364,7 @@ CASES = [
             ],
         ),
         [("ports.reserved-port-declared", "spec.roles[0].ports", INV)],
-        id="R8-bootstrap-port-with-cache",
+        id="ports.reserved-port-declared-bootstrap-port-with-cache",
     ),
     pytest.param(
         pd(
@@ -366,52 +374,58 @@ CASES = [
             ]
         ),
         [],
-        id="R8-nothing-reserved-without-router-or-cache",
+        id="ports.reserved-port-declared-nothing-reserved-without-router-or-cache",
     ),
     # kv-cache.empty-pool-ref
     pytest.param(
         deployment(kvCache={"poolRef": {"name": ""}}),
         [("kv-cache.empty-pool-ref", "spec.kvCache.poolRef.name", REQ)],
-        id="R9-empty-pool-ref",
+        id="kv-cache.empty-pool-ref-empty-pool-ref",
     ),
     # roles.too-many
     pytest.param(
         deployment(*[role(f"s{i}") for i in range(11)]),
         [("roles.too-many", "spec.roles", INV)],
-        id="R10-eleven-roles",
+        id="roles.too-many-eleven-roles",
     ),
-    pytest.param(deployment(*[role(f"s{i}") for i in range(10)]), [], id="R10-ten-roles"),
+    pytest.param(
+        deployment(*[role(f"s{i}") for i in range(10)]), [], id="roles.too-many-ten-roles"
+    ),
     # names.*
     pytest.param(
         deployment(role("r" * 20), name=LONG),
         [("names.invalid-service-name", "spec.roles[0].name", INV)],
-        id="R12-service-name-too-long",
+        id="names.invalid-service-name-service-name-too-long",
     ),
     pytest.param(
         deployment(role("server"), name="qwen.chat"),
         [("names.invalid-service-name", "spec.roles[0].name", INV)],
-        id="R12-dotted-deployment-name",
+        id="names.invalid-service-name-dotted-deployment-name",
     ),
     pytest.param(
         deployment(role("router"), router={"name": "llm-d-router"}),
         [("names.service-name-claimed-twice", "spec.roles[0].name", INV)],
-        id="R13-router-service",
+        id="names.service-name-claimed-twice-router-service",
     ),
     pytest.param(
         deployment(role("x", size=2), role("x-r0")),
         [("names.service-name-claimed-twice", "spec.roles[1].name", INV)],
-        id="R13-instance-service",
+        id="names.service-name-claimed-twice-instance-service",
     ),
     pytest.param(
         deployment(role("x-r0"), role("x", size=2)),
         [("names.service-name-claimed-twice", "spec.roles[1].name", INV)],
-        id="R13-later-claimant",
+        id="names.service-name-claimed-twice-later-claimant",
     ),
-    pytest.param(deployment(role("x", size=2), role("x-r1")), [], id="R13-no-overlap"),
+    pytest.param(
+        deployment(role("x", size=2), role("x-r1")),
+        [],
+        id="names.service-name-claimed-twice-no-overlap",
+    ),
     pytest.param(
         deployment(role("x", size=2, replicas=3), role("x-r02"), role("x-r3"), role("x-r1-r0")),
         [],
-        id="R13-ordinal-not-an-instance",
+        id="names.service-name-claimed-twice-ordinal-not-an-instance",
     ),
     pytest.param(
         deployment(role("x-r1", size=2), role("x", size=2, replicas=2), role("x-r1-r0")),
@@ -419,14 +433,18 @@ CASES = [
             ("names.service-name-claimed-twice", "spec.roles[1].name", INV),
             ("names.service-name-claimed-twice", "spec.roles[2].name", INV),
         ],
-        id="R13-instance-of-an-instance-shaped-role",
+        id="names.service-name-claimed-twice-instance-of-an-instance-shaped-role",
     ),
     pytest.param(
         deployment(role("r" * 8, size=2, replicas=100), name="d" * 50),
         [("names.member-name-too-long", "spec.roles[0]", INV)],
-        id="R14-member-name",
+        id="names.member-name-too-long-member-name",
     ),
-    pytest.param(deployment(role("r" * 8, size=2, replicas=10), name="d" * 45), [], id="R14-fits"),
+    pytest.param(
+        deployment(role("r" * 8, size=2, replicas=10), name="d" * 45),
+        [],
+        id="names.member-name-too-long-fits",
+    ),
     # kinds.*
     pytest.param(
         deployment(role("a"), role("b", kind="Prefill")),
@@ -434,18 +452,18 @@ CASES = [
             ("kinds.server-mixed", "spec.roles[0].kind", INV),
             ("kinds.server-mixed", "spec.roles[1].kind", INV),
         ],
-        id="R15a-server-beside-prefill",
+        id="kinds.server-mixed-server-beside-prefill",
     ),
     pytest.param(
         deployment(role("a", kind="Prefill"), role("b", kind="Prefill"), role("c", kind="Decode")),
         [("kinds.repeated", "spec.roles[1].kind", INV)],
-        id="R15b-second-prefill",
+        id="kinds.repeated-second-prefill",
     ),
-    pytest.param(deployment(role("a"), role("b")), [], id="R15-servers-repeat"),
+    pytest.param(deployment(role("a"), role("b")), [], id="kinds-servers-repeat"),
     pytest.param(
         deployment(role(kind="Encode"), engine="SGLang"),
         [("kinds.not-rendered-by-engine", "spec.roles[0].kind", INV)],
-        id="R15c-encode",
+        id="kinds.not-rendered-by-engine-encode",
     ),
     # image.whitespace
     pytest.param(
@@ -454,19 +472,19 @@ CASES = [
             ("image.whitespace", "spec.engine.image", INV),
             ("image.whitespace", "spec.roles[0].image", INV),
         ],
-        id="R17-image-whitespace",
+        id="image.whitespace-image-whitespace",
     ),
-    pytest.param(deployment(role(image="")), [], id="R17-empty-role-image-falls-back"),
+    pytest.param(deployment(role(image="")), [], id="image.whitespace-empty-role-image-falls-back"),
     # topology.*
     pytest.param(
         deployment(role(topology={"requiredLevel": "bad level"})),
         [("topology.invalid-level-key", "spec.roles[0].topology.requiredLevel", INV)],
-        id="R16a-not-a-label-key",
+        id="topology.invalid-level-key-not-a-label-key",
     ),
     pytest.param(
         deployment(role(topology={"requiredLevel": "kubernetes.io/hostname"})),
         [("topology.hostname-level", "spec.roles[0].topology.requiredLevel", FORB)],
-        id="R16b-hostname",
+        id="topology.hostname-level-hostname",
     ),
     *[
         pytest.param(
@@ -483,7 +501,7 @@ CASES = [
             role("c", topology={"requiredLevel": ""}),
         ),
         [],
-        id="R16-levels",
+        id="topology-levels",
     ),
 ]
 

@@ -34,22 +34,28 @@ CASES = [
     pytest.param(
         deployment(role(ports=[{"port": 9000}], extraArgs=["--port", "9001"])),
         [("port-flag.differs-from-declared", "spec.roles[0].extraArgs", INV)],
-        id="6.1-extra-args",
+        id="port-flag.differs-from-declared-extra-args",
     ),
     pytest.param(
         deployment(role(ports=[{"port": 9000}], extraArgs=["--po=9001"])),
         [("port-flag.differs-from-declared", "spec.roles[0].extraArgs", INV)],
-        id="6.1-abbreviated",
+        id="port-flag.differs-from-declared-abbreviated",
     ),
     pytest.param(
         deployment(role(ports=[{"port": 9000}], command=["vllm", "serve", "m", "--port=9001"])),
         [("port-flag.differs-from-declared", "spec.roles[0].command", INV)],
-        id="6.1-command",
+        id="port-flag.differs-from-declared-command",
     ),
     pytest.param(
-        deployment(role(ports=[{"port": 9000}], extraArgs=["--port", "9000"])), [], id="6.1-equal"
+        deployment(role(ports=[{"port": 9000}], extraArgs=["--port", "9000"])),
+        [],
+        id="port-flag.differs-from-declared-equal",
     ),
-    pytest.param(deployment(role(extraArgs=["--port", "9001"])), [], id="6.1-no-ports"),
+    pytest.param(
+        deployment(role(extraArgs=["--port", "9001"])),
+        [],
+        id="port-flag.differs-from-declared-no-ports",
+    ),
     pytest.param(
         _pair(
             {"ports": [{"port": 9000}]},
@@ -57,81 +63,87 @@ CASES = [
             router=LLMD,
         ),
         [],
-        id="6.1-direct-decoder-exempt",
+        id="port-flag.differs-from-declared-direct-decoder-exempt",
     ),
     # §6.2 --port inside the reserved set on a role without ports
     pytest.param(
         _pair({"extraArgs": ["--port", "5557"]}, {}, router=LLMD),
         [("port-flag.reserved", "spec.router", INV)],
-        id="6.2-kv-events-with-router",
+        id="port-flag.reserved-kv-events-with-router",
     ),
     pytest.param(
         _pair({"extraArgs": ["--port=8998"]}, {}, **CACHE),
         [("port-flag.reserved", "spec.roles[0].extraArgs", INV)],
-        id="6.2-bootstrap-with-cache",
+        id="port-flag.reserved-bootstrap-with-cache",
     ),
     pytest.param(
         _pair({"command": ["vllm", "serve", "m", "--port", "5557"]}, {}, router=LLMD),
         [],
-        id="6.2-take-over-exempt",
+        id="port-flag.reserved-take-over-exempt",
     ),
     pytest.param(
         _pair({"extraArgs": ["--port", "5557"]}, {}, router=LLMD, engine="SGLang"),
         [],
-        id="6.2-sglang-publishes-nothing",
+        id="port-flag.reserved-sglang-publishes-nothing",
     ),
     # §7 router
     pytest.param(
         deployment(router={"name": "vllm-router", "extraArgs": ["--port=1", "--po=2"]}),
         [("router.owned-flag", "spec.router.extraArgs[0]", INV)],
-        id="7.1-owned-exact-only",
+        id="router.owned-flag-owned-exact-only",
     ),
     pytest.param(
         deployment(router={"name": "llm-d-router", "extraArgs": ["--port=1"]}),
         [],
-        id="7.1-owned-per-router",
+        id="router.owned-flag-owned-per-router",
     ),
     pytest.param(
         deployment(router={"name": "vllm-router", "disaggregationThresholdTokens": 0}),
         [("router.field-llm-d-only", "spec.router.disaggregationThresholdTokens", INV)],
-        id="7.2-threshold-elsewhere",
+        id="router.field-llm-d-only-threshold-elsewhere",
     ),
     pytest.param(
         deployment(router={"name": "llm-d-router", "disaggregationThresholdTokens": 0}),
         [],
-        id="7.2-threshold-llm-d",
+        id="router.field-llm-d-only-threshold-llm-d",
     ),
     pytest.param(
         deployment(router={"name": "vllm-router"}, engine="SGLang"),
         [("router.engine-not-fronted", "spec.router.name", INV)],
-        id="7.3-vllm-router-sglang",
+        id="router.engine-not-fronted-vllm-router-sglang",
     ),
     pytest.param(
         deployment(router={"name": "sglang-gateway"}),
         [("router.engine-not-fronted", "spec.router.name", INV)],
-        id="7.3-gateway-vllm",
+        id="router.engine-not-fronted-gateway-vllm",
     ),
-    pytest.param(deployment(router=LLMD, engine="SGLang"), [], id="7.3-7.4-llm-d-sglang"),
+    pytest.param(
+        deployment(router=LLMD, engine="SGLang"),
+        [],
+        id="router.engine-not-fronted-7.4-llm-d-sglang",
+    ),
     pytest.param(
         deployment(role(ports=[{"port": 8000, "protocol": "UDP"}]), router=LLMD),
         [("router.port-not-tcp", "spec.router", INV)],
-        id="7.5a-udp",
+        id="router.port-not-tcp-udp",
     ),
     pytest.param(
         deployment(role(extraArgs=["--ssl-keyfile", "/k"]), router=LLMD),
         [("router.tls-endpoint", "spec.router", INV)],
-        id="7.5b-tls",
+        id="router.tls-endpoint-tls",
     ),
-    pytest.param(deployment(role(extraArgs=["--ssl-keyfile", "/k"])), [], id="7.5b-no-router"),
+    pytest.param(
+        deployment(role(extraArgs=["--ssl-keyfile", "/k"])), [], id="router.tls-endpoint-no-router"
+    ),
     pytest.param(
         _pair({}, {"extraArgs": ["--port", "8000"]}, router=LLMD),
         [("router.decoder-own-port", "spec.router", INV)],
-        id="7.5c-decoder-own-port",
+        id="router.decoder-own-port-decoder-own-port",
     ),
     pytest.param(
         _pair({}, {"extraArgs": ["--port", "8000"]}, router=LLMD, engine="SGLang"),
         [],
-        id="7.5c-sglang-decoder",
+        id="router.decoder-own-port-sglang-decoder",
     ),
     pytest.param(
         _pair(
@@ -140,17 +152,17 @@ CASES = [
             router=LLMD,
         ),
         [],
-        id="7.5c-vllm-ascend-decoder",
+        id="router.decoder-own-port-vllm-ascend-decoder",
     ),
     pytest.param(
         deployment(role("a", ports=[{"port": 9000}]), role("b"), router=LLMD),
         [("router.serving-ports-differ", "spec.router", INV)],
-        id="7.6-ports-differ",
+        id="router.serving-ports-differ-ports-differ",
     ),
     pytest.param(
         deployment(role("a", ports=[{"port": 8000}]), role("b"), router=LLMD),
         [],
-        id="7.6-default-port-equal",
+        id="router.serving-ports-differ-default-port-equal",
     ),
 ]
 

@@ -29,11 +29,21 @@ def test_label_gate(labels: dict[str, object], expected: bool) -> None:
 
 REFUSED = [
     pytest.param(
-        {P + "client-config": "{}"}, "inject.written-key-submitted", id="K1-client-config"
+        {P + "client-config": "{}"},
+        "inject.written-key-submitted",
+        id="inject.written-key-submitted-client-config",
     ),
-    pytest.param({P + "injected": "{}"}, "inject.written-key-submitted", id="K1-injected"),
-    pytest.param({P + "bindings": "x"}, "inject.unknown-key", id="K2-typo"),
-    pytest.param({P + "inject": "true"}, "inject.unknown-key", id="K2-label-key-as-annotation"),
+    pytest.param(
+        {P + "injected": "{}"},
+        "inject.written-key-submitted",
+        id="inject.written-key-submitted-injected",
+    ),
+    pytest.param({P + "bindings": "x"}, "inject.unknown-key", id="inject.unknown-key-typo"),
+    pytest.param(
+        {P + "inject": "true"},
+        "inject.unknown-key",
+        id="inject.unknown-key-label-key-as-annotation",
+    ),
     pytest.param(
         {P + "zzz": "x", P + "injected": "{}"},
         "inject.written-key-submitted",
@@ -43,34 +53,66 @@ REFUSED = [
         {P + "aaa": "x", P + "injected": "{}"}, "inject.unknown-key", id="sorted-first-unknown"
     ),
     pytest.param(
-        {"KVCache.gpustack.ai/domain": "team-b"}, "inject.unknown-key", id="K2-prefix-case-domain"
+        {"KVCache.gpustack.ai/domain": "team-b"},
+        "inject.unknown-key",
+        id="inject.unknown-key-prefix-case-domain",
     ),
     pytest.param(
-        {"KVCACHE.GPUSTACK.AI/role": "Decode"}, "inject.unknown-key", id="K2-prefix-case-role"
+        {"KVCACHE.GPUSTACK.AI/role": "Decode"},
+        "inject.unknown-key",
+        id="inject.unknown-key-prefix-case-role",
     ),
-    pytest.param({P + "domain": ""}, "inject.domain-annotation", id="K3-empty-value"),
     pytest.param(
-        {P + "domain": "x", P + "engine": None}, "inject.domain-annotation", id="K3-before-engine"
+        {P + "domain": ""}, "inject.domain-annotation", id="inject.domain-annotation-empty-value"
     ),
-    pytest.param({P + "engine": None}, "inject.engine-invalid", id="E1-missing"),
-    pytest.param({P + "engine": "vllm"}, "inject.engine-invalid", id="E1-lowercase"),
-    pytest.param({P + "engine": "SGlang"}, "inject.engine-invalid", id="E1-case"),
-    pytest.param({P + "engine": " vLLM"}, "inject.engine-invalid", id="E1-not-trimmed"),
     pytest.param(
-        {P + "engine": "vllm-ascend"}, "inject.engine-ascend-spelled", id="E2-ascend-spelling"
+        {P + "domain": "x", P + "engine": None},
+        "inject.domain-annotation",
+        id="inject.domain-annotation-before-engine",
+    ),
+    pytest.param({P + "engine": None}, "inject.engine-invalid", id="inject.engine-invalid-missing"),
+    pytest.param(
+        {P + "engine": "vllm"}, "inject.engine-invalid", id="inject.engine-invalid-lowercase"
+    ),
+    pytest.param(
+        {P + "engine": "SGlang"}, "inject.engine-invalid", id="inject.engine-invalid-case"
+    ),
+    pytest.param(
+        {P + "engine": " vLLM"}, "inject.engine-invalid", id="inject.engine-invalid-not-trimmed"
+    ),
+    pytest.param(
+        {P + "engine": "vllm-ascend"},
+        "inject.engine-ascend-spelled",
+        id="inject.engine-ascend-spelled-ascend-spelling",
     ),
     pytest.param(
         {P + "engine": "SGLang", P + "manufacturer": "ascend"},
         "inject.manufacturer-without-vllm",
-        id="E3-sglang",
+        id="inject.manufacturer-without-vllm-sglang",
     ),
-    pytest.param({P + "manufacturer": "Ascend"}, "inject.manufacturer-invalid", id="E4-case"),
-    pytest.param({P + "manufacturer": "nvidia"}, "inject.manufacturer-invalid", id="E4-nvidia"),
-    pytest.param({P + "manufacturer": ""}, "inject.manufacturer-invalid", id="E4-empty"),
-    pytest.param({P + "role": "Server"}, "inject.role-invalid", id="E5-server"),
-    pytest.param({P + "role": "prefill"}, "inject.role-invalid", id="E5-lowercase"),
     pytest.param(
-        {P + "role": "Server", P + "engine": "SGLang"}, "inject.role-invalid", id="E5-sglang-too"
+        {P + "manufacturer": "Ascend"},
+        "inject.manufacturer-invalid",
+        id="inject.manufacturer-invalid-case",
+    ),
+    pytest.param(
+        {P + "manufacturer": "nvidia"},
+        "inject.manufacturer-invalid",
+        id="inject.manufacturer-invalid-nvidia",
+    ),
+    pytest.param(
+        {P + "manufacturer": ""},
+        "inject.manufacturer-invalid",
+        id="inject.manufacturer-invalid-empty",
+    ),
+    pytest.param({P + "role": "Server"}, "inject.role-invalid", id="inject.role-invalid-server"),
+    pytest.param(
+        {P + "role": "prefill"}, "inject.role-invalid", id="inject.role-invalid-lowercase"
+    ),
+    pytest.param(
+        {P + "role": "Server", P + "engine": "SGLang"},
+        "inject.role-invalid",
+        id="inject.role-invalid-sglang-too",
     ),
 ]
 

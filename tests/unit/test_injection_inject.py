@@ -125,23 +125,35 @@ def target(result: InjectionResult, index: int = 0) -> dict[str, Any]:
 # --- resolution (steps 7–12) -------------------------------------------------------------------
 
 RESOLUTION = [
-    pytest.param({P + "binding": None}, {}, "inject.binding-required", id="B1-absent"),
-    pytest.param({P + "binding": ""}, {}, "inject.binding-required", id="B1-empty"),
     pytest.param(
-        {P + "binding": "team-b/chat"}, {}, "inject.binding-cross-namespace", id="B2-slash"
+        {P + "binding": None}, {}, "inject.binding-required", id="inject.binding-required-absent"
     ),
-    pytest.param({}, {"drop": ("binding",)}, "inject.binding-not-found", id="B3-not-found"),
+    pytest.param(
+        {P + "binding": ""}, {}, "inject.binding-required", id="inject.binding-required-empty"
+    ),
+    pytest.param(
+        {P + "binding": "team-b/chat"},
+        {},
+        "inject.binding-cross-namespace",
+        id="inject.binding-cross-namespace-slash",
+    ),
+    pytest.param(
+        {},
+        {"drop": ("binding",)},
+        "inject.binding-not-found",
+        id="inject.binding-not-found-not-found",
+    ),
     pytest.param(
         {},
         {"binding": {"metadata": {"name": "chat", "namespace": "team-b"}}},
         "inject.binding-not-found",
-        id="B3-other-namespace",
+        id="inject.binding-not-found-other-namespace",
     ),
     pytest.param(
         {},
         {"failing": (("KVCachePoolBinding", NS, "chat"),)},
         "inject.binding-unreadable",
-        id="B4-read-error",
+        id="inject.binding-unreadable-read-error",
     ),
     pytest.param(
         {},
@@ -155,16 +167,23 @@ RESOLUTION = [
             }
         },
         "inject.binding-terminating",
-        id="B5-terminating",
+        id="inject.binding-terminating-terminating",
     ),
-    pytest.param({}, {"drop": ("pool",)}, "inject.pool-not-found", id="P1-pool-missing"),
+    pytest.param(
+        {}, {"drop": ("pool",)}, "inject.pool-not-found", id="inject.pool-not-found-pool-missing"
+    ),
     pytest.param(
         {},
         {"failing": (("KVCachePool", "", "dram-pool"),)},
         "inject.pool-unreadable",
-        id="P2-read-error",
+        id="inject.pool-unreadable-read-error",
     ),
-    pytest.param({}, {"pool_status": {"conditions": []}}, "inject.ledger-absent", id="P3-absent"),
+    pytest.param(
+        {},
+        {"pool_status": {"conditions": []}},
+        "inject.ledger-absent",
+        id="inject.ledger-absent-absent",
+    ),
     pytest.param(
         {},
         {"pool_status": {"conditions": [{"type": "QuotaLedgerAvailable", "status": "Unknown"}]}},
@@ -186,20 +205,25 @@ RESOLUTION = [
             }
         },
         "inject.ledger-unavailable",
-        id="P5-unreachable",
+        id="inject.ledger-unavailable-unreachable",
     ),
-    pytest.param({}, {"drop": ("backend",)}, "inject.backend-not-found", id="P7-backend-missing"),
+    pytest.param(
+        {},
+        {"drop": ("backend",)},
+        "inject.backend-not-found",
+        id="inject.backend-not-found-backend-missing",
+    ),
     pytest.param(
         {},
         {"failing": (("KVCacheBackend", "", "dram-backend"),)},
         "inject.backend-unreadable",
-        id="P8-read-error",
+        id="inject.backend-unreadable-read-error",
     ),
     pytest.param(
         {},
         {"pool_status": {"clientEndpoint": ""}},
         "inject.pool-without-endpoint",
-        id="P9-no-endpoint",
+        id="inject.pool-without-endpoint-no-endpoint",
     ),
     pytest.param(
         {},
@@ -210,10 +234,13 @@ RESOLUTION = [
             }
         },
         "inject.transport-mixed",
-        id="T1-mixed",
+        id="inject.transport-mixed-mixed",
     ),
     pytest.param(
-        {P + "manufacturer": "ascend"}, {}, "inject.transport-unsupported", id="T2-ascend-on-tcp"
+        {P + "manufacturer": "ascend"},
+        {},
+        "inject.transport-unsupported",
+        id="inject.transport-unsupported-ascend-on-tcp",
     ),
 ]
 
@@ -332,17 +359,23 @@ SIDE = {"name": "proxy", "image": "envoy", "command": ["envoy"]}
 @pytest.mark.parametrize(
     ("pod", "expected"),
     [
-        pytest.param(make_pod(containers=[]), "inject.no-containers", id="C1-none"),
-        pytest.param(make_pod(spec={"containers": None}), "inject.no-containers", id="C1-null"),
+        pytest.param(
+            make_pod(containers=[]), "inject.no-containers", id="inject.no-containers-none"
+        ),
+        pytest.param(
+            make_pod(spec={"containers": None}),
+            "inject.no-containers",
+            id="inject.no-containers-null",
+        ),
         pytest.param(
             make_pod(containers=[SIDE, {**SIDE, "name": "server"}]),
             "inject.container-unnamed",
-            id="C2-two-unnamed",
+            id="inject.container-unnamed-two-unnamed",
         ),
         pytest.param(
             make_pod(annotations={P + "container": ""}, containers=[SIDE, {**SIDE, "name": "b"}]),
             "inject.container-unnamed",
-            id="C2-empty-name",
+            id="inject.container-unnamed-empty-name",
         ),
         pytest.param(
             make_pod(
@@ -354,7 +387,7 @@ SIDE = {"name": "proxy", "image": "envoy", "command": ["envoy"]}
         pytest.param(
             make_pod(annotations={P + "container": "main"}),
             "inject.container-not-found",
-            id="C4-single-misnamed",
+            id="inject.container-not-found-single-misnamed",
         ),
     ],
 )
@@ -384,57 +417,77 @@ OWNED = [
         {"env": [{"name": "MOONCAKE_CONFIG_PATH", "value": "/x"}]},
         None,
         "inject.owned-env",
-        id="O1-vllm",
+        id="inject.owned-env-vllm",
     ),
     pytest.param(
         "vLLM",
         {"args": ["serve", "--kv-transfer-config", "{}"]},
         None,
         "inject.owned-flag",
-        id="O2-exact",
+        id="inject.owned-flag-exact",
     ),
     pytest.param(
         "vLLM",
         {"args": ["--kv_transfer_config.kv_role=kv_both"]},
         None,
         "inject.owned-flag",
-        id="O2-underscore-dotted",
+        id="inject.owned-flag-underscore-dotted",
     ),
     pytest.param(
-        "vLLM", {"args": ["--kv-transfer-conf={}"]}, None, "inject.owned-flag", id="O2-prefix"
+        "vLLM",
+        {"args": ["--kv-transfer-conf={}"]},
+        None,
+        "inject.owned-flag",
+        id="inject.owned-flag-prefix",
     ),
     pytest.param(
         "vLLM",
         {"command": ["vllm", "serve", "--kv-transfer-config={}"], "args": None},
         None,
         "inject.owned-flag",
-        id="O2-in-command",
+        id="inject.owned-flag-in-command",
     ),
     pytest.param(
         "SGLang",
         {"args": ["--hicache-storage-backend=mooncake"]},
         None,
         "inject.owned-flag",
-        id="O2-sglang",
+        id="inject.owned-flag-sglang",
     ),
     pytest.param(
         "SGLang",
         {"args": ["--hicache-storage-b", "file"]},
         None,
         "inject.owned-flag",
-        id="O2-sglang-prefix",
+        id="inject.owned-flag-sglang-prefix",
     ),
     pytest.param(
-        "vLLM", {"args": ["--kv-cache-dtype", "fp8"]}, None, "inject.dtype-flag", id="O3-exact"
+        "vLLM",
+        {"args": ["--kv-cache-dtype", "fp8"]},
+        None,
+        "inject.dtype-flag",
+        id="inject.dtype-flag-exact",
     ),
     pytest.param(
-        "vLLM", {"args": ["--kv_cache_dtype=fp8"]}, None, "inject.dtype-flag", id="O3-underscore"
+        "vLLM",
+        {"args": ["--kv_cache_dtype=fp8"]},
+        None,
+        "inject.dtype-flag",
+        id="inject.dtype-flag-underscore",
     ),
     pytest.param(
-        "vLLM", {"args": ["--kv-cache", "fp8"]}, None, "inject.dtype-flag", id="O3-prefix"
+        "vLLM",
+        {"args": ["--kv-cache", "fp8"]},
+        None,
+        "inject.dtype-flag",
+        id="inject.dtype-flag-prefix",
     ),
     pytest.param(
-        "SGLang", {"args": ["--kv-cache-dtype=fp8_e5m2"]}, None, "inject.dtype-flag", id="O3-sglang"
+        "SGLang",
+        {"args": ["--kv-cache-dtype=fp8_e5m2"]},
+        None,
+        "inject.dtype-flag",
+        id="inject.dtype-flag-sglang",
     ),
     pytest.param(
         "vLLM",
@@ -462,7 +515,7 @@ OWNED = [
         {"volumeMounts": [{"name": "cfg", "mountPath": "/etc/gpustack/kvcache/"}]},
         None,
         "inject.owned-mount-path",
-        id="O6-trailing-slash",
+        id="inject.owned-mount-path-trailing-slash",
     ),
     # Paths compare as paths, both ways: a file mounted over the projected one with subPath,
     # a deeper directory, a parent, and spellings the runtime resolves to the same path.
@@ -479,7 +532,7 @@ OWNED = [
         },
         None,
         "inject.owned-mount-path",
-        id="O6-subpath-file-inside",
+        id="inject.owned-mount-path-subpath-file-inside",
     ),
     # A relative mountPath passes API validation and the kubelet mounts it from "/": the same
     # shadowing file, so the same refusal.
@@ -496,56 +549,56 @@ OWNED = [
         },
         None,
         "inject.owned-mount-path",
-        id="O6-relative-subpath-file-inside",
+        id="inject.owned-mount-path-relative-subpath-file-inside",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "etc/gpustack/kvcache"}]},
         None,
         "inject.owned-mount-path",
-        id="O6-relative-at",
+        id="inject.owned-mount-path-relative-at",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "../etc/gpustack"}]},
         None,
         "inject.owned-mount-path",
-        id="O6-relative-dotdot-parent",
+        id="inject.owned-mount-path-relative-dotdot-parent",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack/kvcache/x/y"}]},
         None,
         "inject.owned-mount-path",
-        id="O6-inside",
+        id="inject.owned-mount-path-inside",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "/etc/gpustack"}]},
         None,
         "inject.owned-mount-path",
-        id="O6-parent",
+        id="inject.owned-mount-path-parent",
     ),
     pytest.param(
         "vLLM",
         {"volumeMounts": [{"name": "c", "mountPath": "//etc/./gpustack/x/../kvcache//"}]},
         None,
         "inject.owned-mount-path",
-        id="O6-unnormalised",
+        id="inject.owned-mount-path-unnormalised",
     ),
     pytest.param(
         "SGLang",
         {"envFrom": [{"configMapRef": {"name": "mine"}}]},
         None,
         "inject.env-from-owned-prefix",
-        id="F3-env-from-no-prefix",
+        id="inject.env-from-owned-prefix-env-from-no-prefix",
     ),
     pytest.param(
         "SGLang",
         {"envFrom": [{"prefix": "APP_", "secretRef": {"name": "s"}}, {"prefix": "SGLANG_HI"}]},
         None,
         "inject.env-from-owned-prefix",
-        id="F3-env-from-prefix-that-spells-it",
+        id="inject.env-from-owned-prefix-env-from-prefix-that-spells-it",
     ),
     pytest.param(
         "SGLang",
@@ -566,7 +619,7 @@ OWNED = [
         {"args": ["--hicache-storage-backend-e={}"]},
         None,
         "inject.config-source-flag",
-        id="F2-prefix",
+        id="inject.config-source-flag-prefix",
     ),
     pytest.param(
         "vLLM",

@@ -215,11 +215,17 @@ def test_admitted(
 
 
 REFUSED = [
-    pytest.param([], [], "vllm", None, "launch.no-command", id="A1-nothing"),
-    pytest.param([], [], "vllm", "true", "launch.no-command", id="A1-declared"),
-    pytest.param(["vllm"], [], "vllm", "yes", "launch.forwarding-value", id="A2-yes"),
-    pytest.param(["vllm"], [], "vllm", "True", "launch.forwarding-value", id="A2-case"),
-    pytest.param(["vllm"], [], "vllm", "", "launch.forwarding-value", id="A2-empty"),
+    pytest.param([], [], "vllm", None, "launch.no-command", id="launch.no-command-nothing"),
+    pytest.param([], [], "vllm", "true", "launch.no-command", id="launch.no-command-declared"),
+    pytest.param(
+        ["vllm"], [], "vllm", "yes", "launch.forwarding-value", id="launch.forwarding-value-yes"
+    ),
+    pytest.param(
+        ["vllm"], [], "vllm", "True", "launch.forwarding-value", id="launch.forwarding-value-case"
+    ),
+    pytest.param(
+        ["vllm"], [], "vllm", "", "launch.forwarding-value", id="launch.forwarding-value-empty"
+    ),
     # launch.env-owned-variable: env changing a KV-cache variable at exec time; a forwarding
     # declaration is about arguments, so it never admits one.
     pytest.param(
@@ -228,7 +234,7 @@ REFUSED = [
         "sglang",
         None,
         "launch.env-owned-variable",
-        id="A10-assign",
+        id="launch.env-owned-variable-assign",
     ),
     pytest.param(
         ["/usr/bin/env", "MOONCAKE_TENANT_ID=b", *SG],
@@ -236,11 +242,23 @@ REFUSED = [
         "sglang",
         None,
         "launch.env-owned-variable",
-        id="A10-path",
+        id="launch.env-owned-variable-path",
     ),
-    pytest.param(["env", "-i", "vllm"], [], "vllm", None, "launch.env-owned-variable", id="A10-i"),
     pytest.param(
-        ["env", "-", "vllm"], [], "vllm", None, "launch.env-owned-variable", id="A10-lone-dash"
+        ["env", "-i", "vllm"],
+        [],
+        "vllm",
+        None,
+        "launch.env-owned-variable",
+        id="launch.env-owned-variable-i",
+    ),
+    pytest.param(
+        ["env", "-", "vllm"],
+        [],
+        "vllm",
+        None,
+        "launch.env-owned-variable",
+        id="launch.env-owned-variable-lone-dash",
     ),
     pytest.param(
         ["env", "-iu", "FOO", "vllm"],
@@ -248,7 +266,7 @@ REFUSED = [
         "vllm",
         None,
         "launch.env-owned-variable",
-        id="A10-bundle-i",
+        id="launch.env-owned-variable-bundle-i",
     ),
     pytest.param(
         ["env", "--ignore-env", "vllm"],
@@ -256,7 +274,7 @@ REFUSED = [
         "vllm",
         "true",
         "launch.env-owned-variable",
-        id="A10-long-i",
+        id="launch.env-owned-variable-long-i",
     ),
     pytest.param(
         ["env", "-iS", "vllm serve"],
@@ -264,7 +282,7 @@ REFUSED = [
         "vllm",
         "true",
         "launch.env-owned-variable",
-        id="A10-before-A4",
+        id="launch.env-owned-variable-before-A4",
     ),
     pytest.param(
         ["env", "-u", "MOONCAKE_TENANT_ID", *SG],
@@ -272,7 +290,7 @@ REFUSED = [
         "sglang",
         None,
         "launch.env-owned-variable",
-        id="A10-u",
+        id="launch.env-owned-variable-u",
     ),
     pytest.param(
         ["env", "MOONCAKE_CONFIG_PATH=/x", "vllm"],
@@ -280,7 +298,7 @@ REFUSED = [
         "vllm",
         None,
         "launch.env-owned-variable",
-        id="A10-vllm",
+        id="launch.env-owned-variable-vllm",
     ),
     pytest.param(
         ["env", "-u", "MOONCAKE_CONFIG_PATH", "vllm"],
@@ -288,7 +306,7 @@ REFUSED = [
         "vllm",
         "true",
         "launch.env-owned-variable",
-        id="A10-u-declared",
+        id="launch.env-owned-variable-u-declared",
     ),
     pytest.param(
         ["env", "-uMOONCAKE_CONFIG_PATH", "vllm"],
@@ -296,7 +314,7 @@ REFUSED = [
         "vllm",
         None,
         "launch.env-owned-variable",
-        id="A10-u-attached",
+        id="launch.env-owned-variable-u-attached",
     ),
     pytest.param(
         ["env", "--unset=SGLANG_HICACHE_MOONCAKE_CONFIG_PATH", *SG],
@@ -304,7 +322,7 @@ REFUSED = [
         "sglang",
         None,
         "launch.env-owned-variable",
-        id="A10-unset-eq",
+        id="launch.env-owned-variable-unset-eq",
     ),
     pytest.param(
         ["tini", "--", "env", "MOONCAKE_MASTER=x:1", *SG],
@@ -312,7 +330,7 @@ REFUSED = [
         "sglang",
         None,
         "launch.env-owned-variable",
-        id="A10-tini",
+        id="launch.env-owned-variable-tini",
     ),
     # launch.env-owned-variable inside an env -S string: the command line is hidden, its
     # environment effects are not, and the forwarding declaration does not admit them either.
@@ -322,7 +340,7 @@ REFUSED = [
         "sglang",
         "true",
         "launch.env-owned-variable",
-        id="A10-in-S-declared",
+        id="launch.env-owned-variable-in-S-declared",
     ),
     pytest.param(
         ["env", "--split-string=-u MOONCAKE_CONFIG_PATH vllm serve"],
@@ -330,7 +348,7 @@ REFUSED = [
         "vllm",
         "true",
         "launch.env-owned-variable",
-        id="A10-in-split-string-unset",
+        id="launch.env-owned-variable-in-split-string-unset",
     ),
     pytest.param(
         ["env", "-S'MOONCAKE_MASTER=x:1' python3", "-m", "sglang.launch_server"],
@@ -338,7 +356,7 @@ REFUSED = [
         "sglang",
         "true",
         "launch.env-owned-variable",
-        id="A10-in-S-attached-quoted",
+        id="launch.env-owned-variable-in-S-attached-quoted",
     ),
     pytest.param(
         ["env", "-S", "-S 'MOONCAKE_TENANT_ID=b python3 -m sglang.launch_server'"],
@@ -346,7 +364,7 @@ REFUSED = [
         "sglang",
         "true",
         "launch.env-owned-variable",
-        id="A10-in-nested-S",
+        id="launch.env-owned-variable-in-nested-S",
     ),
     pytest.param(
         ["env", "-S", "MOONCAKE_TENANT_ID=b python3 -m sglang.launch_server"],
@@ -354,7 +372,7 @@ REFUSED = [
         "sglang",
         None,
         "launch.env-owned-variable",
-        id="A10-in-S-before-A4",
+        id="launch.env-owned-variable-in-S-before-A4",
     ),
     pytest.param(
         ["env", "-S", "-i vllm serve"],
@@ -362,7 +380,7 @@ REFUSED = [
         "vllm",
         "true",
         "launch.env-owned-variable",
-        id="A10-S-i",
+        id="launch.env-owned-variable-S-i",
     ),
     pytest.param(
         ["env", "-S" + "-S" * 5000],
@@ -373,16 +391,36 @@ REFUSED = [
         id="S-nested-deeply-no-crash",
     ),
     pytest.param(
-        [], ["vllm", "serve"], "vllm", None, "launch.args-without-command", id="A3-args-only"
+        [],
+        ["vllm", "serve"],
+        "vllm",
+        None,
+        "launch.args-without-command",
+        id="launch.args-without-command-args-only",
     ),
     pytest.param(
-        ["env", "-S", "vllm serve"], [], "vllm", None, "launch.hidden-command-line", id="A4-S-split"
+        ["env", "-S", "vllm serve"],
+        [],
+        "vllm",
+        None,
+        "launch.hidden-command-line",
+        id="launch.hidden-command-line-S-split",
     ),
     pytest.param(
-        ["env", "-Svllm serve"], [], "vllm", None, "launch.hidden-command-line", id="A4-S-attached"
+        ["env", "-Svllm serve"],
+        [],
+        "vllm",
+        None,
+        "launch.hidden-command-line",
+        id="launch.hidden-command-line-S-attached",
     ),
     pytest.param(
-        ["env", "-vS", "vllm serve"], [], "vllm", None, "launch.hidden-command-line", id="A4-bundle"
+        ["env", "-vS", "vllm serve"],
+        [],
+        "vllm",
+        None,
+        "launch.hidden-command-line",
+        id="launch.hidden-command-line-bundle",
     ),
     pytest.param(
         ["env", "--split-string=vllm serve"],
@@ -390,7 +428,7 @@ REFUSED = [
         "vllm",
         None,
         "launch.hidden-command-line",
-        id="A4-long-eq",
+        id="launch.hidden-command-line-long-eq",
     ),
     pytest.param(
         ["env", "--split-string", "vllm serve"],
@@ -398,7 +436,7 @@ REFUSED = [
         "vllm",
         None,
         "launch.hidden-command-line",
-        id="A4-long-split",
+        id="launch.hidden-command-line-long-split",
     ),
     pytest.param(
         ["env", "--split", "vllm serve"],
@@ -406,7 +444,7 @@ REFUSED = [
         "vllm",
         None,
         "launch.hidden-command-line",
-        id="A4-abbreviated",
+        id="launch.hidden-command-line-abbreviated",
     ),
     pytest.param(
         ["busybox", "env", "-S", "vllm serve"],
@@ -414,29 +452,65 @@ REFUSED = [
         "vllm",
         None,
         "launch.hidden-command-line",
-        id="A4-through-busybox",
-    ),
-    pytest.param(["sh", "-c", "vllm serve"], [], "vllm", None, "launch.shell-c", id="A5-sh-c"),
-    pytest.param(
-        ["/bin/bash", "-lc", "vllm serve"], [], "vllm", None, "launch.shell-c", id="A5-bash-lc"
+        id="launch.hidden-command-line-through-busybox",
     ),
     pytest.param(
-        ["bash", "-euc", "vllm serve"], [], "vllm", None, "launch.shell-c", id="A5-bundle"
+        ["sh", "-c", "vllm serve"], [], "vllm", None, "launch.shell-c", id="launch.shell-c-sh-c"
     ),
     pytest.param(
-        ["bash", "-o", "pipefail", "-c", "x"], [], "vllm", None, "launch.shell-c", id="A5-after-o"
+        ["/bin/bash", "-lc", "vllm serve"],
+        [],
+        "vllm",
+        None,
+        "launch.shell-c",
+        id="launch.shell-c-bash-lc",
     ),
-    pytest.param(["sh", "-c", "x"], [], "vllm", "true", "launch.shell-c", id="A5-declared"),
     pytest.param(
-        ["tini", "--", "bash", "-c", "x"], [], "vllm", None, "launch.shell-c", id="A5-after-tini"
+        ["bash", "-euc", "vllm serve"],
+        [],
+        "vllm",
+        None,
+        "launch.shell-c",
+        id="launch.shell-c-bundle",
     ),
-    pytest.param(["./run.sh"], [], "vllm", None, "launch.script", id="A6-program"),
     pytest.param(
-        ["/app/start.sh", "serve"], [], "sglang", None, "launch.script", id="A6-program-path"
+        ["bash", "-o", "pipefail", "-c", "x"],
+        [],
+        "vllm",
+        None,
+        "launch.shell-c",
+        id="launch.shell-c-after-o",
     ),
-    pytest.param(["sh", "/app/run.sh"], [], "vllm", None, "launch.script", id="A6-shell-file"),
     pytest.param(
-        ["bash", "--", "run.sh"], [], "vllm", None, "launch.script", id="A6-after-double-dash"
+        ["sh", "-c", "x"], [], "vllm", "true", "launch.shell-c", id="launch.shell-c-declared"
+    ),
+    pytest.param(
+        ["tini", "--", "bash", "-c", "x"],
+        [],
+        "vllm",
+        None,
+        "launch.shell-c",
+        id="launch.shell-c-after-tini",
+    ),
+    pytest.param(["./run.sh"], [], "vllm", None, "launch.script", id="launch.script-program"),
+    pytest.param(
+        ["/app/start.sh", "serve"],
+        [],
+        "sglang",
+        None,
+        "launch.script",
+        id="launch.script-program-path",
+    ),
+    pytest.param(
+        ["sh", "/app/run.sh"], [], "vllm", None, "launch.script", id="launch.script-shell-file"
+    ),
+    pytest.param(
+        ["bash", "--", "run.sh"],
+        [],
+        "vllm",
+        None,
+        "launch.script",
+        id="launch.script-after-double-dash",
     ),
     pytest.param(
         ["bash", "-x", "-o", "errexit", "run.sh"],
@@ -444,37 +518,91 @@ REFUSED = [
         "vllm",
         None,
         "launch.script",
-        id="A6-after-options",
-    ),
-    pytest.param(["tini", "--"], [], "vllm", None, "launch.nothing-to-run", id="A7-tini-dashdash"),
-    pytest.param(["tini", "--"], [], "vllm", "true", "launch.nothing-to-run", id="A7-declared"),
-    pytest.param(["tini"], [], "vllm", None, "launch.nothing-to-run", id="A7-tini"),
-    pytest.param(
-        ["env", "FOO=1"], [], "vllm", None, "launch.nothing-to-run", id="A7-env-assignment"
+        id="launch.script-after-options",
     ),
     pytest.param(
-        ["timeout", "10"], [], "vllm", None, "launch.nothing-to-run", id="A7-timeout-duration"
+        ["tini", "--"],
+        [],
+        "vllm",
+        None,
+        "launch.nothing-to-run",
+        id="launch.nothing-to-run-tini-dashdash",
     ),
     pytest.param(
-        ["timeout"], [], "vllm", None, "launch.nothing-to-run", id="A7-timeout-no-operand"
+        ["tini", "--"],
+        [],
+        "vllm",
+        "true",
+        "launch.nothing-to-run",
+        id="launch.nothing-to-run-declared",
     ),
     pytest.param(
-        ["env", "-u"], [], "vllm", None, "launch.nothing-to-run", id="A7-missing-option-value"
+        ["tini"], [], "vllm", None, "launch.nothing-to-run", id="launch.nothing-to-run-tini"
     ),
     pytest.param(
-        ["env", "-S"], [], "vllm", None, "launch.nothing-to-run", id="A7-opaque-nothing-after"
+        ["env", "FOO=1"],
+        [],
+        "vllm",
+        None,
+        "launch.nothing-to-run",
+        id="launch.nothing-to-run-env-assignment",
     ),
-    pytest.param(["busybox"], [], "vllm", None, "launch.nothing-to-run", id="A7-busybox"),
-    pytest.param(["vllm"], [], "sglang", None, "launch.other-engine", id="A8-vllm-for-sglang"),
-    pytest.param(SG, [], "vllm", None, "launch.other-engine", id="A8-sglang-for-vllm"),
-    pytest.param(SG, [], "vllm-ascend", "true", "launch.other-engine", id="A8-declared"),
+    pytest.param(
+        ["timeout", "10"],
+        [],
+        "vllm",
+        None,
+        "launch.nothing-to-run",
+        id="launch.nothing-to-run-timeout-duration",
+    ),
+    pytest.param(
+        ["timeout"],
+        [],
+        "vllm",
+        None,
+        "launch.nothing-to-run",
+        id="launch.nothing-to-run-timeout-no-operand",
+    ),
+    pytest.param(
+        ["env", "-u"],
+        [],
+        "vllm",
+        None,
+        "launch.nothing-to-run",
+        id="launch.nothing-to-run-missing-option-value",
+    ),
+    pytest.param(
+        ["env", "-S"],
+        [],
+        "vllm",
+        None,
+        "launch.nothing-to-run",
+        id="launch.nothing-to-run-opaque-nothing-after",
+    ),
+    pytest.param(
+        ["busybox"], [], "vllm", None, "launch.nothing-to-run", id="launch.nothing-to-run-busybox"
+    ),
+    pytest.param(
+        ["vllm"],
+        [],
+        "sglang",
+        None,
+        "launch.other-engine",
+        id="launch.other-engine-vllm-for-sglang",
+    ),
+    pytest.param(
+        SG, [], "vllm", None, "launch.other-engine", id="launch.other-engine-sglang-for-vllm"
+    ),
+    pytest.param(
+        SG, [], "vllm-ascend", "true", "launch.other-engine", id="launch.other-engine-declared"
+    ),
     pytest.param(
         ["python", "-m", "sglang.launch_server"],
         [],
         "sglang",
         None,
         "launch.unrecognised",
-        id="A9-python",
+        id="launch.unrecognised-python",
     ),
     pytest.param(
         ["python3.11", "-m", "sglang.launch_server"],
@@ -482,7 +610,7 @@ REFUSED = [
         "sglang",
         None,
         "launch.unrecognised",
-        id="A9-python3x",
+        id="launch.unrecognised-python3x",
     ),
     pytest.param(
         ["python3", "-m", "vllm.entrypoints.openai.api_server"],
@@ -490,7 +618,7 @@ REFUSED = [
         "vllm",
         None,
         "launch.unrecognised",
-        id="A9-vllm-module",
+        id="launch.unrecognised-vllm-module",
     ),
     pytest.param(
         ["python3", "-c", "import sglang"],
@@ -498,21 +626,46 @@ REFUSED = [
         "sglang",
         None,
         "launch.unrecognised",
-        id="A9-python-c",
+        id="launch.unrecognised-python-c",
     ),
-    pytest.param(["sglang"], [], "sglang", None, "launch.unrecognised", id="A9-sglang-binary"),
-    pytest.param(["entrypoint"], [], "vllm", None, "launch.unrecognised", id="A9-entrypoint"),
-    pytest.param(["run"], [], "vllm", None, "launch.unrecognised", id="A9-run"),
-    pytest.param(["gosu", "app", "vllm"], [], "vllm", None, "launch.unrecognised", id="A9-gosu"),
-    pytest.param(["chroot", "/", "vllm"], [], "vllm", None, "launch.unrecognised", id="A9-chroot"),
-    pytest.param(["setsid", "vllm"], [], "vllm", None, "launch.unrecognised", id="A9-setsid"),
+    pytest.param(
+        ["sglang"],
+        [],
+        "sglang",
+        None,
+        "launch.unrecognised",
+        id="launch.unrecognised-sglang-binary",
+    ),
+    pytest.param(
+        ["entrypoint"], [], "vllm", None, "launch.unrecognised", id="launch.unrecognised-entrypoint"
+    ),
+    pytest.param(["run"], [], "vllm", None, "launch.unrecognised", id="launch.unrecognised-run"),
+    pytest.param(
+        ["gosu", "app", "vllm"],
+        [],
+        "vllm",
+        None,
+        "launch.unrecognised",
+        id="launch.unrecognised-gosu",
+    ),
+    pytest.param(
+        ["chroot", "/", "vllm"],
+        [],
+        "vllm",
+        None,
+        "launch.unrecognised",
+        id="launch.unrecognised-chroot",
+    ),
+    pytest.param(
+        ["setsid", "vllm"], [], "vllm", None, "launch.unrecognised", id="launch.unrecognised-setsid"
+    ),
     pytest.param(
         ["timeout", "10", "-x", "vllm"],
         [],
         "vllm",
         None,
         "launch.unrecognised",
-        id="A9-options-end-at-operand",
+        id="launch.unrecognised-options-end-at-operand",
     ),
     pytest.param(
         ["bash", "start", "-c", "x"],
@@ -520,7 +673,7 @@ REFUSED = [
         "vllm",
         None,
         "launch.unrecognised",
-        id="A9-c-after-command-file",
+        id="launch.unrecognised-c-after-command-file",
     ),
     pytest.param(
         ["bash", "--rcfile", "x.sh", "start"],
@@ -528,7 +681,7 @@ REFUSED = [
         "vllm",
         None,
         "launch.unrecognised",
-        id="A9-rcfile-value-skipped",
+        id="launch.unrecognised-rcfile-value-skipped",
     ),
 ]
 
@@ -549,11 +702,15 @@ def test_refused(
 @pytest.mark.parametrize(
     ("command", "names"),
     [
-        pytest.param(["tini", "--", "env"], ["env"], id="A7-names-last-launcher"),
-        pytest.param(["bash", "-lc", "x"], ["bash", "-lc"], id="A5-names-shell-and-option"),
-        pytest.param(["sh", "/app/run.sh"], ["run.sh"], id="A6-names-script-basename"),
-        pytest.param(["gosu", "u", "vllm"], ["gosu"], id="A9-names-program"),
-        pytest.param(SG, ["python3", "sglang", "vllm"], id="A8-names-engines"),
+        pytest.param(
+            ["tini", "--", "env"], ["env"], id="launch.nothing-to-run-names-last-launcher"
+        ),
+        pytest.param(
+            ["bash", "-lc", "x"], ["bash", "-lc"], id="launch.shell-c-names-shell-and-option"
+        ),
+        pytest.param(["sh", "/app/run.sh"], ["run.sh"], id="launch.script-names-script-basename"),
+        pytest.param(["gosu", "u", "vllm"], ["gosu"], id="launch.unrecognised-names-program"),
+        pytest.param(SG, ["python3", "sglang", "vllm"], id="launch.other-engine-names-engines"),
     ],
 )
 def test_messages_name_the_facts(command: list[str], names: list[str]) -> None:
