@@ -2,7 +2,7 @@
 
 A reader follows ``rendering/pods.py`` or ``gpustack_render.reconcile.rollout.plan`` from a doc
 to the code; after a module moves, a stale name sends them nowhere. Scanned: ``README.md``, every
-Markdown file under ``docs/`` and the docstrings and comments of the three packages. The
+Markdown file under ``docs/`` and the docstrings and comments of the four packages. The
 contract copy (``docs/contract/``) is scanned too, but it quotes the original product's code
 (Go paths, ``pkg/...``), which none of the forms below matches: only the project's own paths
 are checked there.
@@ -16,7 +16,7 @@ The forms, each resolved in the repository:
   (``reconcile/teardown.plan_teardown``);
 - a dotted name, ``gpustack_render.rendering.renderer`` or ``gpustack_render.api.ModelDeployment``:
   the longest prefix that is a module, then attributes of it;
-- a bare module file, ``status.py``: some module of that name in one of the three packages;
+- a bare module file, ``status.py``: some module of that name in one of the four packages;
 - a path under another top-level directory of the repository (``tests/``, ``hack/``, ``bench/``,
   ``golden/``, ``docs/``, ``deploy/``, ``charts/``, ``examples/``), shell globs allowed.
 
@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("gpustack_render", "gpustack_controller", "gpustack_webhook")
+PACKAGES = ("gpustack_render", "gpustack_kube", "gpustack_controller", "gpustack_webhook")
 SUBPACKAGES = sorted(
     p.name for p in (ROOT / "gpustack_render").iterdir() if (p / "__init__.py").is_file()
 )
