@@ -66,9 +66,14 @@ CASES = [
         id="port-flag.differs-from-declared-direct-decoder-exempt",
     ),
     # §6.2 --port inside the reserved set on a role without ports
+    # A prefiller on its own --port while the decoder serves on 8000 is also refused by
+    # router.listener-ports-differ (a router dials every serving Pod on one port; D26).
     pytest.param(
         _pair({"extraArgs": ["--port", "5557"]}, {}, router=LLMD),
-        [("port-flag.reserved", "spec.router", INV)],
+        [
+            ("router.listener-ports-differ", "spec.router", INV),
+            ("port-flag.reserved", "spec.router", INV),
+        ],
         id="port-flag.reserved-kv-events-with-router",
     ),
     pytest.param(
@@ -77,12 +82,22 @@ CASES = [
         id="port-flag.reserved-bootstrap-with-cache",
     ),
     pytest.param(
-        _pair({"command": ["vllm", "serve", "m", "--port", "5557"]}, {}, router=LLMD),
+        # Both halves listen on 5557, so a router dials them on one port.
+        _pair(
+            {"command": ["vllm", "serve", "m", "--port", "5557"]},
+            {"command": ["vllm", "serve", "m", "--port", "5557"]},
+            router=LLMD,
+        ),
         [],
         id="port-flag.reserved-take-over-exempt",
     ),
     pytest.param(
-        _pair({"extraArgs": ["--port", "5557"]}, {}, router=LLMD, engine="SGLang"),
+        _pair(
+            {"extraArgs": ["--port", "5557"]},
+            {"extraArgs": ["--port", "5557"]},
+            router=LLMD,
+            engine="SGLang",
+        ),
         [],
         id="port-flag.reserved-sglang-publishes-nothing",
     ),

@@ -17,13 +17,14 @@ from admission_support import (
     review,
     role,
 )
+from property.strategies import ROUTER_IMAGES
 
 from gpustack_render.core.settings import Settings
 from gpustack_render.schema.decoding import decode_deployment
 
 INV, FORB = "FieldValueInvalid", "FieldValueForbidden"
 CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
-LLMD = {"name": "llm-d-router"}
+LLMD = {"name": "llm-d-router", "image": ROUTER_IMAGES["llm-d-router"]}
 OBJECTS = [*default_objects(), *cache_chain()]
 
 
@@ -98,7 +99,7 @@ IDENTITY = [
     ),
     pytest.param(
         edit(BASE, router=LLMD),
-        edit(BASE, router={"name": "vllm-router"}),
+        edit(BASE, router={"name": "vllm-router", "image": ROUTER_IMAGES["vllm-router"]}),
         [("identity.field-changed", "spec.router.name", INV)],
         id="router-renamed",
     ),
@@ -269,8 +270,11 @@ def test_reserved_port_collision_stored_vs_created() -> None:
     bare = edit(stored)
     del bare["spec"]["router"]
     assert review(bare, OBJECTS).allowed
+    # Adding the router also leaves the roles listening on two ports (the prefiller on its
+    # own 5557, the decoder's proxy on 8000): a router dials every serving Pod on one.
     assert causes(review(stored, OBJECTS, old=as_stored(bare))) == [
-        ("port-flag.reserved", "spec.router", INV)
+        ("router.listener-ports-differ", "spec.router", INV),
+        ("port-flag.reserved", "spec.router", INV),
     ]
 
 
