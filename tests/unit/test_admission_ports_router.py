@@ -17,6 +17,7 @@ from admission_support import (
 )
 
 INV = "FieldValueInvalid"
+REQ = "FieldValueRequired"
 LLMD = {"name": "llm-d-router"}
 CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 ASCEND = "ascend-8x"
@@ -178,6 +179,48 @@ CASES = [
         deployment(role("a", ports=[{"port": 8000}]), role("b"), router=LLMD),
         [],
         id="router.serving-ports-differ-default-port-equal",
+    ),
+    # The router's own objects (D26)
+    pytest.param(
+        deployment(router={"name": "vllm-router", "image": None}),
+        [("router.image-missing", "spec.router.image", REQ)],
+        id="router.image-missing",
+    ),
+    pytest.param(
+        deployment(role("a", extraArgs=["--port", "9000"]), role("b"), router=LLMD),
+        [("router.listener-ports-differ", "spec.router", INV)],
+        id="router.listener-ports-differ",
+    ),
+    pytest.param(
+        deployment(
+            role("a", extraArgs=["--port", "9000"]),
+            role("b", extraArgs=["--port=9000"]),
+            router=LLMD,
+        ),
+        [],
+        id="router.listener-ports-differ-same-own-port",
+    ),
+    pytest.param(
+        _pair({"ports": [{"port": 9000}]}, {"ports": [{"port": 9000}]}, router=LLMD),
+        [],
+        id="router.listener-ports-differ-direct-decoder-behind-its-proxy",
+    ),
+    pytest.param(
+        deployment(
+            router={
+                "name": "sglang-gateway",
+                "requestTimeoutSeconds": 30,
+                "extraArgs": ["--request-timeout-secs=60", "--request-timeout-secs-x"],
+            },
+            engine="SGLang",
+        ),
+        [("router.timeout-flag-twice", "spec.router.extraArgs[0]", INV)],
+        id="router.timeout-flag-twice",
+    ),
+    pytest.param(
+        deployment(router={"name": "vllm-router", "extraArgs": ["--request-timeout-secs", "60"]}),
+        [],
+        id="router.timeout-flag-twice-field-unset",
     ),
 ]
 

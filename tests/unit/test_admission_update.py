@@ -339,3 +339,45 @@ def test_undecodable_stored_object_is_treated_as_absent() -> None:
     old = deployment(role(resources={"accelerator": 1}))
     old["spec"]["unknown"] = 1
     assert review(edit(BASE, model={"name": "other"}), OBJECTS, old=old).allowed
+
+
+def test_router_image_from_the_settings_or_left_alone_when_stored() -> None:
+    bare = pd(router={"name": "vllm-router", "image": None})
+    assert causes(review(bare, OBJECTS)) == [
+        ("router.image-missing", "spec.router.image", "FieldValueRequired")
+    ]
+    # The Settings key is the other way out.
+    defaulted = Settings(router_image_vllm_router="registry.example.com/vllm-router:1")
+    assert review(bare, OBJECTS, settings=defaulted).allowed
+    # A deployment stored before the image was required keeps being editable: its router is not
+    # rendered (RouterReady RenderFailed) until an image is set.
+    scaled = edit_role(bare, 0, replicas=2)
+    assert review(scaled, OBJECTS, old=as_stored(bare)).allowed
+    # Adding the router without an image is refused.
+    without = edit(bare)
+    del without["spec"]["router"]
+    assert causes(review(bare, OBJECTS, old=as_stored(without))) == [
+        ("router.image-missing", "spec.router.image", "FieldValueRequired")
+    ]
+
+
+def test_router_timeout_flag_left_alone_when_stored_refused_when_created() -> None:
+    stored = pd(router={"name": "vllm-router", "extraArgs": ["--request-timeout-secs", "5"]})
+    timed = edit(stored, router={**stored["spec"]["router"], "requestTimeoutSeconds": 60})
+    assert causes(review(timed, OBJECTS, old=as_stored(stored))) == [
+        ("router.timeout-flag-twice", "spec.router.extraArgs[0]", INV)
+    ]
+    assert review(edit_role(timed, 0, replicas=2), OBJECTS, old=as_stored(timed)).allowed
+
+
+def test_deleting_skips_the_router_object_rules() -> None:
+    stored = pd(router={"name": "vllm-router"})
+    deleting = edit(stored, router={"name": "vllm-router"})
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    deleting["metadata"]["finalizers"] = ["gpustack.ai/controlled"]
+    assert "image" not in deleting["spec"]["router"]
+    assert review(deleting, OBJECTS, old=as_stored(stored)).allowed
+    deleting["metadata"].pop("deletionTimestamp")
+    assert causes(review(deleting, OBJECTS, old=as_stored(stored))) == [
+        ("router.image-missing", "spec.router.image", "FieldValueRequired")
+    ]
