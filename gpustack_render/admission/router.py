@@ -10,10 +10,12 @@ whose stored object already had it is not refused for it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from gpustack_render.admission.context import Context, serving_port, serving_protocol
 from gpustack_render.admission.ports import own_port
+from gpustack_render.api.modeldeployment import RouterSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import ENGINE, ROUTER
@@ -55,19 +57,15 @@ def validate_router(ctx: Context, *, old_ctx: Context | None = None) -> ErrorLis
         return out
     name = router.name
     engine = ctx.base_engine
-    owned = ROUTER_OWNED_ARGS.get(name, ())
-    for j, token in enumerate(router.extra_args or ()):
-        flag = token.split("=", 1)[0]
-        if flag in owned:
-            out.append(
-                errors.invalid(
-                    ROUTER.child("extraArgs").index(j),
-                    token,
-                    f"{flag} is set by the operator on router {name}; two values for it cannot "
-                    f"be told apart. Remove it",
-                    origin="router.owned-flag",
-                )
-            )
+    out.extend(
+        _repeated_flags(
+            router,
+            ROUTER_OWNED_ARGS.get(name, ()),
+            "is set by the operator on router {router}",
+            "Remove it",
+            origin="router.owned-flag",
+        )
+    )
     if router.disaggregation_threshold_tokens is not None and name != LLM_D_ROUTER:
         out.append(
             errors.invalid(
@@ -185,18 +183,37 @@ def _object_problems(ctx: Context) -> ErrorList:
             errors.invalid(listeners.field, router.name, listeners.message, origin=listeners.origin)
         )
     if router.request_timeout_seconds is not None:
-        for j, token in enumerate(router.extra_args or ()):
-            flag = token.split("=", 1)[0]
-            if flag in FIELD_FLAGS.get(router.name, ()):
-                out.append(
-                    errors.invalid(
-                        ROUTER.child("extraArgs").index(j),
-                        token,
-                        f"{flag} is rendered from spec.router.requestTimeoutSeconds on router "
-                        f"{router.name}; two values for it cannot be told apart. Remove one",
-                        origin="router.timeout-flag-twice",
-                    )
+        out.extend(
+            _repeated_flags(
+                router,
+                FIELD_FLAGS.get(router.name, ()),
+                "is rendered from spec.router.requestTimeoutSeconds on router {router}",
+                "Remove one",
+                origin="router.timeout-flag-twice",
+            )
+        )
+    return out
+
+
+def _repeated_flags(
+    router: RouterSpec, flags: Sequence[str], why: str, fix: str, *, origin: str
+) -> ErrorList:
+    """One ``Invalid`` per ``spec.router.extraArgs[j]`` whose flag (the exact name before ``=``;
+    no prefix or underscore matching) is one of ``flags``, which the router's line already
+    carries."""
+    out = ErrorList()
+    for j, token in enumerate(router.extra_args or ()):
+        flag = token.split("=", 1)[0]
+        if flag in flags:
+            out.append(
+                errors.invalid(
+                    ROUTER.child("extraArgs").index(j),
+                    token,
+                    f"{flag} {why.format(router=router.name)}; two values for it cannot be told "
+                    f"apart. {fix}",
+                    origin=origin,
                 )
+            )
     return out
 
 

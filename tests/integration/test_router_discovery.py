@@ -24,6 +24,7 @@ router block.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,30 @@ async def rendered_command(kube: Kube, namespace: str, name: str) -> list[str]:
     return container_command(await eventually(present, what=f"{name}-router applied"))
 
 
+async def wait_serving(
+    kube: Kube, namespace: str, name: str, pods: int, what: str
+) -> list[dict[str, Any]]:
+    """``pods`` Pods of the deployment serving (Running, Ready, admitted by Kueue)."""
+
+    async def ready() -> list[dict[str, Any]] | None:
+        return await serving(kube, namespace, name, pods)
+
+    return await eventually(ready, timeout=90, what=what)
+
+
+def run_router(
+    cluster: Cluster, command: list[str], namespace: str, name: str, directory: Path
+) -> contextlib.AbstractContextManager[RouterProcess]:
+    """The router of ``command``, as the rendered ServiceAccount ``<name>-router``."""
+    return router_running(
+        command,
+        cp=cluster.control_plane,
+        namespace=namespace,
+        account=f"{name}-router",
+        directory=directory,
+    )
+
+
 async def sees(router: RouterProcess, expected: set[tuple[str, str, int | None]]) -> None:
     async def exactly() -> bool:
         return worker_view(await router.workers()) == expected
@@ -194,33 +219,21 @@ async def test_vllm_router_sees_the_pairs_leaders_split_and_follows_a_scale(
     async with running_controller(router_cluster.kubeconfig):
         await rkube.create(MODEL_DEPLOYMENTS, md, ns)
 
-        async def three() -> list[dict[str, Any]] | None:
-            return await serving(rkube, ns, name, 3)
-
-        pods = await eventually(three, timeout=90, what="prefill (2 members) and decode serving")
+        pods = await wait_serving(rkube, ns, name, 3, "prefill (2 members) and decode serving")
         command = await rendered_command(rkube, ns, name)
         assert "--vllm-pd-disaggregation" in command and "--kv-connector" in command
         (leader,) = pick(pods, "prefill", 0)
         (worker,) = pick(pods, "prefill", 1)
         (decode,) = pick(pods, "decode", 0)
         ip_of(worker)
-        with router_running(
-            command,
-            cp=router_cluster.control_plane,
-            namespace=ns,
-            account=f"{name}-router",
-            directory=tmp_path,
-        ) as router:
+        with run_router(router_cluster, command, ns, name, tmp_path) as router:
             await eventually(router.alive, what="vllm-router up")
             # The leader only (its bootstrap port from the Pod annotation), never the worker
             # member, which answers /health too.
             await sees(router, {(url(leader), "prefill", 8998), (url(decode), "decode", None)})
             await scale(rkube, ns, name, 1, 2)
 
-            async def four() -> list[dict[str, Any]] | None:
-                return await serving(rkube, ns, name, 4)
-
-            pods = await eventually(four, timeout=90, what="a second decoder serving")
+            pods = await wait_serving(rkube, ns, name, 4, "a second decoder serving")
             decoders = {(url(p), "decode", None) for p in pick(pods, "decode", 0)}
             assert len(decoders) == 2
             await sees(router, {(url(leader), "prefill", 8998), *decoders})
@@ -236,27 +249,15 @@ async def test_sglang_gateway_sees_each_server_and_follows_a_scale(
     async with running_controller(router_cluster.kubeconfig):
         await rkube.create(MODEL_DEPLOYMENTS, md, ns)
 
-        async def two() -> list[dict[str, Any]] | None:
-            return await serving(rkube, ns, name, 2)
-
-        pods = await eventually(two, timeout=90, what="two servers serving")
+        pods = await wait_serving(rkube, ns, name, 2, "two servers serving")
         command = await rendered_command(rkube, ns, name)
         assert command[:2] == ["sglang-router", "launch"] and "--selector" in command
-        with router_running(
-            command,
-            cp=router_cluster.control_plane,
-            namespace=ns,
-            account=f"{name}-router",
-            directory=tmp_path,
-        ) as router:
+        with run_router(router_cluster, command, ns, name, tmp_path) as router:
             await eventually(router.alive, what="the gateway up")
             await sees(router, {(url(p), "regular", None) for p in pods})
             await scale(rkube, ns, name, 0, 3)
 
-            async def three() -> list[dict[str, Any]] | None:
-                return await serving(rkube, ns, name, 3)
-
-            pods = await eventually(three, timeout=90, what="a third server serving")
+            pods = await wait_serving(rkube, ns, name, 3, "a third server serving")
             await sees(router, {(url(p), "regular", None) for p in pods})
         await tear_down(rkube, ns, name)
 
@@ -277,21 +278,12 @@ async def test_sglang_gateway_sees_the_pairs_leaders_split(
     async with running_controller(router_cluster.kubeconfig):
         await rkube.create(MODEL_DEPLOYMENTS, md, ns)
 
-        async def three() -> list[dict[str, Any]] | None:
-            return await serving(rkube, ns, name, 3)
-
-        pods = await eventually(three, timeout=90, what="prefill and decode (2 members) serving")
+        pods = await wait_serving(rkube, ns, name, 3, "prefill and decode (2 members) serving")
         command = await rendered_command(rkube, ns, name)
         assert "--pd-disaggregation" in command
         (prefill,) = pick(pods, "prefill")
         (decode,) = pick(pods, "decode", 0)
-        with router_running(
-            command,
-            cp=router_cluster.control_plane,
-            namespace=ns,
-            account=f"{name}-router",
-            directory=tmp_path,
-        ) as router:
+        with run_router(router_cluster, command, ns, name, tmp_path) as router:
             await eventually(router.alive, what="the gateway up")
             # The gateway reads the prefiller's bootstrap port from sglang.ai/bootstrap-port.
             expected = {(url(prefill), "prefill", 8998), (url(decode), "decode", None)}
@@ -307,21 +299,12 @@ async def test_without_the_rendered_role_the_router_sees_nothing(
     async with running_controller(router_cluster.kubeconfig):
         await rkube.create(MODEL_DEPLOYMENTS, routed(name, ns, "vllm-router", role()), ns)
 
-        async def one() -> list[dict[str, Any]] | None:
-            return await serving(rkube, ns, name, 1)
-
-        await eventually(one, timeout=90, what="one server serving")
+        await wait_serving(rkube, ns, name, 1, "one server serving")
         command = await rendered_command(rkube, ns, name)
     # The controller is stopped: nothing puts the Role back.
     assert await rkube.get(ROLES, f"{name}-router", ns) is not None
     assert await rkube.delete(ROLES, f"{name}-router", ns)
-    with router_running(
-        command,
-        cp=router_cluster.control_plane,
-        namespace=ns,
-        account=f"{name}-router",
-        directory=tmp_path,
-    ) as router:
+    with run_router(router_cluster, command, ns, name, tmp_path) as router:
         await eventually(router.alive, what="vllm-router up")
 
         async def refused() -> bool:
@@ -413,10 +396,7 @@ async def test_router_edits_change_the_router_only_and_status_names_it(
     async with running_controller(router_cluster.kubeconfig):
         await rkube.create(MODEL_DEPLOYMENTS, routed(name, ns, "vllm-router", role(replicas=2)), ns)
 
-        async def two() -> list[dict[str, Any]] | None:
-            return await serving(rkube, ns, name, 2)
-
-        before = await eventually(two, timeout=90, what="two servers serving")
+        before = await wait_serving(rkube, ns, name, 2, "two servers serving")
         uids = {p["metadata"]["uid"] for p in before}
         hashes = {p["metadata"]["annotations"][labels.POD_SPEC_HASH] for p in before}
 
