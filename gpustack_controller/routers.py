@@ -11,7 +11,8 @@ rendered objects differ from the stored ones (only those are applied, by server-
 the controller's field manager), which stored ones this deployment controls and no longer
 renders (deleted with their uid as precondition), and which names are held by another owner
 (never written: the pass fails once the rest is done). It then reads the stored router
-Deployment for ``RouterReady``.
+Deployment for ``RouterReady``. A router that cannot be rendered (no image, say) is neither
+written nor pruned: a router already running keeps running while status says why.
 """
 
 from __future__ import annotations
@@ -105,6 +106,11 @@ class RouterSyncer:
         """Bring the router objects in line with ``rendering``; returns the router
         Deployment's observation (``None`` without a router) and the pass's first failure."""
         namespace, name, uid = md.metadata.namespace, md.metadata.name, md.metadata.uid
+        router = rendering.router
+        if router is not None and router.failure is not None:
+            # The router cannot be rendered (RouterReady says why): what runs is left running,
+            # neither updated nor pruned, until the spec or the Settings let it render again.
+            return RouterObservation(False), None
         wanted = rendering.router_objects()
         others = list(self.caches.stored_of(namespace, name))
         if not wanted and not others:

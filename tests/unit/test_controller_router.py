@@ -146,3 +146,19 @@ def test_a_router_without_an_image_is_reported_and_nothing_of_it_applied() -> No
     assert "spec.router.image" in ready["message"]
     # The engine Pods are there all the same.
     assert kube.of_kind("Pod")
+
+
+def test_a_router_that_stops_rendering_is_left_running() -> None:
+    kube = _cluster({"name": "vllm-router", "image": IMAGE})
+    pass_ = _reconciler(kube)
+    _run(pass_)
+    before = _router_objects(kube)
+    md = kube.stored("ModelDeployment", NS, NAME)
+    assert md is not None
+    del md["spec"]["router"]["image"]
+    md["metadata"]["generation"] += 1
+    _watch(kube, pass_)
+    _run(pass_)
+    assert _router_objects(kube) == before
+    ready = _condition(kube, "RouterReady")
+    assert (ready["status"], ready["reason"]) == ("False", "RenderFailed")
