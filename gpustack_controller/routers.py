@@ -67,6 +67,9 @@ class RouterCaches:
             if exc.not_found:
                 log.info("InferencePools are not served: their CRD is not installed")
                 return None
+            if exc.status == 403:
+                log.warning("InferencePools are not watched: this controller may not list them")
+                return None
             raise
         informer = Informer(
             kube, INFERENCE_POOLS, label_selector=ROUTER_SELECTOR, handlers=[handler]
