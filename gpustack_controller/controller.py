@@ -7,6 +7,7 @@ Watches (docs/contract/controller.md §2) and what each event enqueues:
 | ModelDeployment | itself, on a generation change, a ``min-render-version`` change, deletion or a
   finalizer change; status-only updates are ignored |
 | owned Pods, Services | the controlling deployment |
+| the router's objects (D26; ``routers.py``) | the controlling deployment |
 | Workload | the deployment controlling its owner Pods; the Workload itself into the joint-check
   queue, and — when it carries the check — every other Workload of that deployment |
 | KVCachePoolBinding | deployments in its namespace whose ``poolRef`` names it |
@@ -52,6 +53,7 @@ from gpustack_controller.kube import (
 from gpustack_controller.leader import LeaderElector
 from gpustack_controller.reconciler import Caches, DeploymentReconciler
 from gpustack_controller.recorder import EventRecorder
+from gpustack_controller.routers import RouterCaches
 from gpustack_controller.watches import Handler, Informer, object_key
 from gpustack_controller.workqueue import WorkQueue
 from gpustack_render.api.inputs import (
@@ -121,6 +123,9 @@ class Controller:
                 handlers=[self._on_settings],
             ),
         }
+        self.routers = RouterCaches.create(kube, self._on_owned)
+        for kind, informer in self.routers.informers.items():
+            self.informers[f"router-{kind}"] = informer
         i = self.informers
         self.caches = Caches(
             deployments=i["deployments"],
@@ -131,6 +136,7 @@ class Controller:
             pools=i["pools"],
             backends=i["backends"],
             instance_types=i["instance_types"],
+            routers=self.routers,
         )
         self.recorder = EventRecorder(kube)
         self.reconciler = DeploymentReconciler(
@@ -156,6 +162,9 @@ class Controller:
         start the workers."""
         if self.options.leader_election:
             await self.elector.acquire()
+        pools = await self.routers.add_pools(self.kube, self._on_owned)
+        if pools is not None:
+            self.informers["router-InferencePool"] = pools
         for informer in self.informers.values():
             self._tasks.append(informer.start())
         await asyncio.wait_for(

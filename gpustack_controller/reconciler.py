@@ -18,7 +18,8 @@ planner documents. A pass:
    another ClusterQueue are a planner input: their roles get no Pod), plans, persists a newly
    chosen replacement, deletes Pods then Workloads, creates whole seats, applies Services (a
    Service held by another owner is the pass's failure:
-   :class:`~gpustack_render.reconcile.servicesync.ServiceConflict`);
+   :class:`~gpustack_render.reconcile.servicesync.ServiceConflict`), then the router's objects
+   (``routers.py``; the same rules, :class:`~gpustack_render.reconcile.routersync.RouterConflict`);
 4. re-lists, writes the status through the status subresource when it changed, records events;
 5. returns the requeue delay (2 s while anything is held or in flight).
 """
@@ -45,6 +46,7 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_controller.recorder import EventRecorder
+from gpustack_controller.routers import RouterCaches, RouterSyncer
 from gpustack_controller.watches import Informer
 from gpustack_render.api.inputs import (
     InputObject,
@@ -125,6 +127,8 @@ class Caches:
     pools: Informer
     backends: Informer
     instance_types: Informer
+    #: The router's objects (D26); none: every read is live and nothing is pruned.
+    routers: RouterCaches | None = None
 
     def of(self, kind: type[InputObject]) -> Informer:
         """The informer of an input kind."""
@@ -159,6 +163,7 @@ class DeploymentReconciler:
         self.gauges = gauges
         # (kind, key, resourceVersion) of each unreadable input already logged.
         self._unreadable_logged: set[tuple[str, str, str]] = set()
+        self.routers = RouterSyncer(kube, caches.routers)
 
     async def __call__(self, key: str) -> float | None:
         namespace, name = split_key(key)
@@ -277,6 +282,7 @@ class DeploymentReconciler:
         create_error = await self._create(rendering, step)
         after = await self._observe(md)
         service_error = await self._sync_services(md, rendering, after)
+        router, router_error = await self.routers.sync(md, rendering)
         new_status = deployment_status(
             md.model_copy(update={"status": stored}),
             rendering=rendering,
@@ -285,6 +291,7 @@ class DeploymentReconciler:
             system_namespace=settings.system_namespace,
             now=self.now(),
             queue_conflicts=[c.message for c in conflicts],
+            router=router,
         )
         if status_changed(stored, new_status):
             await self._write_status(md, new_status)
@@ -293,7 +300,7 @@ class DeploymentReconciler:
             await self.recorder.record(raw, event)
         for conflict in conflicts:
             await self.recorder.record(raw, events.local_queue_conflict(conflict.message))
-        error = create_error or service_error
+        error = create_error or service_error or router_error
         if error is not None:
             raise error
         if requeue_after(step, after):

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         pod_render_version,
     )
     from gpustack_render.rendering.renderer import Rendering, RoleRendering, SeatRendering, render
+    from gpustack_render.rendering.router import RouterRendering
     from gpustack_render.schema.crd import all_crds
     from gpustack_render.schema.decoding import decode_deployment, decode_model
     from gpustack_render.schema.lookups import LookupFailed, Lookups, StaticLookups
@@ -122,6 +123,7 @@ _HOME: dict[str, str] = {
     "RoleRendering": "gpustack_render.rendering.renderer",
     "SeatRendering": "gpustack_render.rendering.renderer",
     "render": "gpustack_render.rendering.renderer",
+    "RouterRendering": "gpustack_render.rendering.router",
     "all_crds": "gpustack_render.schema.crd",
     "decode_deployment": "gpustack_render.schema.decoding",
     "decode_model": "gpustack_render.schema.decoding",
@@ -158,6 +160,7 @@ __all__ = [
     "Rendering",
     "RoleRendering",
     "RolloutStep",
+    "RouterRendering",
     "SeatRendering",
     "Settings",
     "StaticLookups",

@@ -13,8 +13,10 @@ applied first), so the shipped RBAC judges them. It writes the admin kubeconfig 
 
 ``demo`` applies the bundled examples (with the InstanceTypes, pools and bindings they name and a
 ClusterQueue per entrance), waits with ``kubectl wait --for=condition=Ready`` until every
-ModelDeployment is ready (the condition tools read, docs/api.md "Readiness") and prints
-``kubectl get md,pods,workloads``.
+ModelDeployment is ready (the condition tools read, docs/api.md "Readiness"; a deployment behind
+a router is Ready once its rendered router Deployment has a ready Pod, which KWOK runs) and
+prints ``kubectl get md,pods,workloads,deployments``. The cluster has the InferencePool CRD
+installed (tests/integration/cluster.py).
 
 ``down`` stops the supervisor (which stops every process it started) and removes ``.cluster/``.
 
@@ -383,7 +385,7 @@ def demo(timeout: float) -> int:
         )
         print(result.stdout.strip() or result.stderr.strip())
         failed += result.returncode != 0
-    print(_kubectl("get", "md,pods,workloads.kueue.x-k8s.io", "-A", "-o", "wide"))
+    print(_kubectl("get", "md,pods,workloads.kueue.x-k8s.io,deployments", "-A", "-o", "wide"))
     return 1 if failed else 0
 
 

@@ -626,11 +626,14 @@ def validate_topology(ctx: Context) -> ErrorList:
     return out
 
 
-def validate_object(ctx: Context, *, existing: frozenset[str]) -> ErrorList:
+def validate_object(
+    ctx: Context, *, existing: frozenset[str], old_ctx: Context | None = None
+) -> ErrorList:
     """§4 step 1: every object-only rule, in the reference's order.
 
     ``existing`` is the set of role names of the stored object (empty on CREATE), exempt from
-    ``names.invalid-service-name``.
+    ``names.invalid-service-name``; ``old_ctx`` the stored object (the router-object rules leave
+    alone what it already had).
     """
     out = ErrorList()
     out.extend(validate_release_scope(ctx))
@@ -645,6 +648,6 @@ def validate_object(ctx: Context, *, existing: frozenset[str]) -> ErrorList:
         out.extend(validate_member_names(ctx))
     out.extend(validate_kinds(ctx))
     out.extend(validate_topology(ctx))
-    out.extend(validate_router(ctx))
+    out.extend(validate_router(ctx, old_ctx=old_ctx))
     out.extend(validate_images(ctx))
     return out

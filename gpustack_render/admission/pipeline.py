@@ -93,7 +93,7 @@ def validate_model_deployment(
     )
     old_roles = {r.name: r for r in old.spec.roles} if old is not None else {}
     out = ErrorList()
-    out.extend(validate_object(ctx, existing=frozenset(old_roles)))
+    out.extend(validate_object(ctx, existing=frozenset(old_roles), old_ctx=old_ctx))
     out.extend(validate_host_access(ctx, old_roles=old_roles))
     roles = list(enumerate(md.spec.roles))
     for i, role in roles:

@@ -1,15 +1,21 @@
 """Router rules (``docs/contract/admission.md`` §7), only with ``spec.router``.
 
-The router's own objects are not rendered in this release (D8), but its effects on the engine
-roles are, so a router that cannot front the roles as declared is refused here.
+Rules 1–6 refuse a router that cannot front the roles as declared. Three more (D26) refuse what
+would leave the router's own objects unrendered or ambiguous (``rendering/router/``): no image
+(``router.image-missing``), roles listening on different ports (``router.listener-ports-differ``)
+and a field's flag repeated in ``extraArgs`` (``router.timeout-flag-twice``). Like the port
+rules of §6, each leaves a stored deployment alone until an edit creates the problem: an update
+whose stored object already had it is not refused for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from gpustack_render.admission.context import Context, serving_port, serving_protocol
 from gpustack_render.admission.ports import own_port
+from gpustack_render.api.modeldeployment import RouterSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import ENGINE, ROUTER
@@ -26,6 +32,8 @@ from gpustack_render.engines.owned import (
     VLLM_ROUTER,
 )
 from gpustack_render.engines.parallelism import parse_int
+from gpustack_render.rendering.router.build import listener_ports_failure, router_image_failure
+from gpustack_render.rendering.router.commandline import FIELD_FLAGS
 
 #: Engines each router fronts (rule 3), by base engine.
 FRONTED_ENGINES: Final[dict[str, tuple[Engine, ...]]] = {
@@ -40,27 +48,24 @@ LLM_D_ROUTER_METRIC_ENGINES: Final[dict[Engine, str]] = {Engine.VLLM: "", Engine
 LLM_D_ROUTER_METRIC: Final = "the queue, running-request and KV-cache utilisation gauges"
 
 
-def validate_router(ctx: Context) -> ErrorList:
-    """Rules 1–6 of §7, in order; every refusal is ``Invalid``."""
+def validate_router(ctx: Context, *, old_ctx: Context | None = None) -> ErrorList:
+    """Rules 1–6 of §7, in order (every refusal ``Invalid``), then the router-object rules
+    (:func:`validate_router_objects`)."""
     out = ErrorList()
     router = ctx.md.spec.router
     if router is None:
         return out
     name = router.name
     engine = ctx.base_engine
-    owned = ROUTER_OWNED_ARGS.get(name, ())
-    for j, token in enumerate(router.extra_args or ()):
-        flag = token.split("=", 1)[0]
-        if flag in owned:
-            out.append(
-                errors.invalid(
-                    ROUTER.child("extraArgs").index(j),
-                    token,
-                    f"{flag} is set by the operator on router {name}; two values for it cannot "
-                    f"be told apart. Remove it",
-                    origin="router.owned-flag",
-                )
-            )
+    out.extend(
+        _repeated_flags(
+            router,
+            ROUTER_OWNED_ARGS.get(name, ()),
+            "is set by the operator on router {router}",
+            "Remove it",
+            origin="router.owned-flag",
+        )
+    )
     if router.disaggregation_threshold_tokens is not None and name != LLM_D_ROUTER:
         out.append(
             errors.invalid(
@@ -141,4 +146,90 @@ def validate_router(ctx: Context) -> ErrorList:
                 origin="router.serving-ports-differ",
             )
         )
+    out.extend(validate_router_objects(ctx, old_ctx=old_ctx, ports_differ=len(ports) > 1))
+    return out
+
+
+def validate_router_objects(
+    ctx: Context, *, old_ctx: Context | None = None, ports_differ: bool = False
+) -> ErrorList:
+    """What the router's objects need (D26), skipped while deleting; each problem the stored
+    object (``old_ctx``) already had is left alone. ``ports_differ``: rule 6 refused already
+    (different serving ports), which says all the listener rule would."""
+    out = ErrorList()
+    if ctx.md.spec.router is None or ctx.deleting:
+        return out
+    stored = {p.origin for p in _object_problems(old_ctx)} if old_ctx is not None else set()
+    for problem in _object_problems(ctx):
+        if problem.origin in stored:
+            continue
+        if ports_differ and problem.origin == "router.listener-ports-differ":
+            continue
+        out.append(problem)
+    return out
+
+
+def _object_problems(ctx: Context) -> ErrorList:
+    out = ErrorList()
+    router = ctx.md.spec.router
+    if router is None:
+        return out
+    image = router_image_failure(router, ctx.settings)
+    if image is not None:
+        out.append(errors.required(image.field, image.message, origin=image.origin))
+    listeners = listener_ports_failure(router, _listeners(ctx))
+    if listeners is not None:
+        out.append(
+            errors.invalid(listeners.field, router.name, listeners.message, origin=listeners.origin)
+        )
+    if router.request_timeout_seconds is not None:
+        out.extend(
+            _repeated_flags(
+                router,
+                FIELD_FLAGS.get(router.name, ()),
+                "is rendered from spec.router.requestTimeoutSeconds on router {router}",
+                "Remove one",
+                origin="router.timeout-flag-twice",
+            )
+        )
+    return out
+
+
+def _repeated_flags(
+    router: RouterSpec, flags: Sequence[str], why: str, fix: str, *, origin: str
+) -> ErrorList:
+    """One ``Invalid`` per ``spec.router.extraArgs[j]`` whose flag (the exact name before ``=``;
+    no prefix or underscore matching) is one of ``flags``, which the router's line already
+    carries."""
+    out = ErrorList()
+    for j, token in enumerate(router.extra_args or ()):
+        flag = token.split("=", 1)[0]
+        if flag in flags:
+            out.append(
+                errors.invalid(
+                    ROUTER.child("extraArgs").index(j),
+                    token,
+                    f"{flag} {why.format(router=router.name)}; two values for it cannot be told "
+                    f"apart. {fix}",
+                    origin=origin,
+                )
+            )
+    return out
+
+
+def _listeners(ctx: Context) -> dict[str, int]:
+    """Each role's container-side listener, as the renderer computes it
+    (``rendering/roleplan.py``): a direct decoder's proxy takes the serving port; any other
+    role listens on its own ``--port``, else on the serving port. A role whose engine cannot be
+    told (a failed InstanceType read) counts as not a direct decoder."""
+    out: dict[str, int] = {}
+    scratch = ErrorList()
+    for i, role in enumerate(ctx.md.spec.roles):
+        port = serving_port(role)
+        if not ctx.is_direct_decoder(i, scratch, origin="router.listener-ports-differ"):
+            value, _ = own_port(ctx, role)
+            own = parse_int(value) if value is not None else None
+            if own is not None and 0 < own < 65536:
+                port = own
+        out[role.name] = port
     return out

@@ -97,7 +97,8 @@ class KVCacheSpec(SpecModel):
 
 
 class RouterSpec(SpecModel):
-    """A request router in front of the engine roles (its own objects are not rendered yet)."""
+    """A request router in front of the engine roles, rendered as its own Deployment, Service,
+    ServiceAccount, Role, RoleBinding and (llm-d-router) ConfigMap ``<md>-router`` (D26)."""
 
     name: Annotated[
         RouterName,
@@ -108,7 +109,13 @@ class RouterSpec(SpecModel):
         ),
     ]
     replicas: Annotated[Int32, Field(ge=1, description="Router replicas.")] = 1
-    image: Annotated[str | None, Field(max_length=512, description="Router image.")] = None
+    image: Annotated[
+        str | None,
+        Field(
+            max_length=512,
+            description="Router image; unset: the router's default image from the Settings.",
+        ),
+    ] = None
     extra_args: Annotated[
         list[str] | None,
         Field(json_schema_extra=ATOMIC, description="Arguments appended to the router's own."),
@@ -545,7 +552,7 @@ class RouterRoleStatus(StatusModel):
 
 
 class RouterMetrics(StatusModel):
-    """Router metrics (not filled in this release)."""
+    """Where the router serves its metrics (only the port is filled)."""
 
     port: Annotated[Int32 | None, Field(description="The router's metrics port.")] = None
     queued_requests: Annotated[str | None, Field(description="Queued requests metric.")] = None
@@ -556,11 +563,12 @@ class RouterMetrics(StatusModel):
 
 
 class RouterStatus(StatusModel):
-    """The declared router; this release fills only name and roles (D8)."""
+    """The declared router: its name, its Service once ready, its metrics port and how it reaches
+    each role (D26)."""
 
     name: Annotated[str | None, Field(description="The router (spec.router.name).")] = None
     endpoint: Annotated[
-        str | None, Field(description="The router's Service URL; not filled in this release.")
+        str | None, Field(description="The router's Service URL, once the router is ready.")
     ] = None
     pool_endpoint: Annotated[
         str | None, Field(description="The router's pool endpoint; not filled in this release.")
@@ -570,7 +578,7 @@ class RouterStatus(StatusModel):
         Field(json_schema_extra=list_map("name"), description="Per role, how to reach it."),
     ] = None
     metrics: Annotated[
-        RouterMetrics | None, Field(description="Router metrics; not filled in this release.")
+        RouterMetrics | None, Field(description="Router metrics; the port once rendered.")
     ] = None
 
 

@@ -64,6 +64,9 @@ KV_CLIENT_CONFIG = "kvcache.gpustack.ai/client-config"
 KV_INJECT = "kvcache.gpustack.ai/inject"
 #: Routers read it on an SGLang direct-leg prefill Pod: its bootstrap port.
 SGLANG_BOOTSTRAP_PORT = "sglang.ai/bootstrap-port"
+#: vllm-router reads it on a prefill Pod it discovers: the prefiller's bootstrap port (the name
+#: is fixed in the router; written on a native-vLLM direct-leg prefill Pod behind vllm-router).
+VLLM_BOOTSTRAP_PORT = "vllm.ai/bootstrap-port"
 #: Prometheus scrape configuration (managed roles only).
 PROMETHEUS_SCRAPE = "prometheus.io/scrape"
 PROMETHEUS_PATH = "prometheus.io/path"
@@ -77,6 +80,9 @@ PARTITIONED_PROFILE = "devices.gpustack.ai/partitioned-profile"
 POD_SPEC_HASH = "modeldeployment.gpustack.ai/pod-spec-hash"
 #: The controller reads it: the rendering baseline that built the Pod (D4; hashing.py).
 RENDER_VERSION = "modeldeployment.gpustack.ai/render-version"
+#: On the router's Pod template: a digest of the router's configuration files, so an edit of
+#: them rolls the router's Pods (which read their files once at start).
+ROUTER_CONFIG_HASH = "modeldeployment.gpustack.ai/router-config-hash"
 #: Users write it on the ModelDeployment: the per-deployment render-version floor (D4).
 MIN_RENDER_VERSION = "modeldeployment.gpustack.ai/min-render-version"
 
@@ -90,6 +96,11 @@ PART_OF_VALUE = "gpustack-operator-worker"
 RESOURCE_TYPE_VALUE = "modeldeployments"
 #: Value of ``app.kubernetes.io/managed-by`` on LocalQueues (D16).
 MANAGED_BY_VALUE = "gpustack-controller"
+#: Value of ``app.kubernetes.io/name`` on the router's objects and Pods (D26): distinct from the
+#: engines' so no engine selector, no router discovery and no engine watch ever matches them.
+ROUTER_NAME_VALUE = "model-deployment-router"
+#: Value of ``app.kubernetes.io/component`` on the router's objects and Pods.
+ROUTER_COMPONENT_VALUE = "router"
 
 
 def deployment_selector(deployment: str) -> dict[str, str]:
@@ -100,6 +111,28 @@ def deployment_selector(deployment: str) -> dict[str, str]:
 def role_selector(deployment: str, role: str) -> dict[str, str]:
     """The role's selector labels: name, instance and component (docs/contract/render.md §4)."""
     return {NAME: NAME_VALUE, INSTANCE: deployment, COMPONENT: role}
+
+
+def serving_selector(deployment: str) -> dict[str, str]:
+    """The labels of the deployment's serving Pods, the ones a router sends requests to: every
+    Pod at size 1 and the leader (member ``0``) of a larger instance, never a worker member."""
+    return {NAME: NAME_VALUE, INSTANCE: deployment, MEMBER_INDEX: "0"}
+
+
+def router_selector(deployment: str) -> dict[str, str]:
+    """The labels selecting the router's own Pods (its Deployment's and Service's selector)."""
+    return {NAME: ROUTER_NAME_VALUE, INSTANCE: deployment}
+
+
+def router_labels(deployment: str) -> dict[str, str]:
+    """Every label of the router's objects and Pods: no Kueue label (the router holds no
+    accelerator)."""
+    return {
+        **router_selector(deployment),
+        COMPONENT: ROUTER_COMPONENT_VALUE,
+        PART_OF: PART_OF_VALUE,
+        RESOURCE_TYPE: RESOURCE_TYPE_VALUE,
+    }
 
 
 def pod_labels(

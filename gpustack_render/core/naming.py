@@ -8,8 +8,9 @@ Names (D5, docs/contract/render.md §3, §6, §19):
 - size 1: ``metadata.generateName`` ``<md>-<role>-`` (the API server appends a suffix);
 - size > 1: ``metadata.name`` and ``spec.hostname`` ``<md>-<role>-r<ordinal>-m<member>``,
   ``spec.subdomain`` and the instance's headless Service ``<md>-<role>-r<ordinal>``;
-- the deployment-wide Service ``<md>``, the role Service ``<md>-<role>``, the router's reserved
-  ``<md>-router``;
+- the deployment-wide Service ``<md>``, the role Service ``<md>-<role>``; the router's objects
+  ``<md>-router`` (Deployment, Service, ServiceAccount, Role, RoleBinding, ConfigMap) and its
+  optional InferencePool ``<md>`` (D26);
 - the Kueue group name ``gpustack-fnv64-<16 hex>`` of FNV-1a-64 over
   ``<namespace>/<md>/<role>/<ordinal>``.
 """
@@ -90,8 +91,19 @@ def role_service_name(deployment: str, role: str) -> str:
 
 
 def router_service_name(deployment: str) -> str:
-    """``<md>-router``: reserved for the router, not rendered in this release (D8)."""
+    """``<md>-router``: the router's Service (reserved in the Service claim order, R13)."""
+    return router_name(deployment)
+
+
+def router_name(deployment: str) -> str:
+    """``<md>-router``: the name of every object of the router (D26): its Deployment, Service,
+    ServiceAccount, Role, RoleBinding and ConfigMap."""
     return f"{deployment}-router"
+
+
+def inference_pool_name(deployment: str) -> str:
+    """``<md>``: the InferencePool of a deployment behind llm-d-router (D26)."""
+    return deployment
 
 
 def is_dns1123_label(name: str) -> bool:

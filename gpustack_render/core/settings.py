@@ -11,10 +11,18 @@ from dataclasses import dataclass, fields, replace
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import FieldPath
+from gpustack_render.core.quantity import QuantityError, parse_quantity
 
 CONFIGMAP_NAME = "gpustack-settings"
 DEFAULT_SYSTEM_NAMESPACE = "gpustack-system"
 DEFAULT_ROUTING_SIDECAR_IMAGE = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+#: The HTTP proxy in front of llm-d-router's endpoint picker: the Envoy image the Gateway API
+#: Inference Extension v1.4.0 runs beside its picker in standalone mode (its
+#: ``config/charts/standalone/values.yaml``, the module hack/envtest fetches).
+DEFAULT_ROUTER_PROXY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.33.2"
+#: Requests and limits of each container of a router Pod (D26).
+DEFAULT_ROUTER_CPU = "500m"
+DEFAULT_ROUTER_MEMORY = "512Mi"
 #: How long a multi-role deployment may wait on the joint admission check, with quota reserved,
 #: before it is parked (docs/contract/controller.md §9).
 DEFAULT_PARK_AFTER_SECONDS = 30 * 60
@@ -37,8 +45,34 @@ class Settings:
     #: ``model-deployment-park-after-seconds``: the joint check's parking window (a positive
     #: whole number of seconds).
     park_after_seconds: int = DEFAULT_PARK_AFTER_SECONDS
+    #: ``model-deployment-router-image-llm-d-router``: the endpoint picker's image when
+    #: ``spec.router.image`` is unset. Empty: no default, ``spec.router.image`` is required.
+    router_image_llm_d_router: str = ""
+    #: ``model-deployment-router-image-vllm-router``: as above, for vllm-router.
+    router_image_vllm_router: str = ""
+    #: ``model-deployment-router-image-sglang-gateway``: as above, for sglang-gateway.
+    router_image_sglang_gateway: str = ""
+    #: ``model-deployment-router-proxy-image``: the HTTP proxy (Envoy) beside llm-d-router's
+    #: endpoint picker.
+    router_proxy_image: str = DEFAULT_ROUTER_PROXY_IMAGE
+    #: ``model-deployment-router-tokenizer-image``: the tokenizer beside llm-d-router's endpoint
+    #: picker; with it (and a KV-event publisher) the picker scores by the engines' KV events,
+    #: without it by its own estimate of each endpoint's prefix cache.
+    router_tokenizer_image: str = ""
+    #: ``model-deployment-router-cpu`` / ``-memory``: requests and limits of each container of a
+    #: router Pod (Kubernetes quantities).
+    router_cpu: str = DEFAULT_ROUTER_CPU
+    router_memory: str = DEFAULT_ROUTER_MEMORY
+    #: ``model-deployment-inference-pool``: also render an InferencePool for a deployment behind
+    #: llm-d-router, so a Gateway API Inference Extension gateway can front it.
+    inference_pool: bool = False
     #: The controller's own namespace; set by the process, not the ConfigMap (D24).
     system_namespace: str = DEFAULT_SYSTEM_NAMESPACE
+
+    def router_image(self, router: str) -> str:
+        """The Settings default image of ``router`` (``""``: none)."""
+        attr = ROUTER_IMAGE_ATTRS.get(router)
+        return str(getattr(self, attr)) if attr else ""
 
 
 #: ConfigMap key → Settings attribute.
@@ -49,6 +83,29 @@ KEYS: dict[str, str] = {
     "instance-host-path-volume-allowed": "host_path_volume_allowed",
     "native-sidecars": "native_sidecars",
     "model-deployment-park-after-seconds": "park_after_seconds",
+    "model-deployment-router-image-llm-d-router": "router_image_llm_d_router",
+    "model-deployment-router-image-vllm-router": "router_image_vllm_router",
+    "model-deployment-router-image-sglang-gateway": "router_image_sglang_gateway",
+    "model-deployment-router-proxy-image": "router_proxy_image",
+    "model-deployment-router-tokenizer-image": "router_tokenizer_image",
+    "model-deployment-router-cpu": "router_cpu",
+    "model-deployment-router-memory": "router_memory",
+    "model-deployment-inference-pool": "inference_pool",
+}
+#: Router name → the Settings attribute of its default image.
+ROUTER_IMAGE_ATTRS: dict[str, str] = {
+    "llm-d-router": "router_image_llm_d_router",
+    "vllm-router": "router_image_vllm_router",
+    "sglang-gateway": "router_image_sglang_gateway",
+}
+#: Settings attributes an empty value is meaningful for: no default image.
+_MAY_BE_EMPTY = frozenset({*ROUTER_IMAGE_ATTRS.values(), "router_tokenizer_image"})
+#: Settings attributes whose value is a Kubernetes quantity.
+_QUANTITIES = frozenset({"router_cpu", "router_memory"})
+#: The ConfigMap key of each router's default image, for messages.
+ROUTER_IMAGE_KEYS: dict[str, str] = {
+    router: next(k for k, a in KEYS.items() if a == attr)
+    for router, attr in ROUTER_IMAGE_ATTRS.items()
 }
 
 _BOOL_WORDS = {"true": True, "false": False}
@@ -87,11 +144,23 @@ def settings_from_data(
                 continue
             updates[attr] = int(text)
         else:
-            if not raw.strip():
+            if not raw.strip() and attr not in _MAY_BE_EMPTY:
                 errs.append(errors.required(path.key(key), "must not be empty"))
+                continue
+            if attr in _QUANTITIES and not _positive_quantity(raw.strip()):
+                errs.append(
+                    errors.invalid(path.key(key), raw, "must be a positive Kubernetes quantity")
+                )
                 continue
             updates[attr] = raw.strip()
     return replace(settings, **updates), errs  # type: ignore[arg-type]
+
+
+def _positive_quantity(text: str) -> bool:
+    try:
+        return parse_quantity(text) > 0
+    except QuantityError:
+        return False
 
 
 def settings_of_config_map(

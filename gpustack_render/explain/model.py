@@ -148,6 +148,29 @@ class RenderFloor:
 
 
 @dataclass(frozen=True, slots=True)
+class RouterChange:
+    """One router object the edit touches: ``change`` is ``created``, ``deleted``, ``updated``,
+    ``updated; its Pods roll`` (the Deployment's Pod template moved) or ``scaled <a> -> <b>``."""
+
+    kind: str
+    name: str
+    change: str
+
+
+@dataclass(frozen=True, slots=True)
+class RouterExplanation:
+    """What the edit does to the router's objects (D26); none of it restarts an engine Pod."""
+
+    #: ``spec.router.name`` (the stored one when the edit removes the router).
+    name: str
+    #: The edit removes the router block: its objects are deleted.
+    removed: bool = False
+    changes: tuple[RouterChange, ...] = ()
+    #: Why the router's objects are not rendered (empty when they are).
+    failure: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """The whole answer for one deployment; ``observed`` is the observed-state part (opaque
     here, written by ``gpustack_render.explain.observed``)."""
@@ -162,6 +185,7 @@ class Explanation:
     problems: tuple[RenderProblem, ...] = ()
     notes: tuple[str, ...] = ()
     observed: ObservedReport | None = None
+    router: RouterExplanation | None = None
 
     @property
     def operation(self) -> str:

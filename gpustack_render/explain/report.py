@@ -33,6 +33,7 @@ from gpustack_render.explain.model import (
     RoleExplanation,
 )
 from gpustack_render.explain.observed import ObservedState, explain_observed, observed_to_json
+from gpustack_render.explain.router import explain_router
 from gpustack_render.explain.update import dropped_fields, explain_update
 from gpustack_render.reconcile.rolloutinputs import cache_hold
 from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
@@ -137,6 +138,7 @@ def explain_deployment(
         roles=roles,
         entrances=entrances,
         joint=joint_set(rendered),
+        router=explain_router(previous if isinstance(previous, Rendering) else None, rendered),
         render_version=RenderFloor(
             current=CURRENT_RENDER_VERSION,
             floor=rendered.floor,
@@ -285,11 +287,24 @@ def _joint_json(joint: JointSet) -> dict[str, Any]:
     return {"joint": joint.joint, "roles": list(joint.roles), "groups": joint.groups}
 
 
+def _router_json(answer: Explanation) -> dict[str, Any]:
+    router = answer.router
+    assert router is not None
+    return {
+        "name": router.name,
+        "removed": router.removed,
+        "changes": [{"kind": c.kind, "name": c.name, "change": c.change} for c in router.changes],
+        "failure": router.failure,
+        "enginePodsRoll": answer.rolls(),
+    }
+
+
 def explanation_json(answer: Explanation) -> dict[str, Any]:
     """The documented JSON of an explanation (docs/explain.md; ``schema.EXPLAIN_JSON_SCHEMA``).
 
     Keys are always present except ``renderVersion``, ``jointAdmission`` (absent when nothing
-    was rendered) and ``observed`` (only with the observed state).
+    was rendered), ``router`` (only when either side declares a router) and ``observed`` (only
+    with the observed state).
     """
     adm = answer.admission
     out: dict[str, Any] = {
@@ -325,6 +340,8 @@ def explanation_json(answer: Explanation) -> dict[str, Any]:
         if rv.requested is not None:
             floor["requested"] = rv.requested
         out["renderVersion"] = floor
+    if answer.router is not None:
+        out["router"] = _router_json(answer)
     out["notes"] = list(answer.notes)
     out["replaced"] = answer.replaced()
     out["rolls"] = answer.rolls()

@@ -183,6 +183,33 @@ EXPLAIN_JSON_SCHEMA: Final[dict[str, Any]] = {
                 ["current", "floor"],
                 "this renderer's baseline and the deployment's render-version floor",
             ),
+            "router": _object(
+                {
+                    "name": _STRING,
+                    "removed": {"type": "boolean"},
+                    "changes": {
+                        "type": "array",
+                        "items": _object(
+                            {"kind": _STRING, "name": _STRING, "change": _STRING},
+                            ["kind", "name", "change"],
+                            "one router object the edit creates, deletes, updates or scales",
+                        ),
+                    },
+                    "failure": {
+                        **_STRING,
+                        "description": "why the router's objects are not rendered; empty when "
+                        "they are",
+                    },
+                    "enginePodsRoll": {
+                        "type": "boolean",
+                        "description": "whether the edit rolls any engine replica (the "
+                        "router's own fields never do)",
+                    },
+                },
+                ["name", "removed", "changes", "failure", "enginePodsRoll"],
+                "what the edit does to the router's objects; present when either side declares "
+                "a router",
+            ),
             "notes": _STRINGS,
             "replaced": {"type": "integer", "minimum": 0},
             "rolls": {"type": "boolean"},

@@ -129,6 +129,27 @@ def _entrance_lines(loads: Sequence[EntranceLoad]) -> list[str]:
     return out
 
 
+def _router_lines(answer: Explanation) -> list[str]:
+    router = answer.router
+    assert router is not None
+    title = f"router {router.name}" + (" (removed)" if router.removed else "")
+    if router.failure:
+        return [f"{title}: not rendered: {router.failure}"]
+    if not router.changes:
+        lines = [f"{title}: its objects are unchanged"]
+    else:
+        lines = [f"{title}:"]
+        lines.extend(f"  {c.kind} {c.name}: {c.change}" for c in router.changes)
+    if answer.rolls():
+        lines.append(
+            "  the engine roles roll as the table above says, for the fields it names; the "
+            "router's own objects restart no engine Pod"
+        )
+    else:
+        lines.append("  no engine Pod restarts for the router")
+    return lines
+
+
 def explanation_text(answer: Explanation) -> str:
     """The whole explanation as terminal text, ending in a newline."""
     adm = answer.admission
@@ -176,6 +197,9 @@ def explanation_text(answer: Explanation) -> str:
         lines.append(f"render version: this renderer {rv.current}; floor {floor}")
     if answer.operation == "UPDATE" and answer.roles:
         lines.append(f"replaced: {answer.replaced()} replica(s) at most")
+    if answer.router is not None:
+        lines.append("")
+        lines.extend(_router_lines(answer))
     if answer.notes:
         lines.append("")
         lines.extend(f"note: {n}" for n in answer.notes)

@@ -10,6 +10,7 @@ from gpustack_render.reconcile.conditions.common import (
     CONDITION_TYPES,
     READY,
     RECONCILING,
+    ROUTER_READY,
     STALLED,
 )
 from gpustack_render.reconcile.conditions.readiness import (
@@ -60,7 +61,8 @@ def readiness_reference() -> list[str]:
         f"name of the `True` one as their reason, and `{READY}`'s message (or the `True` "
         "condition's) names the condition that decided, followed by its message. "
         f"`{CACHE_ATTACHED}` is `Unknown` in this release (nothing observes cache traffic) and "
-        f"holds readiness back only when `False`; {informational} report configuration and a "
-        "router this release does not render (D9), and never do.",
+        f"holds readiness back only when `False`; {informational} reports configuration (D9) "
+        f"and never does. `{ROUTER_READY}` holds readiness back until a declared router has a "
+        "ready Pod: the deployment is served through it (D26).",
         "",
     ]

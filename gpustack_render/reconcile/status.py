@@ -25,6 +25,7 @@ from gpustack_render.api.modeldeployment import (
     ModelDeploymentStatus,
     RoleStatus,
 )
+from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile.conditions.common import (
     ALL_CONDITION_TYPES,
     CACHE_ATTACHED,
@@ -45,6 +46,7 @@ from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import RolloutStep
 from gpustack_render.reconcile.rolloutinputs import desired_from_rendering
+from gpustack_render.reconcile.routersync import RouterObservation
 from gpustack_render.reconcile.statusfields import (
     PHASE_DELETING,
     endpoint,
@@ -83,13 +85,15 @@ def deployment_status(
     system_namespace: str,
     now: str,
     queue_conflicts: Sequence[str] = (),
+    router: RouterObservation | None = None,
 ) -> ModelDeploymentStatus:
     """The status of a converging deployment, from the Pods re-listed after the pass.
 
     ``plan`` supplies ``roles[].replacing`` and the cache hold of this pass (without it the
     previous ``replacing`` is kept). ``now`` is the RFC 3339 time written into conditions
     whose status changed. ``queue_conflicts`` are the messages of the LocalQueues found
-    feeding another ClusterQueue (``reconcile/queues.py``).
+    feeding another ClusterQueue (``reconcile/queues.py``); ``router`` the stored router
+    Deployment (``reconcile/routersync.py``; ``None``: not observed).
     """
     if index is None:
         index = ReplicaIndex.of(pods, workloads)
@@ -141,7 +145,7 @@ def deployment_status(
             md, unmanaged_roles=unmanaged_roles, any_ready=any(ready_by_role.values())
         ),
         KV_EVENTS_PUBLISHING: kv_events_publishing(md, rendering),
-        ROUTER_READY: router_ready(md),
+        ROUTER_READY: router_ready(md, rendering, router),
     }
     total_ready = sum(ready_by_role.values())
     total_desired = sum(r.replicas for r in rendering.roles)
@@ -160,21 +164,27 @@ def deployment_status(
     evicted = [p.name for p in index.live if p.evicted]
     if evicted:
         notes.append("evicted: " + ", ".join(sorted(evicted)))
+    router_verdict = verdicts[ROUTER_READY]
+    router_up = md.spec.router is not None and router_verdict.status == ConditionStatus.TRUE
     value, message = phase(
         ready=total_ready,
         desired=total_desired,
         quota_message=quota.message,
         notes=notes,
+        router_waiting=(
+            router_verdict.message if md.spec.router is not None and not router_up else None
+        ),
     )
+    router_pods = router.ready if router is not None and router.deployed else 0
     return ModelDeploymentStatus(
         phase=value,
         phase_message=message,
         conditions=conditions,
-        endpoint=endpoint(rendering),
+        endpoint=endpoint(rendering, router_ready=router_up),
         roles=roles,
         kv_cache=kv_cache_status(md, cache),
-        router=router_status(md, rendering),
-        role_summary=role_summary(rendering, ready_by_role),
+        router=router_status(md, rendering, ready=router_up),
+        role_summary=role_summary(rendering, ready_by_role, router_ready=router_pods),
         role_readiness=role_readiness(rendering, ready_by_role),
         observed_generation=md.metadata.generation or None,
     )

@@ -1,6 +1,6 @@
 """The published fields of ``ModelDeployment.status`` besides the conditions: ``phase`` and
 ``phaseMessage``, ``roleSummary``, ``roleReadiness``, ``endpoint``, ``roles[].parallelism``,
-``kvCache`` and ``router`` (docs/contract/controller.md §13, §15; D8, D9, D24)."""
+``kvCache`` and ``router`` (docs/contract/controller.md §13, §15; D9, D24, D26)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from gpustack_render.api.modeldeployment import (
     ParallelSource,
     RoleParallelism,
     RouterKVEvents,
+    RouterMetrics,
     RouterRoleStatus,
     RouterStatus,
 )
@@ -41,12 +42,18 @@ _SUMMARY_LETTERS: Final = (
 )
 
 
-def role_summary(rendering: Rendering, ready_by_role: Mapping[str, int]) -> str:
-    """``<n>S<n>P<n>D`` over the declared kinds, ``0`` included (D24; no ``R`` part, D9)."""
+def role_summary(
+    rendering: Rendering, ready_by_role: Mapping[str, int], *, router_ready: int = 0
+) -> str:
+    """``<n>R`` (ready router Pods, only with a router; D26), then ``<n>S<n>P<n>D`` over the
+    declared kinds, ``0`` included (D24)."""
     totals: dict[RoleKind, int] = {}
     for role in rendering.roles:
         totals[role.kind_label] = totals.get(role.kind_label, 0) + ready_by_role.get(role.name, 0)
-    return "".join(f"{totals[kind]}{letter}" for kind, letter in _SUMMARY_LETTERS if kind in totals)
+    router = f"{router_ready}R" if rendering.router is not None else ""
+    return router + "".join(
+        f"{totals[kind]}{letter}" for kind, letter in _SUMMARY_LETTERS if kind in totals
+    )
 
 
 def role_readiness(rendering: Rendering, ready_by_role: Mapping[str, int]) -> str:
@@ -58,19 +65,31 @@ def role_readiness(rendering: Rendering, ready_by_role: Mapping[str, int]) -> st
     )
 
 
-def endpoint(rendering: Rendering) -> str:
-    """The deployment-wide Service's URL (the no-router form, D9)."""
+def endpoint(rendering: Rendering, *, router_ready: bool = False) -> str:
+    """The router Service's URL once the router is ready (D26); else the deployment-wide
+    Service's (the no-router form)."""
+    if router_ready and rendering.router is not None:
+        return rendering.router.endpoint
     first = rendering.roles[0]
     scheme = "https" if first.https else "http"
     return f"{scheme}://{rendering.name}.{rendering.namespace}.svc:{first.serving_port}"
 
 
 def phase(
-    *, ready: int, desired: int, quota_message: str, notes: Sequence[str] = ()
+    *,
+    ready: int,
+    desired: int,
+    quota_message: str,
+    notes: Sequence[str] = (),
+    router_waiting: str | None = None,
 ) -> tuple[str, str]:
     """``phase`` and ``phaseMessage`` of a converging deployment
-    (docs/contract/controller.md §15)."""
-    if desired and ready >= desired:
+    (docs/contract/controller.md §15). ``router_waiting`` is the ``RouterReady`` message of a
+    declared router that is not ready (``None``: no router, or a ready one): every replica
+    ready behind it is still ``Degraded``."""
+    if desired and ready >= desired and router_waiting is not None:
+        value, message = PHASE_DEGRADED, router_waiting
+    elif desired and ready >= desired:
         value, message = PHASE_READY, ""
     elif ready > 0:
         value, message = PHASE_DEGRADED, f"{ready} of {desired} replicas ready"
@@ -129,8 +148,11 @@ def kv_cache_status(md: ModelDeployment, cache: CacheResolution | None) -> KVCac
     )
 
 
-def router_status(md: ModelDeployment, rendering: Rendering) -> RouterStatus | None:
-    """``status.router``: its name and per role the selector and endpoints (D8) [inferred]."""
+def router_status(
+    md: ModelDeployment, rendering: Rendering, *, ready: bool = False
+) -> RouterStatus | None:
+    """``status.router``: its name, its Service's URL once ``ready``, its metrics port once
+    rendered (D26), and per role the selector and endpoints [inferred]."""
     if md.spec.router is None:
         return None
     roles = []
@@ -153,4 +175,13 @@ def router_status(md: ModelDeployment, rendering: Rendering) -> RouterStatus | N
                 kv_events=events,
             )
         )
-    return RouterStatus(name=md.spec.router.name, roles=roles)
+    router = rendering.router
+    rendered = router is not None and router.failure is None
+    return RouterStatus(
+        name=md.spec.router.name,
+        endpoint=router.endpoint if router is not None and ready else None,
+        roles=roles,
+        metrics=RouterMetrics(port=router.metrics_port)
+        if router is not None and rendered
+        else None,
+    )

@@ -32,6 +32,7 @@ from gpustack_render.core.labels import (
     POD_SPEC_HASH,
     RENDER_VERSION,
     SGLANG_BOOTSTRAP_PORT,
+    VLLM_BOOTSTRAP_PORT,
     group_annotations,
     member_index_field_path,
     pod_labels,
@@ -41,6 +42,7 @@ from gpustack_render.core.paths import ROLES
 from gpustack_render.core.quantity import QuantityError, format_memory, parse_quantity
 from gpustack_render.core.settings import Settings
 from gpustack_render.core.vocabulary import Engine, EngineFamily, RoleKind
+from gpustack_render.deployment.roles import router_of
 from gpustack_render.engines import connectors, owned
 from gpustack_render.engines.flags import flag_name, has_flag
 from gpustack_render.engines.owned import (
@@ -56,6 +58,7 @@ from gpustack_render.engines.owned import (
     SGLANG_CACHE_DIR_ENV,
     VLLM_CACHE_ROOT_ENV,
     VLLM_MOONCAKE_BOOTSTRAP_PORT_ENV,
+    VLLM_ROUTER,
     owned_env,
 )
 from gpustack_render.engines.transfer import (
@@ -606,6 +609,10 @@ def pod_template(
         )
     if plan.family is EngineFamily.SGLANG and plan.direct_leg and plan.kind == RoleKind.PREFILL:
         annotations[SGLANG_BOOTSTRAP_PORT] = str(BOOTSTRAP_PORT)
+    if plan.direct_leg and plan.kind == RoleKind.PREFILL and router_of(md) == VLLM_ROUTER:
+        # vllm-router reads a discovered prefiller's bootstrap port from this annotation
+        # (it has no flag for it); the router's name is a pod-spec-hash input (D10).
+        annotations[VLLM_BOOTSTRAP_PORT] = str(BOOTSTRAP_PORT)
     if plan.managed:
         annotations.update(prometheus_annotations(port=plan.ports.engine, https=plan.https))
     annotations.update(resources.annotations)

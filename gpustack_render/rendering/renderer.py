@@ -1,4 +1,5 @@
-"""``render``: one ModelDeployment plus the objects it names → its Pods, Services and LocalQueues.
+"""``render``: one ModelDeployment plus the objects it names → its Pods, Services, LocalQueues and
+the router's objects.
 
 A pure function (no I/O, clock or randomness): the same inputs give byte-identical output. The pass
 resolves its inputs (docs/contract/render.md §1), decides per role (§2, ``roleplan.py``), builds
@@ -44,6 +45,7 @@ from gpustack_render.rendering.roleplan import (
     plan_roles,
     resolve_cache,
 )
+from gpustack_render.rendering.router import RouterRendering, render_router
 from gpustack_render.rendering.services import (
     ServicePort,
     deployment_service,
@@ -151,6 +153,8 @@ class Rendering:
     local_queues: tuple[dict[str, Any], ...]
     #: What ``spec.kvCache`` resolved to (None without a pool).
     cache: CacheResolution | None
+    #: The router's objects, or why there are none (None without ``spec.router``; D26).
+    router: RouterRendering | None = None
 
     def role(self, name: str) -> RoleRendering | None:
         for role in self.roles:
@@ -174,9 +178,14 @@ class Rendering:
         """Every Pod: roles in spec order, then ordinal, then member."""
         return [seat.pod for seat in self.iter_seats()]
 
+    def router_objects(self) -> list[dict[str, Any]]:
+        """The router's objects in their apply order (``router/model.py``); none without a
+        router or when it cannot be rendered."""
+        return list(self.router.objects) if self.router is not None else []
+
     def objects(self) -> list[dict[str, Any]]:
-        """LocalQueues by name, then Services, then Pods (D18)."""
-        return [*self.local_queues, *self.services(), *self.pods()]
+        """LocalQueues by name, then Services, then Pods (D18), then the router's objects."""
+        return [*self.local_queues, *self.services(), *self.pods(), *self.router_objects()]
 
 
 def owner_references(md: ModelDeployment) -> list[dict[str, Any]]:
@@ -325,6 +334,9 @@ def _render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Ren
             )
         ),
         cache=cache,
+        router=render_router(
+            md, plans, namespace=namespace, owner_references=owners, settings=settings
+        ),
     )
 
 

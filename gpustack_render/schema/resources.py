@@ -102,3 +102,24 @@ VALIDATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
     "ValidatingWebhookConfiguration",
     namespaced=False,
 )
+
+#: The router's kinds (D26; ``rendering/router/``), by kind name.
+DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", "Deployment")
+SERVICE_ACCOUNTS: Final = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+ROLES: Final = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDINGS: Final = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+INFERENCE_POOLS: Final = Resource(
+    "inference.networking.k8s.io", "v1", "inferencepools", "InferencePool"
+)
+ROUTER_RESOURCES: Final[dict[str, Resource]] = {
+    r.kind: r
+    for r in (
+        SERVICE_ACCOUNTS,
+        ROLES,
+        ROLE_BINDINGS,
+        CONFIGMAPS,
+        SERVICES,
+        DEPLOYMENTS,
+        INFERENCE_POOLS,
+    )
+}

@@ -18,7 +18,10 @@ whose components are the released code, built from pinned Go modules by
 With ``autoscaling=True`` (:mod:`.autoscaling`, off by default) the API server gains the
 aggregation layer, KWOK emulates the kubelet's resource metrics, metrics-server serves
 ``metrics.k8s.io`` and kube-controller-manager runs the HPA, Deployment and ReplicaSet
-controllers.
+controllers. ``deployments=True`` runs only the last two (a router's Deployment gets Pods). The
+InferencePool CRD of the Gateway API Inference Extension is always installed (a router may
+render a pool). A :class:`FakeNode` with a loopback ``pod_cidr`` gives its Pods loopback IPs
+that a local process can dial.
 
 Everything runs in a private temporary directory and stops with :meth:`Cluster.stop` (or when
 the owning process dies). The module is synchronous and needs only the standard library plus
@@ -113,6 +116,10 @@ _CONTROLLERS = (
 )
 
 
+#: The controllers that give a Deployment its ReplicaSet and Pods.
+DEPLOYMENT_CONTROLLERS = ("deployment-controller", "replicaset-controller")
+
+
 class ClusterError(ControlPlaneError):
     """The simulated cluster could not be built or started."""
 
@@ -186,6 +193,12 @@ class ClusterBinaries:
         return self.path("kwok-crds")
 
     @property
+    def inference_pool_crd(self) -> Path:
+        """The InferencePool CRD (``inference.networking.k8s.io/v1``) of the Gateway API
+        Inference Extension (hack/envtest/build.sh copies it from its Go module)."""
+        return self.path("gie-crds") / "inference.networking.k8s.io_inferencepools.yaml"
+
+    @property
     def keda_crd_dir(self) -> Path:
         """KEDA's CRDs (``keda.sh_scaledobjects.yaml`` …), for schema checks; KEDA is not run."""
         return self.path("keda-crds")
@@ -213,7 +226,12 @@ class ClusterBinaries:
         missing = [n for n in names if not os.access(self.path(n), os.X_OK)]
         missing += [
             str(p)
-            for p in (self.kueue_crd_dir, self.kueue_webhook_manifests, self.kwok_stage_dir)
+            for p in (
+                self.kueue_crd_dir,
+                self.kueue_webhook_manifests,
+                self.kwok_stage_dir,
+                self.inference_pool_crd,
+            )
             if not p.exists()
         ]
         if missing:
@@ -249,6 +267,11 @@ class FakeNode:
     accelerator: str = "nvidia.com/gpu"
     extra_resources: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: The Node's ``spec.podCIDR``, which KWOK takes a bound Pod's IP from before its own
+    #: ``--cidr``. A loopback range (``127.244.0.0/24``) makes every Pod IP on the Node dialable
+    #: on this machine: a real router discovering the Pods can reach them (tests/integration/
+    #: test_router_discovery.py). ``None``: KWOK's range, never dialled.
+    pod_cidr: str | None = None
 
     def manifest(self) -> dict[str, Any]:
         resources = {
@@ -275,7 +298,9 @@ class FakeNode:
                     **self.labels,
                 },
             },
-            "spec": {},
+            "spec": {"podCIDR": self.pod_cidr, "podCIDRs": [self.pod_cidr]}
+            if self.pod_cidr
+            else {},
             "status": {"allocatable": dict(resources), "capacity": dict(resources)},
         }
 
@@ -522,6 +547,9 @@ class Cluster(Supervisor):
     root: Path | None = None
     startup_timeout: float = 120.0
     autoscaling: Autoscaling | bool = False
+    #: Run the Deployment and ReplicaSet controllers (the autoscaling option runs them too): a
+    #: router's Deployment gets Pods, which KWOK makes Ready.
+    deployments: bool = False
     control_plane: ControlPlane = field(init=False)
     startup_seconds: float = field(init=False, default=0.0)
     kueue_webhook_port: int = field(init=False, default=0)
@@ -576,6 +604,8 @@ class Cluster(Supervisor):
         cp = self.control_plane
         scaling = self.autoscaling_options
         cp.install_crd_files(project_crd_files())
+        # The Gateway API Inference Extension's InferencePool (a router may render one).
+        cp.install_crd_files([self.binaries.inference_pool_crd])
         self._install_kueue_crds()
         if scaling is not None:
             cp.install_crd_files(sorted(self.binaries.kwok_crd_dir.glob("*.yaml")))
@@ -585,6 +615,8 @@ class Cluster(Supervisor):
         if scaling is not None:
             controllers += autoscaling.CONTROLLERS
             kcm_extra = scaling.controller_manager_args()
+        elif self.deployments:
+            controllers += DEPLOYMENT_CONTROLLERS
 
         kcm_port = free_port()
         kcm = start_process(

@@ -78,6 +78,30 @@ def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None
         assert demo.returncode == 0, demo.stdout + demo.stderr
         examples = len(list((REPO_ROOT / "examples").glob("*.yaml")))
         assert demo.stdout.count("condition met") == examples, demo.stdout
+        # The bundled prefill/decode pair is served through its rendered router (D26).
+        pair = subprocess.run(
+            [
+                str(envtest_binaries.kubectl),
+                f"--kubeconfig={state / 'kubeconfig'}",
+                "get",
+                "md",
+                "qwen3-pd",
+                "-n",
+                "team-a",
+                "-o",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        status = json.loads(pair.stdout)["status"]
+        router_ready = next(c for c in status["conditions"] if c["type"] == "RouterReady")
+        assert (router_ready["status"], router_ready["reason"]) == ("True", "Ready")
+        assert status["endpoint"] == "http://qwen3-pd-router.team-a.svc:8000"
+        assert status["router"]["endpoint"] == status["endpoint"]
+        assert status["roleSummary"].startswith("1R")
         # The shells ran as the shipped ServiceAccounts (not the admin), and the shipped RBAC let
         # them do all of it.
         for pid, account in zip(

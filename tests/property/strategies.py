@@ -181,6 +181,15 @@ def role(
     return {"name": name, "instanceType": instance_type_name, **fields}
 
 
+#: The image each router runs in tests (the Settings give no default image; D26).
+ROUTER_IMAGES: dict[str, str] = {
+    "llm-d-router": "registry.example.com/llm-d-router:v0.10.0",
+    "vllm-router": "registry.example.com/vllm-router:0.1.17",
+    "sglang-gateway": "registry.example.com/sglang-router:0.3.2",
+}
+ROUTER_IMAGE = "registry.example.com/router:test"
+
+
 def deployment(
     roles: Sequence[dict[str, Any]] | None = None,
     *,
@@ -213,7 +222,13 @@ def deployment(
     if pool_ref is not None:
         spec["kvCache"] = {"poolRef": {"name": pool_ref}}
     if router is not None:
-        spec["router"] = {"name": router} if isinstance(router, str) else dict(router)
+        block = {"name": router} if isinstance(router, str) else dict(router)
+        # A router needs an image (router.image-missing): tests give one unless they say
+        # otherwise ("image": None leaves it out).
+        block.setdefault("image", ROUTER_IMAGES.get(str(block.get("name")), ROUTER_IMAGE))
+        if block["image"] is None:
+            del block["image"]
+        spec["router"] = block
     if transfer is not None:
         spec["kvTransfer"] = {"protocol": transfer}
     spec["roles"] = [copy.deepcopy(r) for r in (roles if roles is not None else [role()])]

@@ -41,7 +41,7 @@ from gpustack_render.deployment.defaulting import default_accelerators
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.lookups import StaticLookups
 
-from .strategies import Case, cases
+from .strategies import ROUTER_IMAGES, Case, cases
 
 NS = "team-a"
 GPU, CPU = "gpu-8x", "cpu-only"
@@ -186,7 +186,7 @@ def valid_deployments(draw: st.DrawFn) -> dict[str, Any]:
         "roles": roles,
     }
     if routed:
-        spec["router"] = {"name": "llm-d-router"}
+        spec["router"] = {"name": "llm-d-router", "image": ROUTER_IMAGES["llm-d-router"]}
     if cached:
         spec["kvCache"] = {"poolRef": {"name": "dram"}}
     if draw(st.booleans()):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from property.strategies import ROUTER_IMAGE, ROUTER_IMAGES
+
 from gpustack_render.admission import review_deployment
 from gpustack_render.api.inputs import (
     InputObject,
@@ -41,6 +43,13 @@ def deployment(
         "roles": list(roles) or [role()],
     }
     body.update(spec)
+    if isinstance(body.get("router"), dict):
+        # A router needs an image (router.image-missing): one is given unless the test says
+        # otherwise ("image": None leaves it out).
+        router = body["router"] = dict(body["router"])
+        router.setdefault("image", ROUTER_IMAGES.get(str(router.get("name")), ROUTER_IMAGE))
+        if router["image"] is None:
+            del router["image"]
     return {
         "apiVersion": "worker.gpustack.ai/v1",
         "kind": "ModelDeployment",

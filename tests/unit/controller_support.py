@@ -191,7 +191,11 @@ class MemoryKube:
                 raise ApiError(404, "NotFound")
             stored["status"] = copy.deepcopy(body["status"])
             return cast(dict[str, Any], self._store(resource, stored, namespace))
-        return cast(dict[str, Any], self._store(resource, copy.deepcopy(body), namespace))
+        obj = copy.deepcopy(body)
+        if stored is not None and "status" in stored and "status" not in obj:
+            # An apply of the main resource leaves the status subresource alone.
+            obj["status"] = copy.deepcopy(stored["status"])
+        return cast(dict[str, Any], self._store(resource, obj, namespace))
 
 
 def _resource_of(obj: dict[str, Any]) -> Resource:

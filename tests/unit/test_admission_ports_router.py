@@ -17,6 +17,7 @@ from admission_support import (
 )
 
 INV = "FieldValueInvalid"
+REQ = "FieldValueRequired"
 LLMD = {"name": "llm-d-router"}
 CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
 ASCEND = "ascend-8x"
@@ -66,9 +67,14 @@ CASES = [
         id="port-flag.differs-from-declared-direct-decoder-exempt",
     ),
     # §6.2 --port inside the reserved set on a role without ports
+    # A prefiller on its own --port while the decoder serves on 8000 is also refused by
+    # router.listener-ports-differ (a router dials every serving Pod on one port; D26).
     pytest.param(
         _pair({"extraArgs": ["--port", "5557"]}, {}, router=LLMD),
-        [("port-flag.reserved", "spec.router", INV)],
+        [
+            ("router.listener-ports-differ", "spec.router", INV),
+            ("port-flag.reserved", "spec.router", INV),
+        ],
         id="port-flag.reserved-kv-events-with-router",
     ),
     pytest.param(
@@ -77,12 +83,22 @@ CASES = [
         id="port-flag.reserved-bootstrap-with-cache",
     ),
     pytest.param(
-        _pair({"command": ["vllm", "serve", "m", "--port", "5557"]}, {}, router=LLMD),
+        # Both halves listen on 5557, so a router dials them on one port.
+        _pair(
+            {"command": ["vllm", "serve", "m", "--port", "5557"]},
+            {"command": ["vllm", "serve", "m", "--port", "5557"]},
+            router=LLMD,
+        ),
         [],
         id="port-flag.reserved-take-over-exempt",
     ),
     pytest.param(
-        _pair({"extraArgs": ["--port", "5557"]}, {}, router=LLMD, engine="SGLang"),
+        _pair(
+            {"extraArgs": ["--port", "5557"]},
+            {"extraArgs": ["--port", "5557"]},
+            router=LLMD,
+            engine="SGLang",
+        ),
         [],
         id="port-flag.reserved-sglang-publishes-nothing",
     ),
@@ -163,6 +179,48 @@ CASES = [
         deployment(role("a", ports=[{"port": 8000}]), role("b"), router=LLMD),
         [],
         id="router.serving-ports-differ-default-port-equal",
+    ),
+    # The router's own objects (D26)
+    pytest.param(
+        deployment(router={"name": "vllm-router", "image": None}),
+        [("router.image-missing", "spec.router.image", REQ)],
+        id="router.image-missing",
+    ),
+    pytest.param(
+        deployment(role("a", extraArgs=["--port", "9000"]), role("b"), router=LLMD),
+        [("router.listener-ports-differ", "spec.router", INV)],
+        id="router.listener-ports-differ",
+    ),
+    pytest.param(
+        deployment(
+            role("a", extraArgs=["--port", "9000"]),
+            role("b", extraArgs=["--port=9000"]),
+            router=LLMD,
+        ),
+        [],
+        id="router.listener-ports-differ-same-own-port",
+    ),
+    pytest.param(
+        _pair({"ports": [{"port": 9000}]}, {"ports": [{"port": 9000}]}, router=LLMD),
+        [],
+        id="router.listener-ports-differ-direct-decoder-behind-its-proxy",
+    ),
+    pytest.param(
+        deployment(
+            router={
+                "name": "sglang-gateway",
+                "requestTimeoutSeconds": 30,
+                "extraArgs": ["--request-timeout-secs=60", "--request-timeout-secs-x"],
+            },
+            engine="SGLang",
+        ),
+        [("router.timeout-flag-twice", "spec.router.extraArgs[0]", INV)],
+        id="router.timeout-flag-twice",
+    ),
+    pytest.param(
+        deployment(router={"name": "vllm-router", "extraArgs": ["--request-timeout-secs", "60"]}),
+        [],
+        id="router.timeout-flag-twice-field-unset",
     ),
 ]
 

@@ -17,13 +17,14 @@ from admission_support import (
     review,
     role,
 )
+from property.strategies import ROUTER_IMAGES
 
 from gpustack_render.core.settings import Settings
 from gpustack_render.schema.decoding import decode_deployment
 
 INV, FORB = "FieldValueInvalid", "FieldValueForbidden"
 CACHE: dict[str, Any] = {"kvCache": {"poolRef": {"name": "team-a-dram"}}}
-LLMD = {"name": "llm-d-router"}
+LLMD = {"name": "llm-d-router", "image": ROUTER_IMAGES["llm-d-router"]}
 OBJECTS = [*default_objects(), *cache_chain()]
 
 
@@ -98,7 +99,7 @@ IDENTITY = [
     ),
     pytest.param(
         edit(BASE, router=LLMD),
-        edit(BASE, router={"name": "vllm-router"}),
+        edit(BASE, router={"name": "vllm-router", "image": ROUTER_IMAGES["vllm-router"]}),
         [("identity.field-changed", "spec.router.name", INV)],
         id="router-renamed",
     ),
@@ -269,8 +270,11 @@ def test_reserved_port_collision_stored_vs_created() -> None:
     bare = edit(stored)
     del bare["spec"]["router"]
     assert review(bare, OBJECTS).allowed
+    # Adding the router also leaves the roles listening on two ports (the prefiller on its
+    # own 5557, the decoder's proxy on 8000): a router dials every serving Pod on one.
     assert causes(review(stored, OBJECTS, old=as_stored(bare))) == [
-        ("port-flag.reserved", "spec.router", INV)
+        ("router.listener-ports-differ", "spec.router", INV),
+        ("port-flag.reserved", "spec.router", INV),
     ]
 
 
@@ -335,3 +339,45 @@ def test_undecodable_stored_object_is_treated_as_absent() -> None:
     old = deployment(role(resources={"accelerator": 1}))
     old["spec"]["unknown"] = 1
     assert review(edit(BASE, model={"name": "other"}), OBJECTS, old=old).allowed
+
+
+def test_router_image_from_the_settings_or_left_alone_when_stored() -> None:
+    bare = pd(router={"name": "vllm-router", "image": None})
+    assert causes(review(bare, OBJECTS)) == [
+        ("router.image-missing", "spec.router.image", "FieldValueRequired")
+    ]
+    # The Settings key is the other way out.
+    defaulted = Settings(router_image_vllm_router="registry.example.com/vllm-router:1")
+    assert review(bare, OBJECTS, settings=defaulted).allowed
+    # A deployment stored before the image was required keeps being editable: its router is not
+    # rendered (RouterReady RenderFailed) until an image is set.
+    scaled = edit_role(bare, 0, replicas=2)
+    assert review(scaled, OBJECTS, old=as_stored(bare)).allowed
+    # Adding the router without an image is refused.
+    without = edit(bare)
+    del without["spec"]["router"]
+    assert causes(review(bare, OBJECTS, old=as_stored(without))) == [
+        ("router.image-missing", "spec.router.image", "FieldValueRequired")
+    ]
+
+
+def test_router_timeout_flag_left_alone_when_stored_refused_when_created() -> None:
+    stored = pd(router={"name": "vllm-router", "extraArgs": ["--request-timeout-secs", "5"]})
+    timed = edit(stored, router={**stored["spec"]["router"], "requestTimeoutSeconds": 60})
+    assert causes(review(timed, OBJECTS, old=as_stored(stored))) == [
+        ("router.timeout-flag-twice", "spec.router.extraArgs[0]", INV)
+    ]
+    assert review(edit_role(timed, 0, replicas=2), OBJECTS, old=as_stored(timed)).allowed
+
+
+def test_deleting_skips_the_router_object_rules() -> None:
+    stored = pd(router={"name": "vllm-router"})
+    deleting = edit(stored, router={"name": "vllm-router"})
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    deleting["metadata"]["finalizers"] = ["gpustack.ai/controlled"]
+    assert "image" not in deleting["spec"]["router"]
+    assert review(deleting, OBJECTS, old=as_stored(stored)).allowed
+    deleting["metadata"].pop("deletionTimestamp")
+    assert causes(review(deleting, OBJECTS, old=as_stored(stored))) == [
+        ("router.image-missing", "spec.router.image", "FieldValueRequired")
+    ]

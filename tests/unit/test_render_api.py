@@ -47,7 +47,8 @@ def _pair_case() -> Case:
 def test_objects_follow_d18_order() -> None:
     rendering = render_case(_pair_case())
     kinds = [o["kind"] for o in rendering.objects()]
-    assert kinds == ["LocalQueue"] + ["Service"] * 4 + ["Pod"] * 4
+    router = ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "Deployment"]
+    assert kinds == ["LocalQueue"] + ["Service"] * 4 + ["Pod"] * 4 + router
     names = [o["metadata"].get("name") for o in rendering.services()]
     assert names == ["qwen", "qwen-prefill", "qwen-decode", "qwen-decode-r0"]
     seats = [(s.role, s.ordinal, s.member) for s in rendering.iter_seats()]

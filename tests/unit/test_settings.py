@@ -65,3 +65,34 @@ def test_a_config_map_is_read_over_the_defaults_of_its_system_namespace() -> Non
     assert settings_of_config_map({"data": ["not", "a", "map"]}, system_namespace="ops")[0] == (
         Settings(system_namespace="ops")
     )
+
+
+def test_the_router_settings() -> None:
+    """D26 (docs/routers.md): no default router image, quantities checked, an empty image is
+    "no default"."""
+    s = Settings()
+    assert s.router_image("vllm-router") == "" and s.router_image("no-such-router") == ""
+    assert s.router_proxy_image == "docker.io/envoyproxy/envoy:distroless-v1.33.2"
+    assert (s.router_cpu, s.router_memory, s.inference_pool) == ("500m", "512Mi", False)
+    s, errs = settings_from_data(
+        {
+            "model-deployment-router-image-sglang-gateway": "r/gateway:1",
+            "model-deployment-router-image-vllm-router": "",
+            "model-deployment-router-cpu": "2",
+            "model-deployment-inference-pool": "true",
+        }
+    )
+    assert not errs
+    assert s.router_image("sglang-gateway") == "r/gateway:1" and s.router_image("vllm-router") == ""
+    assert s.router_cpu == "2" and s.inference_pool
+    bad, errs = settings_from_data(
+        {"model-deployment-router-memory": "lots", "model-deployment-router-cpu": "0"}
+    )
+    assert (bad.router_memory, bad.router_cpu) == ("512Mi", "500m")
+    assert {(e.field, e.type) for e in errs} == {
+        ("data[model-deployment-router-memory]", ErrorType.INVALID),
+        ("data[model-deployment-router-cpu]", ErrorType.INVALID),
+    }
+    # The proxy image has a default: empty is a mistake, not "none".
+    _, errs = settings_from_data({"model-deployment-router-proxy-image": " "})
+    assert [e.type for e in errs] == [ErrorType.REQUIRED]

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from property.strategies import ROUTER_IMAGES
 
 from gpustack_render.api.inputs import (
     InstanceType,
@@ -30,6 +31,7 @@ from gpustack_render.reconcile.observed import (
 )
 from gpustack_render.reconcile.rollout import RoleStep, RolloutStep
 from gpustack_render.reconcile.rolloutinputs import cache_hold, with_replacing
+from gpustack_render.reconcile.routersync import RouterObservation
 from gpustack_render.reconcile.statusfields import PHASE_STARTING
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.rendering.roleplan import CacheResolution
@@ -96,7 +98,7 @@ def deployment(
         "roles": list(roles) or [role(replicas=2)],
     }
     if router:
-        spec["router"] = {"name": router}
+        spec["router"] = {"name": router, "image": ROUTER_IMAGES[router]}
     if cache:
         spec["kvCache"] = {"poolRef": {"name": "cache"}}
     meta: dict[str, Any] = {"name": "qwen", "namespace": namespace, "uid": UID, "generation": 3}
@@ -159,6 +161,7 @@ def compute(
     *,
     plan: RolloutStep | None = None,
     system_namespace: str = "gpustack-system",
+    router: RouterObservation | None = None,
 ) -> ModelDeploymentStatus:
     return st.deployment_status(
         md,
@@ -168,6 +171,7 @@ def compute(
         plan=plan,
         system_namespace=system_namespace,
         now=NOW,
+        router=router,
     )
 
 
@@ -513,8 +517,90 @@ def test_kv_events_publishing(
         assert condition(status, cond.ROUTER_READY) == ("True", "NotApplicable")
         assert status.router is None
     else:
-        assert condition(status, cond.ROUTER_READY) == ("False", "NotRendered")
+        # Nothing observed of the router's Deployment yet (D26).
+        assert condition(status, cond.ROUTER_READY) == ("False", "NotDeployed")
         assert status.router is not None and status.router.name == router
+
+
+ROUTER_DEPLOYMENT = "Deployment team-a/qwen-router"
+
+
+@pytest.mark.parametrize(
+    ("observed", "image", "expected", "summary"),
+    [
+        pytest.param(None, True, ("False", "NotDeployed"), "0R2S", id="not-observed"),
+        pytest.param(
+            RouterObservation(deployed=False),
+            True,
+            ("False", "NotDeployed"),
+            "0R2S",
+            id="absent",
+        ),
+        pytest.param(
+            RouterObservation(deployed=False, conflict=f"{ROUTER_DEPLOYMENT} exists and is not "),
+            True,
+            ("False", "NotDeployed"),
+            "0R2S",
+            id="held-by-another-owner",
+        ),
+        pytest.param(
+            RouterObservation(deployed=True, ready=0),
+            True,
+            ("False", "NoReadyReplicas"),
+            "0R2S",
+            id="no-ready-pod",
+        ),
+        pytest.param(
+            RouterObservation(deployed=True, ready=2), True, ("True", "Ready"), "2R2S", id="ready"
+        ),
+        pytest.param(
+            RouterObservation(deployed=True, ready=2),
+            False,
+            ("False", "RenderFailed"),
+            "2R2S",
+            id="no-image",
+        ),
+    ],
+)
+def test_router_ready_phase_summary_and_endpoint(
+    observed: RouterObservation | None, image: bool, expected: tuple[str, str], summary: str
+) -> None:
+    md = deployment(role(replicas=2), router="vllm-router")
+    if not image:
+        assert md.spec.router is not None
+        md = md.model_copy(
+            update={
+                "spec": md.spec.model_copy(
+                    update={"router": md.spec.router.model_copy(update={"image": None})}
+                )
+            }
+        )
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    status = compute(md, rendering, pods, workloads_of(pods), router=observed)
+    assert condition(status, cond.ROUTER_READY) == expected
+    assert status.role_summary == summary
+    assert status.router is not None
+    if expected[1] == "Ready":
+        # Every replica and the router ready: the deployment is served through the router.
+        assert status.phase == "Ready" and status.phase_message == ""
+        assert status.endpoint == "http://qwen-router.team-a.svc:8000"
+        assert status.router.endpoint == status.endpoint
+        assert condition(status, cond.READY) == ("True", "Ready")
+    else:
+        # Every replica is ready but the router is not: Degraded, the plain Service's endpoint.
+        assert status.phase == "Degraded"
+        message = next(c.message for c in status.conditions or () if c.type == cond.ROUTER_READY)
+        assert status.phase_message == message
+        assert status.endpoint == "http://qwen.team-a.svc:8000"
+        assert status.router.endpoint is None
+        ready = next(c for c in status.conditions or () if c.type == cond.READY)
+        assert (ready.status, ready.reason) == ("False", expected[1])
+    if expected[1] == "RenderFailed":
+        assert status.router.metrics is None
+        assert condition(status, cond.STALLED) == ("True", "RenderFailed")
+    else:
+        assert status.router.metrics is not None and status.router.metrics.port == 29000
 
 
 def test_router_status_publishes_kv_event_endpoints() -> None:
@@ -839,13 +925,28 @@ HEALTHY: dict[str, cond.ConditionVerdict] = {
             id="cache-unknown-does-not",
         ),
         pytest.param(
-            {
-                cond.KV_EVENTS_PUBLISHING: V(F, "PublisherDisabled"),
-                cond.ROUTER_READY: V(F, "NotRendered"),
-            },
+            {cond.KV_EVENTS_PUBLISHING: V(F, "PublisherDisabled")},
             2,
             (cond.READY, "Ready"),
-            id="router-not-rendered-and-no-publisher-do-not",
+            id="no-publisher-does-not",
+        ),
+        pytest.param(
+            {cond.ROUTER_READY: V(F, "NoReadyReplicas")},
+            2,
+            (cond.RECONCILING, "NoReadyReplicas"),
+            id="router-not-ready-holds-readiness",
+        ),
+        pytest.param(
+            {cond.ROUTER_READY: V(F, "NotDeployed")},
+            2,
+            (cond.RECONCILING, "NotDeployed"),
+            id="router-not-deployed-reconciles",
+        ),
+        pytest.param(
+            {cond.ROUTER_READY: V(F, "RenderFailed", "set spec.router.image")},
+            2,
+            (cond.STALLED, "RenderFailed"),
+            id="router-not-renderable-stalls",
         ),
         pytest.param(
             {

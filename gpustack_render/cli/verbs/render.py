@@ -77,6 +77,11 @@ def _render_one(
         err.write(f"render: {who}{exc}\n")
         outcome.verdict = "error"
         return outcome
+    if result.router is not None and result.router.failure is not None:
+        # The engine objects are rendered; the router's are not, and the deployment's status
+        # would say so (RouterReady RenderFailed).
+        outcome.warnings += 1
+        err.write(f"Warning: {who}the router is not rendered: {result.router.failure.message}\n")
     outcome.objects = result.objects()
     outcome.pods = sum(1 for o in outcome.objects if o.get("kind") == "Pod")
     outcome.verdict, outcome.code = "rendered", EXIT_OK

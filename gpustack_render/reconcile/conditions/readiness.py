@@ -17,11 +17,13 @@ from gpustack_render.reconcile.conditions.common import (
     RECONCILING,
     REPLICAS_UP_TO_DATE,
     ROLE_KINDS_READY,
+    ROUTER_READY,
     STALLED,
     SUMMARY_CONDITION_TYPES,
     ConditionVerdict,
 )
 from gpustack_render.reconcile.conditions.quota import NO_QUEUE_IN_RESERVED_NAMESPACE, PARKED
+from gpustack_render.reconcile.conditions.router import RENDER_FAILED
 from gpustack_render.rendering.roleplan import BINDING_DELETING, BINDING_NOT_FOUND
 
 #: ``Ready=False``/``Reconciling=True`` when every condition holds but not every replica is ready.
@@ -37,13 +39,20 @@ STALLING: Final = frozenset(
         (DOMAIN_REGISTERED, BINDING_DELETING),
         (QUOTA_RESERVED, PARKED),
         (QUOTA_RESERVED, NO_QUEUE_IN_RESERVED_NAMESPACE),
+        (ROUTER_READY, RENDER_FAILED),
     }
 )
 #: The conditions ``Ready`` needs ``True``, in the order the first unmet one is reported.
 #: ``CacheAttached`` counts only when ``False`` (``Unknown`` is all this release can observe);
-#: ``KVEventsPublishing`` reports configuration and ``RouterReady`` a router this release does
-#: not render (D9): neither holds readiness back.
-READY_NEEDS: Final = (DOMAIN_REGISTERED, QUOTA_RESERVED, REPLICAS_UP_TO_DATE, ROLE_KINDS_READY)
+#: ``KVEventsPublishing`` reports configuration and does not hold readiness back.
+#: ``RouterReady`` does (D26): a deployment behind a router serves through it.
+READY_NEEDS: Final = (
+    DOMAIN_REGISTERED,
+    QUOTA_RESERVED,
+    REPLICAS_UP_TO_DATE,
+    ROLE_KINDS_READY,
+    ROUTER_READY,
+)
 
 
 def _summary(true_type: str, reason: str, message: str) -> dict[str, ConditionVerdict]:

@@ -1,13 +1,16 @@
 """The router conditions: ``KVEventsPublishing`` (configuration, not traffic) and
-``RouterReady`` (D8, D9; docs/contract/controller.md §14)."""
+``RouterReady`` (the router's own Deployment; D9, D26; docs/contract/controller.md §14)."""
 
 from __future__ import annotations
+
+from typing import Final
 
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.vocabulary import ConditionStatus, Engine, RoleKind
 from gpustack_render.engines.flags import engine_of
 from gpustack_render.engines.owned import LLM_D_ROUTER
 from gpustack_render.reconcile.conditions.common import NOT_APPLICABLE, ConditionVerdict
+from gpustack_render.reconcile.routersync import RouterObservation
 from gpustack_render.rendering.renderer import Rendering
 
 
@@ -52,13 +55,35 @@ def kv_events_publishing(md: ModelDeployment, rendering: Rendering) -> Condition
     )
 
 
-def router_ready(md: ModelDeployment) -> ConditionVerdict:
-    """``RouterReady`` (D8, D9)."""
-    if md.spec.router is None:
+#: ``RouterReady`` reasons (D26).
+ROUTER_IS_READY: Final = "Ready"
+NO_READY_REPLICAS: Final = "NoReadyReplicas"
+NOT_DEPLOYED: Final = "NotDeployed"
+RENDER_FAILED: Final = "RenderFailed"
+
+
+def router_ready(
+    md: ModelDeployment, rendering: Rendering, observed: RouterObservation | None
+) -> ConditionVerdict:
+    """``RouterReady`` (D26), first match: no router → True ``NotApplicable``; the router cannot
+    be rendered → False ``RenderFailed`` (why, and the way out); its Deployment not created (or
+    held by another owner) → False ``NotDeployed``; no ready router Pod → False
+    ``NoReadyReplicas``; else True ``Ready``. ``observed`` is the stored router Deployment
+    (``None``: not observed)."""
+    router = rendering.router
+    if md.spec.router is None or router is None:
         return ConditionVerdict(ConditionStatus.TRUE, NOT_APPLICABLE, "no router is declared")
-    return ConditionVerdict(
-        ConditionStatus.FALSE,
-        "NotRendered",
-        f"router {md.spec.router.name} is declared but this release does not render the router "
-        "itself; its effects on engine Pods are rendered",
-    )
+    if router.failure is not None:
+        return ConditionVerdict(ConditionStatus.FALSE, RENDER_FAILED, router.failure.message)
+    name = f"Deployment {router.namespace}/{router.object_name}"
+    if observed is None or not observed.deployed:
+        detail = observed.conflict if observed is not None and observed.conflict else ""
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
+            NOT_DEPLOYED,
+            detail or f"router {router.router}: {name} is not created yet",
+        )
+    wanted = f"{observed.ready} of {router.replicas} router Pod(s) of {name} ready"
+    if observed.ready <= 0:
+        return ConditionVerdict(ConditionStatus.FALSE, NO_READY_REPLICAS, wanted)
+    return ConditionVerdict(ConditionStatus.TRUE, ROUTER_IS_READY, wanted)
