@@ -45,6 +45,7 @@ from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import RolloutStep
 from gpustack_render.reconcile.rolloutinputs import desired_from_rendering
+from gpustack_render.reconcile.scaling import ScalingState
 from gpustack_render.reconcile.statusfields import (
     PHASE_DELETING,
     endpoint,
@@ -83,13 +84,15 @@ def deployment_status(
     system_namespace: str,
     now: str,
     queue_conflicts: Sequence[str] = (),
+    scaling: ScalingState | None = None,
 ) -> ModelDeploymentStatus:
     """The status of a converging deployment, from the Pods re-listed after the pass.
 
     ``plan`` supplies ``roles[].replacing`` and the cache hold of this pass (without it the
     previous ``replacing`` is kept). ``now`` is the RFC 3339 time written into conditions
     whose status changed. ``queue_conflicts`` are the messages of the LocalQueues found
-    feeding another ClusterQueue (``reconcile/queues.py``).
+    feeding another ClusterQueue (``reconcile/queues.py``). ``scaling`` says where each
+    role's count came from (``status.roles[].scaling``, D27).
     """
     if index is None:
         index = ReplicaIndex.of(pods, workloads)
@@ -113,6 +116,9 @@ def deployment_status(
                 desired=role.replicas,
                 ready=ready,
                 quota_reserved=sum(1 for r in replicas if r.quota_reserved),
+                admitted=sum(1 for r in replicas if r.admitted),
+                quota_pending=sum(1 for r in replicas if r.quota_pending),
+                scaling=scaling.status_of(role.name) if scaling is not None else None,
                 # Status claims what is deployed (docs/contract/controller.md §13): a role with
                 # no live Pod running a take-over command is not (yet) unmanaged.
                 unmanaged=any(p.takeover for p in index.live_of(role.name)),

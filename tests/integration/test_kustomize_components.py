@@ -63,8 +63,14 @@ def base(kubectl: Path, tmp_path_factory: pytest.TempPathFactory) -> Objects:
     return render(kubectl, tmp_path_factory.mktemp("base"))
 
 
-def test_the_base_installs_only_the_served_crd(base: Objects) -> None:
-    assert set(of_kind(base, "CustomResourceDefinition")) == {"modeldeployments.worker.gpustack.ai"}
+OWNED_CRDS = {
+    "modeldeployments.worker.gpustack.ai",
+    "modeldeploymentscalers.worker.gpustack.ai",
+}
+
+
+def test_the_base_installs_only_the_owned_crds(base: Objects) -> None:
+    assert set(of_kind(base, "CustomResourceDefinition")) == OWNED_CRDS
     kinds = {o["kind"] for o in base}
     assert not kinds & {"Issuer", "Certificate", "ServiceMonitor"}
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
@@ -141,7 +147,7 @@ def test_input_crds_adds_every_other_generated_crd(
 ) -> None:
     objects = render(kubectl, tmp_path, "input-crds")
     generated = {c["metadata"]["name"]: c for c in all_crds()}
-    inputs = set(generated) - {"modeldeployments.worker.gpustack.ai"}
+    inputs = set(generated) - OWNED_CRDS
     assert inputs == {
         f"{plural}.worker.gpustack.ai"
         for plural in (

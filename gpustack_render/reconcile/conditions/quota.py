@@ -9,6 +9,7 @@ from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile.conditions.common import ConditionVerdict, declared_replicas
 from gpustack_render.reconcile.jointcheck import CHECK_NAME as JOINT_CHECK
+from gpustack_render.reconcile.quotashortfall import shortfall
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.rendering.renderer import Rendering
 
@@ -145,6 +146,9 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
                         f"check {name}: {check.message}"
                     )
     message = f"{declared - len(reserved)} of {declared} replicas wait for quota {where}"
+    short = shortfall(rendering, [r for r in replicas if r.quota_pending])
+    if short:
+        message += "; " + short
     if downstream:
         message += "; " + "; ".join(downstream)
     return ConditionVerdict(ConditionStatus.FALSE, "Pending", message + note)
