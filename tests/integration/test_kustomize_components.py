@@ -1,10 +1,10 @@
 """deploy/components/: each component, rendered with the real ``kubectl kustomize`` on top of the
 base, adds exactly its objects and wires them to the base's.
 
-* base: the ModelDeployment CRD only, no cert-manager or Prometheus Operator object, no CA
-  injection annotation; self-managed certificates (the server names its Secret, mounts none,
-  the Secret is shipped empty for it to fill, and its RBAC reaches that Secret, get and update
-  only, and the two webhook configurations by name);
+* base: the CRDs the project owns only (ModelDeployment, ModelDeploymentScaler), no cert-manager
+  or Prometheus Operator object, no CA injection annotation; self-managed certificates (the
+  server names its Secret, mounts none, the Secret is shipped empty for it to fill, and its RBAC
+  reaches that Secret, get and update only, and the two webhook configurations by name);
 * existing-secret: the Secret mounted and loaded from files, the shipped empty Secret and the
   self-managed RBAC gone;
 * input-crds: the CRDs of every other generated kind, byte for byte the committed ones;
