@@ -22,9 +22,11 @@ import pytest
 from gpustack_controller.kube import MODEL_DEPLOYMENTS, SCALERS, Kube, Resource
 from gpustack_render.core import labels
 
+from .autoscaling import cpu_hpa
 from .cluster import Cluster
 from .controller_fixtures import (
     admitted,
+    condition,
     deployment,
     eventually,
     group_of,
@@ -34,6 +36,7 @@ from .controller_fixtures import (
     pods_of,
     running_controller,
     running_ready,
+    seats_of,
     tear_down,
     workloads_in,
 )
@@ -59,50 +62,32 @@ async def kube(autoscaling_cluster: Cluster) -> AsyncIterator[Kube]:
 
 
 def _hpa(namespace: str, scaler: str, max_replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": scaler, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "worker.gpustack.ai/v1",
-                "kind": "ModelDeploymentScaler",
-                "name": scaler,
-            },
-            "minReplicas": 1,
-            "maxReplicas": max_replicas,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {
-                        "name": "cpu",
-                        "target": {
-                            "type": "Utilization",
-                            "averageUtilization": TARGET_UTILIZATION,
-                        },
-                    },
-                }
-            ],
-        },
-    }
+    target = {"apiVersion": SCALERS.api_version, "kind": SCALERS.kind, "name": scaler}
+    return cpu_hpa(
+        namespace, scaler, target, max_replicas=max_replicas, utilization=TARGET_UTILIZATION
+    )
 
 
 async def _scaler(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     return await kube.get(SCALERS, name, namespace)
 
 
-def _seats(pods: list[dict[str, Any]]) -> dict[tuple[str, int], str]:
-    """(role, ordinal) → Pod uid of the live Pods."""
-    out = {}
-    for pod in live(pods):
-        lbl = pod["metadata"]["labels"]
-        out[(lbl[labels.COMPONENT], int(lbl[labels.POD_ORDINAL]))] = pod["metadata"]["uid"]
-    return out
-
-
 def _heat(cluster: Cluster, namespace: str, pods: list[dict[str, Any]], cpu: str) -> None:
     for pod in pods:
         cluster.set_pod_usage(namespace, pod["metadata"]["name"], cpu=cpu, memory="100Mi")
+
+
+async def _hpa_scales(kube: Kube, namespace: str, scaler: str, count: int, *, what: str) -> None:
+    """Wait until the HPA wrote ``count`` into the scaler; on a timeout, say what the HPA saw."""
+
+    async def scaled() -> dict[str, Any] | None:
+        obj = await _scaler(kube, namespace, scaler)
+        return obj if obj and obj["spec"]["replicas"] == count else None
+
+    try:
+        await eventually(scaled, timeout=SCALE_WAIT, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{await _story(kube, namespace, scaler)}") from None
 
 
 async def _story(kube: Kube, namespace: str, name: str) -> str:
@@ -111,11 +96,8 @@ async def _story(kube: Kube, namespace: str, name: str) -> str:
     return f"HPA status: {(hpa or {}).get('status')}\nscaler: {scaler}"
 
 
-def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == type_:
-            return dict(cond)
-    return {}
+def _condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    return condition(obj or {}, type_) or {}
 
 
 async def test_the_hpa_scales_a_role_through_its_scaler_and_kueue_admits_what_fits(
@@ -154,14 +136,8 @@ async def test_the_hpa_scales_a_role_through_its_scaler_and_kueue_admits_what_fi
         await kube.create(HPAS, _hpa(ns, scaler, 4), ns)
 
         # Up: the HPA writes 4 through /scale; the controller creates three more replicas.
-        async def scaled_to(n: int) -> dict[str, Any] | None:
-            obj = await _scaler(kube, ns, scaler)
-            return obj if obj and obj["spec"]["replicas"] == n else None
 
-        try:
-            await eventually(lambda: scaled_to(4), timeout=SCALE_WAIT, what="the HPA up to 4")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{await _story(kube, ns, scaler)}") from None
+        await _hpa_scales(kube, ns, scaler, 4, what="the HPA up to 4")
         up_at = time.monotonic() - started
 
         # Kueue admits three groups (3 GPUs); the fourth waits for quota, and status says why.
@@ -205,10 +181,7 @@ async def test_the_hpa_scales_a_role_through_its_scaler_and_kueue_admits_what_fi
         # Down: cool the hot Pod; once the new Pods' metrics exist (a missing one counts as busy
         # on a scale-down) and the stabilization window passed, the HPA asks for 1.
         _heat(cluster, ns, first, COOL)
-        try:
-            await eventually(lambda: scaled_to(1), timeout=SCALE_WAIT, what="the HPA down to 1")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{await _story(kube, ns, scaler)}") from None
+        await _hpa_scales(kube, ns, scaler, 1, what="the HPA down to 1")
         down_at = time.monotonic() - started
 
         async def one_left() -> list[dict[str, Any]] | None:
@@ -276,7 +249,7 @@ async def test_the_hpa_scales_a_prefill_decode_group_by_whole_units(
             return pods if ok else None
 
         unit0 = await eventually(lambda: serving(3), timeout=90, what="unit 0 serving")
-        before = _seats(unit0)
+        before = seats_of(unit0)
         assert sorted(before) == [("decode", 0), ("decode", 1), ("prefill", 0)]
         obj = await eventually(lambda: _scaler(kube, ns, scaler), timeout=30, what="the scaler")
         assert obj["spec"]["replicas"] == 1 and obj["spec"]["scalingGroup"] == "pd"
@@ -284,17 +257,10 @@ async def test_the_hpa_scales_a_prefill_decode_group_by_whole_units(
         _heat(cluster, ns, prefill, HOT)
         await kube.create(HPAS, _hpa(ns, scaler, 2), ns)
 
-        async def scaled_to(n: int) -> dict[str, Any] | None:
-            obj = await _scaler(kube, ns, scaler)
-            return obj if obj and obj["spec"]["replicas"] == n else None
-
-        try:
-            await eventually(lambda: scaled_to(2), timeout=SCALE_WAIT, what="the HPA up to 2")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{await _story(kube, ns, scaler)}") from None
+        await _hpa_scales(kube, ns, scaler, 2, what="the HPA up to 2")
         up_at = time.monotonic() - started
         both = await eventually(lambda: serving(6), timeout=120, what="two units serving")
-        after = _seats(both)
+        after = seats_of(both)
         assert sorted(after) == [
             ("decode", 0),
             ("decode", 1),
@@ -314,10 +280,7 @@ async def test_the_hpa_scales_a_prefill_decode_group_by_whole_units(
         )
 
         _heat(cluster, ns, prefill, COOL)
-        try:
-            await eventually(lambda: scaled_to(1), timeout=SCALE_WAIT, what="the HPA down to 1")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{await _story(kube, ns, scaler)}") from None
+        await _hpa_scales(kube, ns, scaler, 1, what="the HPA down to 1")
         down_at = time.monotonic() - started
 
         async def unit0_only() -> list[dict[str, Any]] | None:
@@ -325,7 +288,7 @@ async def test_the_hpa_scales_a_prefill_decode_group_by_whole_units(
             return pods if len(pods) == 3 else None
 
         left = await eventually(unit0_only, timeout=60, what="unit 1 removed")
-        assert _seats(left) == before  # exactly unit 1 left; unit 0 never touched
+        assert seats_of(left) == before  # exactly unit 1 left; unit 0 never touched
         print(f"group: HPA up at {up_at:.0f}s, down at {down_at:.0f}s")
         await kube.delete(HPAS, scaler, ns)
         await tear_down(kube, ns, "pd")

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from gpustack_controller.kube import MODEL_DEPLOYMENTS, SCALERS, Kube
-from gpustack_render.core import labels
 
 from .cluster import Cluster
 from .controller_fixtures import (
     admitted,
+    condition,
     deployment,
     ensure_instance_type,
     eventually,
@@ -28,6 +28,7 @@ from .controller_fixtures import (
     pods_of,
     running_controller,
     running_ready,
+    seats_of,
     steady,
     tear_down,
     workloads_in,
@@ -49,23 +50,12 @@ async def kube(kubeconfig_path: Path) -> Any:
         await client.close()
 
 
-def _seats(pods: list[dict[str, Any]]) -> dict[tuple[str, int], str]:
-    out = {}
-    for pod in live(pods):
-        lbl = pod["metadata"]["labels"]
-        out[(lbl[labels.COMPONENT], int(lbl[labels.POD_ORDINAL]))] = pod["metadata"]["uid"]
-    return out
-
-
 def _units(n: int) -> list[tuple[str, int]]:
     return sorted([("prefill", u) for u in range(n)] + [("decode", o) for o in range(2 * n)])
 
 
-def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == type_:
-            return dict(cond)
-    return {}
+def _condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    return condition(obj or {}, type_) or {}
 
 
 async def test_kubectl_scales_a_ratio_group_by_whole_units_within_quota_and_bounds(
@@ -109,12 +99,12 @@ async def test_kubectl_scales_a_ratio_group_by_whole_units_within_quota_and_boun
 
     async with running_controller(cluster.control_plane.kubeconfig):
         await kube.create(MODEL_DEPLOYMENTS, md, ns)
-        unit0 = _seats(await eventually(lambda: serving(3), timeout=60, what="one unit serving"))
+        unit0 = seats_of(await eventually(lambda: serving(3), timeout=60, what="one unit serving"))
         assert sorted(unit0) == _units(1)
 
         # Up by one unit: prefill 1 and decode 2, 3 created together; unit 0 untouched.
         scale(2)
-        two = _seats(await eventually(lambda: serving(6), timeout=60, what="two units serving"))
+        two = seats_of(await eventually(lambda: serving(6), timeout=60, what="two units serving"))
         assert sorted(two) == _units(2)
         assert {k: two[k] for k in unit0} == unit0
         await eventually(
@@ -128,7 +118,7 @@ async def test_kubectl_scales_a_ratio_group_by_whole_units_within_quota_and_boun
 
         async def third_waits() -> dict[str, Any] | None:
             pods = live(await pods_of(kube, ns, NAME))
-            if sorted(_seats(pods)) != _units(3):
+            if sorted(seats_of(pods)) != _units(3):
                 return None
             obj = await scaler_status(desired=3, ready=2, admitted=2, quotaPending=1)
             # Kueue writes why each of the unit's three groups waits once it has tried them.
@@ -164,9 +154,9 @@ async def test_kubectl_scales_a_ratio_group_by_whole_units_within_quota_and_boun
 
         async def back_to_two() -> list[dict[str, Any]] | None:
             pods = live(await pods_of(kube, ns, NAME))
-            return pods if sorted(_seats(pods)) == _units(2) else None
+            return pods if sorted(seats_of(pods)) == _units(2) else None
 
-        assert _seats(await eventually(back_to_two, what="the third unit removed")) == two
+        assert seats_of(await eventually(back_to_two, what="the third unit removed")) == two
         await eventually(
             lambda: scaler_status(desired=2, ready=2, quotaPending=0), what="no unit waiting"
         )
@@ -186,7 +176,7 @@ async def test_kubectl_scales_a_ratio_group_by_whole_units_within_quota_and_boun
 
         async def still_two() -> bool:
             pods = live(await pods_of(kube, ns, NAME))
-            return sorted(_seats(pods)) == _units(2)
+            return sorted(seats_of(pods)) == _units(2)
 
         await steady(still_two, seconds=4, what="the count held after the group was removed")
         stored = await get_md(kube, ns, NAME)

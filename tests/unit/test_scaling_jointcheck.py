@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from admission_support import default_objects, pd, role
+from scaling_support import pod
 
 from gpustack_render.core.settings import Settings
 from gpustack_render.deployment.scaling import ScaleTarget
@@ -30,21 +31,6 @@ from gpustack_render.schema.lookups import StaticLookups
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 PD = ScaleTarget("pd", True, (("prefill", 1), ("decode", 2)), 0, 8)
-
-
-def pod(role: str, ordinal: int, **kw: object) -> ObservedPod:
-    return replace(
-        ObservedPod(
-            name=f"{role}-{ordinal}",
-            uid=f"u-{role}-{ordinal}",
-            role=role,
-            ordinal=ordinal,
-            group_total=1,
-            phase="Running",
-            ready=True,
-        ),
-        **kw,  # type: ignore[arg-type]
-    )
 
 
 def wl(p: ObservedPod, *, reserved: bool = True, **kw: object) -> ObservedWorkload:

@@ -6,9 +6,9 @@ and the resource it lacks, in Kueue's own words."""
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 
 from admission_support import default_objects, pd, role
+from scaling_support import pod
 
 from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
@@ -24,21 +24,6 @@ KUEUE_SAYS = (
     "couldn't assign flavors to pod set decode: insufficient unused quota for nvidia.com/gpu in "
     "flavor default-flavor, 1 more needed"
 )
-
-
-def pod(role: str, ordinal: int, **kw: object) -> ObservedPod:
-    return replace(
-        ObservedPod(
-            name=f"{role}-{ordinal}",
-            uid=f"u-{role}-{ordinal}",
-            role=role,
-            ordinal=ordinal,
-            group_total=1,
-            phase="Running",
-            ready=True,
-        ),
-        **kw,  # type: ignore[arg-type]
-    )
 
 
 def wl(p: ObservedPod, *, admitted: bool = True) -> ObservedWorkload:
