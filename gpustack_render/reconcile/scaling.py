@@ -106,6 +106,10 @@ class ScalingState:
         """The count of every role (what ``render(counts=…)`` takes)."""
         return {name: rc.count for name, rc in self.roles.items()}
 
+    def all_scaled(self) -> bool:
+        """Every role's count comes from a scaler."""
+        return all(rc.source == SCALER for rc in self.roles.values())
+
     def status_of(self, role: str) -> RoleScalingStatus | None:
         rc = self.roles.get(role)
         return rc.status() if rc is not None else None

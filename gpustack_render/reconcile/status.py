@@ -151,7 +151,12 @@ def deployment_status(
     }
     total_ready = sum(ready_by_role.values())
     total_desired = sum(r.replicas for r in rendering.roles)
-    summary = readiness(verdicts, ready=total_ready, desired=total_desired)
+    summary = readiness(
+        verdicts,
+        ready=total_ready,
+        desired=total_desired,
+        scaled_to_zero=total_desired == 0 and scaling is not None and scaling.all_scaled(),
+    )
     previous = md.status.conditions if md.status is not None else None
     conditions = conditions_with_times(
         {**summary, **verdicts},

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from admission_support import default_objects, pd, role
+from admission_support import default_objects, deployment, pd, role
 from scaling_support import pod
 
 from gpustack_render.core.settings import Settings
@@ -104,3 +104,38 @@ def test_every_short_resource_is_named_once() -> None:
         "nvidia.com/gpu in flavor default-flavor",
     ]
     assert missing_resources(["ClusterQueue gpu is inactive"]) == []
+
+
+def test_a_deployment_every_scaler_takes_to_zero_is_ready_at_zero() -> None:
+    """KEDA took the only role to zero: nothing is declared, nothing holds quota, and the
+    deployment reads Ready (ScaledToZero) rather than Reconciling for ever."""
+    obj = copy.deepcopy(
+        deployment(role(replicas=1, scaling={"mode": "External", "minReplicas": 0}))
+    )
+    obj["metadata"]["uid"] = "md-uid"
+    md, errs = decode_deployment(obj)
+    assert md is not None, errs
+    scaling = resolve_scaling(
+        md, scalers={"qwen-server": ObservedScaler("qwen-server", "s", 0, owned=True)}
+    )
+    rendering = render(
+        md,
+        lookups=StaticLookups.of(default_objects()),
+        settings=Settings(),
+        counts=scaling.counts(),
+    )
+    status = deployment_status(
+        md,
+        rendering=rendering,
+        index=ReplicaIndex.of([], []),
+        plan=None,
+        system_namespace="gpustack-system",
+        now="2026-01-01T00:00:00Z",
+        scaling=scaling,
+    )
+    by_type = {c.type: c for c in status.conditions or ()}
+    assert (by_type["Ready"].status, by_type["Ready"].reason) == ("True", "ScaledToZero")
+    assert (by_type["Reconciling"].status, by_type["Stalled"].status) == ("False", "False")
+    quota = by_type["QuotaReserved"]
+    assert (quota.status, quota.reason) == ("True", "ScaledToZero")
+    assert status.roles is not None and status.roles[0].desired == 0

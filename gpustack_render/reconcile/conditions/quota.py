@@ -7,7 +7,11 @@ from collections.abc import Sequence
 
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.vocabulary import ConditionStatus
-from gpustack_render.reconcile.conditions.common import ConditionVerdict, declared_replicas
+from gpustack_render.reconcile.conditions.common import (
+    SCALED_TO_ZERO,
+    ConditionVerdict,
+    declared_replicas,
+)
 from gpustack_render.reconcile.jointcheck import CHECK_NAME as JOINT_CHECK
 from gpustack_render.reconcile.quotashortfall import shortfall
 from gpustack_render.reconcile.replicas import ReplicaIndex
@@ -77,6 +81,13 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
             "PreemptedInPart",
             f"{len(admitted)} of {declared} replicas are admitted while Kueue preempted "
             f"{len(preempted)}{note}",
+        )
+    if declared == 0 and not index.live:
+        return ConditionVerdict(
+            ConditionStatus.TRUE,
+            SCALED_TO_ZERO,
+            "every role is scaled to zero by its ModelDeploymentScaler: no replica holds or "
+            "asks for quota" + note,
         )
     if not index.owned:
         return ConditionVerdict(
