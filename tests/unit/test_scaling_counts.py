@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from admission_support import default_objects, deployment, pd, role
 
 from gpustack_render.api.modeldeployment import ModelDeployment
@@ -267,3 +268,14 @@ def test_the_candidates_cover_every_name_a_scaler_has_or_had() -> None:
     status = {"roles": [role_status("prefill", 1, source="Scaler", scaler="qwen-old")]}
     md = decoded(pd_group(), status)
     assert scaler_candidates(md) == ["qwen-prefill", "qwen-decode", "qwen-pd", "qwen-old"]
+
+
+def test_the_command_line_says_a_scaler_is_no_input() -> None:
+    from gpustack_render.cli.documents import read_bundle
+    from gpustack_render.cli.yamlio import DocumentError, dump_yaml_one
+
+    md = decoded(scaled_decode())
+    (obj,) = _render(md).scalers
+    with pytest.raises(DocumentError) as info:
+        read_bundle([("scaler.yaml", dump_yaml_one(obj))])
+    assert "a ModelDeploymentScaler is not an input" in str(info.value)
