@@ -37,6 +37,7 @@ from .controller_fixtures import (
     running_controller,
     running_ready,
     seats_of,
+    serving,
     tear_down,
     workloads_in,
 )
@@ -240,15 +241,9 @@ async def test_the_hpa_scales_a_prefill_decode_group_by_whole_units(
     async with running_controller(cluster.control_plane.kubeconfig):
         await kube.create(MODEL_DEPLOYMENTS, md, ns)
 
-        async def serving(n: int) -> list[dict[str, Any]] | None:
-            pods = live(await pods_of(kube, ns, "pd"))
-            if len(pods) != n or not all(running_ready(p) for p in pods):
-                return None
-            workloads = {w["metadata"]["name"]: w for w in await workloads_in(kube, ns)}
-            ok = all(group_of(p) in workloads and admitted(workloads[group_of(p)]) for p in pods)
-            return pods if ok else None
-
-        unit0 = await eventually(lambda: serving(3), timeout=90, what="unit 0 serving")
+        unit0 = await eventually(
+            lambda: serving(kube, ns, "pd", 3), timeout=90, what="unit 0 serving"
+        )
         before = seats_of(unit0)
         assert sorted(before) == [("decode", 0), ("decode", 1), ("prefill", 0)]
         obj = await eventually(lambda: _scaler(kube, ns, scaler), timeout=30, what="the scaler")
@@ -259,7 +254,9 @@ async def test_the_hpa_scales_a_prefill_decode_group_by_whole_units(
 
         await _hpa_scales(kube, ns, scaler, 2, what="the HPA up to 2")
         up_at = time.monotonic() - started
-        both = await eventually(lambda: serving(6), timeout=120, what="two units serving")
+        both = await eventually(
+            lambda: serving(kube, ns, "pd", 6), timeout=120, what="two units serving"
+        )
         after = seats_of(both)
         assert sorted(after) == [
             ("decode", 0),

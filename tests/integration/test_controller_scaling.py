@@ -15,23 +15,20 @@ from gpustack_controller.kube import MODEL_DEPLOYMENTS, SCALERS, Kube
 
 from .cluster import Cluster
 from .controller_fixtures import (
-    admitted,
     condition,
     deployment,
     ensure_instance_type,
     eventually,
     get_md,
-    group_of,
     live,
     new_entrance,
     new_namespace,
     pods_of,
     running_controller,
-    running_ready,
     seats_of,
+    serving,
     steady,
     tear_down,
-    workloads_in,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -84,14 +81,6 @@ async def test_kubectl_scales_a_ratio_group_by_whole_units_within_quota_and_boun
             "scale", "-n", ns, f"mdscaler/{SCALER}", f"--replicas={units}", check=check
         )
 
-    async def serving(n: int) -> list[dict[str, Any]] | None:
-        pods = live(await pods_of(kube, ns, NAME))
-        if len(pods) != n or not all(running_ready(p) for p in pods):
-            return None
-        workloads = {w["metadata"]["name"]: w for w in await workloads_in(kube, ns)}
-        ok = all(group_of(p) in workloads and admitted(workloads[group_of(p)]) for p in pods)
-        return pods if ok else None
-
     async def scaler_status(**wanted: int) -> dict[str, Any] | None:
         obj = await kube.get(SCALERS, SCALER, ns)
         status = (obj or {}).get("status") or {}
@@ -99,12 +88,20 @@ async def test_kubectl_scales_a_ratio_group_by_whole_units_within_quota_and_boun
 
     async with running_controller(cluster.control_plane.kubeconfig):
         await kube.create(MODEL_DEPLOYMENTS, md, ns)
-        unit0 = seats_of(await eventually(lambda: serving(3), timeout=60, what="one unit serving"))
+        unit0 = seats_of(
+            await eventually(
+                lambda: serving(kube, ns, NAME, 3), timeout=60, what="one unit serving"
+            )
+        )
         assert sorted(unit0) == _units(1)
 
         # Up by one unit: prefill 1 and decode 2, 3 created together; unit 0 untouched.
         scale(2)
-        two = seats_of(await eventually(lambda: serving(6), timeout=60, what="two units serving"))
+        two = seats_of(
+            await eventually(
+                lambda: serving(kube, ns, NAME, 6), timeout=60, what="two units serving"
+            )
+        )
         assert sorted(two) == _units(2)
         assert {k: two[k] for k in unit0} == unit0
         await eventually(
