@@ -46,6 +46,7 @@ from gpustack_controller.kube import (
     MODEL_DEPLOYMENTS,
     PODS,
     POOLS,
+    SCALERS,
     SERVICES,
     WORKLOADS,
     Kube,
@@ -108,6 +109,7 @@ class Controller:
                 kube, SERVICES, label_selector=selector, handlers=[self._on_owned]
             ),
             "workloads": Informer(kube, WORKLOADS, handlers=[self._on_workload]),
+            "scalers": Informer(kube, SCALERS, label_selector=selector, handlers=[self._on_scaler]),
             "bindings": Informer(kube, BINDINGS, handlers=[self._on_input(KVCachePoolBinding)]),
             "pools": Informer(kube, POOLS, handlers=[self._on_input(KVCachePool)]),
             "backends": Informer(kube, BACKENDS, handlers=[self._on_input(KVCacheBackend)]),
@@ -137,6 +139,7 @@ class Controller:
             backends=i["backends"],
             instance_types=i["instance_types"],
             routers=self.routers,
+            scalers=i["scalers"],
         )
         self.recorder = EventRecorder(kube)
         self.reconciler = DeploymentReconciler(
@@ -255,6 +258,19 @@ class Controller:
         if new.get("kind") == "Pod":
             uid = str(_meta(new).get("uid") or "")
             self.owners.pod_changed(uid, None if kind == "DELETED" else key)
+        if key is not None:
+            self.queue.add(key)
+
+    def _on_scaler(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """A ModelDeploymentScaler: its deployment, when the count (the generation), its owner
+        or its existence changed; the controller's own status writes are ignored."""
+        if kind == "MODIFIED" and old is not None:
+            a, b = _meta(old), _meta(new)
+            if a.get("generation") == b.get("generation") and a.get("ownerReferences") == b.get(
+                "ownerReferences"
+            ):
+                return
+        key = controlling_deployment_key(new)
         if key is not None:
             self.queue.add(key)
 

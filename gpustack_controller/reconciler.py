@@ -40,6 +40,7 @@ from gpustack_controller.kube import (
     LOCAL_QUEUES,
     MODEL_DEPLOYMENTS,
     PODS,
+    SCALERS,
     SERVICES,
     WORKLOADS,
     ApiError,
@@ -57,6 +58,7 @@ from gpustack_render.api.inputs import (
 )
 from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
 from gpustack_render.cli.gcpause import paused_gc
+from gpustack_render.core import ownerrefs
 from gpustack_render.core.errors import RenderError
 from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile import claims, events
@@ -71,6 +73,20 @@ from gpustack_render.reconcile.rolloutinputs import (
     desired_from_rendering,
     remembered_replacing,
     with_replacing,
+)
+from gpustack_render.reconcile.scalerstatus import (
+    scaler_status,
+    scaler_status_changed,
+    scaler_status_json,
+    stored_status,
+)
+from gpustack_render.reconcile.scaling import (
+    ScalerSync,
+    ScalingState,
+    observed_scalers,
+    resolve_scaling,
+    scaler_candidates,
+    sync_scalers,
 )
 from gpustack_render.reconcile.servicesync import service_aligned, sync_services
 from gpustack_render.reconcile.status import deployment_status, status_changed, status_to_json
@@ -129,6 +145,8 @@ class Caches:
     instance_types: Informer
     #: The router's objects (D26); none: every read is live and nothing is pruned.
     routers: RouterCaches | None = None
+    #: ModelDeploymentScalers (D27); the count of an autoscaled role is read here.
+    scalers: Informer | None = None
 
     def of(self, kind: type[InputObject]) -> Informer:
         """The informer of an input kind."""
@@ -257,13 +275,22 @@ class DeploymentReconciler:
         if inputs.raw_binding is not None:
             await self._claim(inputs.raw_binding, md.metadata.name)
         settings = self.settings()
+        stored_scalers = await self._scalers(md)
+        scaling = resolve_scaling(
+            md,
+            scalers=observed_scalers(
+                (s for s in stored_scalers.values() if s is not None), owner_uid=md.metadata.uid
+            ),
+        )
         try:
             with paused_gc():
-                rendering = render(md, lookups=inputs.lookups, settings=settings)
+                rendering = render(
+                    md, lookups=inputs.lookups, settings=settings, counts=scaling.counts()
+                )
         except RenderError as exc:
             await self.recorder.record(raw, events.render_failed(exc))
             raise
-        desired = desired_from_rendering(rendering)
+        desired = desired_from_rendering(rendering, scaling.targets)
         index = await self._observe(md, desired.groups)
         conflicts = await self._ensure_local_queues(rendering)
         step = plan(
@@ -280,6 +307,10 @@ class DeploymentReconciler:
             await self._write_status(md, stored)
         await self._delete(namespace, step)
         create_error = await self._create(rendering, step)
+        scaler_sync = sync_scalers(
+            rendering.scalers, stored=stored_scalers, owner_uid=md.metadata.uid
+        )
+        await self._keep_scalers(md, raw, scaler_sync, stored_scalers)
         after = await self._observe(md)
         service_error = await self._sync_services(md, rendering, after)
         router, router_error = await self.routers.sync(md, rendering)
@@ -292,9 +323,14 @@ class DeploymentReconciler:
             now=self.now(),
             queue_conflicts=[c.message for c in conflicts],
             router=router,
+            scaling=scaling,
         )
         if status_changed(stored, new_status):
             await self._write_status(md, new_status)
+        # The deployment's status remembers a held count before its scaler goes (D27).
+        for name, uid in scaler_sync.delete:
+            await self.kube.delete(SCALERS, name, namespace, uid=uid or None)
+        await self._write_scaler_statuses(md, rendering, after, scaling, stored_scalers)
         self.gauges.observe(namespace, md.metadata.name, new_status)
         for event in events.departure_events(after.pods, seen_before=index.pods):
             await self.recorder.record(raw, event)
@@ -306,6 +342,90 @@ class DeploymentReconciler:
         if requeue_after(step, after):
             return HOLD_SECONDS
         return QUEUE_RECHECK_SECONDS if conflicts else None
+
+    # ---- scalers (D27) -------------------------------------------------------------------
+
+    async def _scalers(self, md: ModelDeployment) -> dict[str, dict[str, Any] | None]:
+        """The stored scaler of every name the deployment's scalers have or had, looked up by
+        name (no scan of the namespace). A synced cache answers alone: most candidates do not
+        exist, and a live read of each on every pass would cost a request per role; a scaler
+        this pass creates that the cache has not seen yet answers the create with 409, and the
+        watch event brings the deployment back."""
+        namespace = md.metadata.namespace
+        informer = self.caches.scalers
+        out: dict[str, dict[str, Any] | None] = {}
+        for name in scaler_candidates(md):
+            if informer is not None and informer.synced.is_set():
+                out[name] = informer.get(f"{namespace}/{name}")
+            else:
+                out[name] = await self.kube.get(SCALERS, name, namespace)
+        return out
+
+    async def _keep_scalers(
+        self,
+        md: ModelDeployment,
+        raw: dict[str, Any],
+        sync: ScalerSync,
+        stored: dict[str, dict[str, Any] | None],
+    ) -> None:
+        """Create the missing scalers, align the drifted ones (never ``spec.replicas``), and
+        report a name held by another owner."""
+        namespace = md.metadata.namespace
+        for manifest in sync.create:
+            name = str(manifest["metadata"]["name"])
+            try:
+                stored[name] = await self.kube.create(SCALERS, manifest, namespace)
+            except ApiError as exc:
+                if not exc.conflict:
+                    raise
+        for name, body in sync.patch:
+            stored[name] = await self.kube.merge_patch(SCALERS, name, body, namespace)
+        for name in sync.conflicts:
+            await self.recorder.record(
+                raw, events.scaler_conflict(namespace, name, md.metadata.name)
+            )
+
+    async def _write_scaler_statuses(
+        self,
+        md: ModelDeployment,
+        rendering: Rendering,
+        after: ReplicaIndex,
+        scaling: ScalingState,
+        stored: dict[str, dict[str, Any] | None],
+    ) -> None:
+        """Each owned scaler's status, written only when it changed."""
+        namespace, deployment = md.metadata.namespace, md.metadata.name
+        for target in scaling.targets:
+            name = target.scaler_name(deployment)
+            obj = stored.get(name)
+            if obj is None or not ownerrefs.controlled_by(obj, md.metadata.uid):
+                continue
+            previous = stored_status(obj)
+            generation = (obj.get("metadata") or {}).get("generation")
+            status = scaler_status(
+                target,
+                deployment=deployment,
+                units=scaling.applied[target.name],
+                rendering=rendering,
+                index=after,
+                previous=previous,
+                generation=generation if isinstance(generation, int) else None,
+                now=self.now(),
+            )
+            if not scaler_status_changed(previous, status):
+                continue
+            await self.kube.apply(
+                SCALERS,
+                {
+                    "apiVersion": SCALERS.api_version,
+                    "kind": SCALERS.kind,
+                    "metadata": {"name": name, "namespace": namespace},
+                    "status": scaler_status_json(status),
+                },
+                field_manager=FIELD_MANAGER,
+                namespace=namespace,
+                subresource="status",
+            )
 
     async def _write_status(self, md: ModelDeployment, status: ModelDeploymentStatus) -> None:
         await self._write_status_of(md.metadata.namespace, md.metadata.name, status)

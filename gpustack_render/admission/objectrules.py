@@ -19,6 +19,7 @@ from gpustack_render.admission.arguments import (
 from gpustack_render.admission.context import Context, quantity_value
 from gpustack_render.admission.ports import validate_declared_ports
 from gpustack_render.admission.router import validate_router
+from gpustack_render.admission.scaling import validate_scaling
 from gpustack_render.api.modeldeployment import MAX_ROLES, AdditionalVolume, RoleSpec
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
@@ -34,6 +35,7 @@ from gpustack_render.core.naming import (
 )
 from gpustack_render.core.paths import ENGINE, KV_CACHE, MODEL, ROLES, FieldPath
 from gpustack_render.core.vocabulary import Engine, EngineFamily, RoleKind
+from gpustack_render.deployment.scaling import most_replicas
 from gpustack_render.engines import mountpaths
 from gpustack_render.engines.owned import (
     ASCEND_DRIVER_PATH,
@@ -484,9 +486,12 @@ def validate_member_names(ctx: Context) -> ErrorList:
     for i, role in enumerate(ctx.md.spec.roles):
         if role.size <= 1:
             continue
-        longest = member_name(ctx.name, role.name, max(role.replicas - 1, 0), role.size - 1)
+        # An autoscaled role may reach its upper bound: its names must fit there too.
+        highest = max(most_replicas(ctx.md, role) - 1, 0)
+        longest = member_name(ctx.name, role.name, highest, role.size - 1)
         if is_dns1123_label(longest):
             continue
+        bound = " (or a lower scaling bound)" if highest >= role.replicas else ""
         why = (
             f"longer than {MAX_LABEL_LENGTH} characters"
             if len(longest) > MAX_LABEL_LENGTH
@@ -498,7 +503,7 @@ def validate_member_names(ctx: Context) -> ErrorList:
                 longest,
                 f"the longest member name {longest!r} ({len(longest)} characters) is not a "
                 f"hostname: {why}. Shorten the role, shorten the deployment, or declare fewer "
-                f"replicas",
+                f"replicas{bound}",
                 origin="names.member-name-too-long",
             )
         )
@@ -650,4 +655,5 @@ def validate_object(
     out.extend(validate_topology(ctx))
     out.extend(validate_router(ctx, old_ctx=old_ctx))
     out.extend(validate_images(ctx))
+    out.extend(validate_scaling(ctx.md))
     return out

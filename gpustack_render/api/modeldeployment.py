@@ -40,11 +40,16 @@ TransferProtocol = Literal["Auto", "TCP", "RDMA", "EFA", "CANN", "ROCM"]
 RouterName = Literal["llm-d-router", "vllm-router", "sglang-gateway"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 PortProtocol = Literal["TCP", "UDP", "SCTP"]
+#: Who sets a role's replica count: the deployment (``Replicas``) or an autoscaler through the
+#: role's ModelDeploymentScaler (``External``; docs/autoscaling.md).
+ScalingMode = Literal["Replicas", "External"]
 
 ROLE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 #: The startup budget of a role that names none, seconds (per seed).
 DEFAULT_STARTUP_TIMEOUT_SECONDS = 1800
 MAX_ROLES = 10
+#: The most replicas a role declares, and the most a scaler may ask for (a role's or a unit's).
+MAX_REPLICAS = 1024
 
 
 class ModelSpec(SpecModel):
@@ -238,6 +243,36 @@ class ElasticEPSpec(SpecModel):
     width: Annotated[Int32, Field(ge=2, le=64, description="Expert-parallel width.")]
 
 
+class RoleScaling(SpecModel):
+    """Who sets the role's replica count, and the bounds an autoscaler must keep to."""
+
+    mode: Annotated[
+        ScalingMode,
+        Field(
+            description="Replicas: roles[].replicas is the count. External: the role's "
+            "ModelDeploymentScaler <md>-<role> holds the count (its spec.replicas, written by an "
+            "HPA, KEDA or kubectl scale) and roles[].replicas is only the starting value."
+        ),
+    ] = "Replicas"
+    min_replicas: Annotated[
+        Int32,
+        Field(
+            ge=0,
+            le=MAX_REPLICAS,
+            description="The fewest replicas the scaler accepts while External; 0 allows scale "
+            "to zero.",
+        ),
+    ] = 1
+    max_replicas: Annotated[
+        Int32,
+        Field(
+            ge=1,
+            le=MAX_REPLICAS,
+            description="The most replicas the scaler accepts while External.",
+        ),
+    ] = MAX_REPLICAS
+
+
 class RoleSpec(SpecModel):
     """One engine role: replicas instances of size Pods each."""
 
@@ -335,11 +370,79 @@ class RoleSpec(SpecModel):
         ElasticEPSpec | None,
         Field(description="Elastic expert parallelism; refused in this release."),
     ] = None
+    scaling: Annotated[
+        RoleScaling | None,
+        FREE,
+        Field(
+            description="Replicas (the default) or External: an autoscaler sets the count "
+            "through the role's ModelDeploymentScaler; never restarts a replica."
+        ),
+    ] = None
 
     @property
     def managed(self) -> bool:
         """False for a take-over role (a non-empty ``command`` owns the whole argv)."""
         return not self.command
+
+
+class ScalingGroupRole(SpecModel):
+    """One role of a ratio group and how many of its replicas one unit holds."""
+
+    name: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=63,
+            pattern=ROLE_NAME_PATTERN,
+            description="A role of spec.roles.",
+        ),
+    ]
+    per_unit: Annotated[
+        Int32,
+        Field(ge=1, le=MAX_REPLICAS, description="Replicas of the role in one unit."),
+    ] = 1
+
+
+class ScalingGroup(SpecModel):
+    """Roles scaled together in a fixed ratio, a whole unit at a time, through one
+    ModelDeploymentScaler <md>-<group> whose replicas count units."""
+
+    name: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=63,
+            pattern=ROLE_NAME_PATTERN,
+            description="The group's name; its scaler is <md>-<name>. Not a role's name.",
+        ),
+    ]
+    roles: Annotated[
+        list[ScalingGroupRole],
+        Field(
+            min_length=1,
+            max_length=MAX_ROLES,
+            json_schema_extra=list_map("name"),
+            description="The roles of one unit (for example prefill 1, decode 2); each role is "
+            "in at most one group and carries no roles[].scaling of its own.",
+        ),
+    ]
+    min_units: Annotated[
+        Int32,
+        Field(
+            ge=0,
+            le=MAX_REPLICAS,
+            description="The fewest units the scaler accepts; 0 allows scale to zero.",
+        ),
+    ] = 1
+    max_units: Annotated[
+        Int32 | None,
+        Field(
+            ge=1,
+            le=MAX_REPLICAS,
+            description="The most units the scaler accepts; unset: as many as keep every role "
+            f"within {MAX_REPLICAS} replicas.",
+        ),
+    ] = None
 
 
 class ModelDeploymentSpec(SpecModel):
@@ -367,6 +470,16 @@ class ModelDeploymentSpec(SpecModel):
             description="1 to 10 engine roles; the set of roles is frozen.",
         ),
     ]
+    scaling_groups: Annotated[
+        list[ScalingGroup] | None,
+        FREE,
+        Field(
+            max_length=MAX_ROLES,
+            json_schema_extra=list_map("name"),
+            description="Ratio groups: roles an autoscaler scales together, whole units at a "
+            "time, through one ModelDeploymentScaler per group; never restarts a replica.",
+        ),
+    ] = None
 
 
 # --- status -------------------------------------------------------------------------------
@@ -461,6 +574,29 @@ class RoleEndpoints(StatusModel):
     ] = None
 
 
+class RoleScalingStatus(StatusModel):
+    """Where the role's count comes from when it is not roles[].replicas (docs/autoscaling.md)."""
+
+    source: Annotated[
+        Literal["Scaler", "Held"] | None,
+        Field(
+            description="Scaler: the ModelDeploymentScaler named in scaler sets the count. "
+            "Held: External was turned off; the last count is kept until roles[].replicas is "
+            "edited."
+        ),
+    ] = None
+    scaler: Annotated[
+        str | None, Field(description="The ModelDeploymentScaler setting the count.")
+    ] = None
+    spec_replicas: Annotated[
+        Int32 | None,
+        Field(
+            description="While Held: roles[].replicas when the hold began; editing it to "
+            "another value ends the hold."
+        ),
+    ] = None
+
+
 class RoleStatus(StatusModel):
     """One role as observed: instance counts, quota, flavors, the replica being replaced."""
 
@@ -469,13 +605,31 @@ class RoleStatus(StatusModel):
         None
     )
     desired: Annotated[
-        Int32 | None, Field(description="Declared instances (replicas, not Pods).")
+        Int32 | None,
+        Field(
+            description="Declared instances (replicas, not Pods): roles[].replicas, or the "
+            "count a ModelDeploymentScaler sets (status.roles[].scaling)."
+        ),
     ] = None
     ready: Annotated[
         Int32 | None, Field(description="Instances all of whose member Pods exist and are Ready.")
     ] = None
     quota_reserved: Annotated[
         Int32 | None, Field(description="Instances whose Kueue Workload has QuotaReserved=True.")
+    ] = None
+    admitted: Annotated[
+        Int32 | None, Field(description="Instances whose Kueue Workload is admitted now.")
+    ] = None
+    quota_pending: Annotated[
+        Int32 | None,
+        Field(
+            description="Instances whose Kueue Workload waits for quota (QuotaReserved is not "
+            "True): the ClusterQueue cannot hold them yet."
+        ),
+    ] = None
+    scaling: Annotated[
+        RoleScalingStatus | None,
+        Field(description="Where the count comes from; absent when roles[].replicas sets it."),
     ] = None
     unmanaged: Annotated[
         bool | None, Field(description="The role's deployed Pods run a take-over command.")

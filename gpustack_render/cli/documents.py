@@ -7,6 +7,7 @@ from typing import Any
 
 from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.inputs import InputObject
+from gpustack_render.api.scaler import KIND as SCALER_KIND
 from gpustack_render.cli.yamlio import DocumentError, load_located
 from gpustack_render.core import errors
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
@@ -66,6 +67,13 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
             if kind == "ModelDeployment":
                 bundle.deployments.append(doc)
                 continue
+            if kind == SCALER_KIND:
+                raise DocumentError(
+                    f"{where}: a {SCALER_KIND} is not an input: the controller creates it from "
+                    "the deployment's roles[].scaling or spec.scalingGroups and an autoscaler "
+                    "sets its count; leave it out (explain --replicas ROLE=N says what a count "
+                    "needs)"
+                )
             model, errs = decode_model(MODELS[kind], doc)
             if model is None or not isinstance(model, InputObject):
                 msgs = "; ".join(e.message() for e in errs)

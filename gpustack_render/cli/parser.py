@@ -195,6 +195,16 @@ def _count(value: str) -> int:
     return int(value)
 
 
+def _scale_ask(value: str) -> tuple[str, int]:
+    """``ROLE=N`` (or ``GROUP=N`` units) for ``explain --replicas``."""
+    name, sep, count = value.partition("=")
+    if not sep or not name or not count.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"not ROLE=N (a role or scaling group and a count of replicas): {value!r}"
+        )
+    return name, int(count)
+
+
 def _explain_parser(sub: Any, files: Callable[..., None]) -> None:
     e = sub.add_parser(
         "explain",
@@ -229,6 +239,15 @@ def _explain_parser(sub: Any, files: Callable[..., None]) -> None:
         metavar="FILE",
         help="the live Pods, Workloads and Services as kubectl get ... -o yaml prints them (a "
         "List): run the rollout planner on them",
+    )
+    e.add_argument(
+        "--replicas",
+        type=_scale_ask,
+        action="append",
+        default=[],
+        metavar="ROLE=N",
+        help="what N replicas of a role (N units of a scaling group) would need from the queue, "
+        "and whether its scaler takes the count; repeatable",
     )
     e.add_argument(
         "--max-replaced",

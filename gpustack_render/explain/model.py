@@ -171,6 +171,37 @@ class RouterExplanation:
 
 
 @dataclass(frozen=True, slots=True)
+class ScaledRole:
+    """One role of the answer: its count now and at the asked count."""
+
+    name: str
+    before: int
+    after: int
+    entrance: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleQuestion:
+    """The answer to ``--replicas TARGET=N``.
+
+    ``group`` says ``replicas`` counts units of a ratio group. ``scaler`` is the
+    ModelDeploymentScaler that carries the count (``None`` for a role the deployment's own
+    ``replicas`` sets: the answer is then what editing it to N needs). ``refused`` says why the
+    count cannot be set (outside the bounds, an unknown target, a grouped role asked alone);
+    ``roles`` and ``entrances`` are empty then.
+    """
+
+    target: str
+    group: bool
+    replicas: int
+    scaler: str | None = None
+    bounds: tuple[int, int] | None = None
+    refused: str = ""
+    roles: tuple[ScaledRole, ...] = ()
+    entrances: tuple[EntranceLoad, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """The whole answer for one deployment; ``observed`` is the observed-state part (opaque
     here, written by ``gpustack_render.explain.observed``)."""
@@ -186,6 +217,8 @@ class Explanation:
     notes: tuple[str, ...] = ()
     observed: ObservedReport | None = None
     router: RouterExplanation | None = None
+    #: ``--replicas TARGET=N``: what each asked count needs from the queue (D27).
+    scaling: tuple[ScaleQuestion, ...] = ()
 
     @property
     def operation(self) -> str:

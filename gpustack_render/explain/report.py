@@ -10,7 +10,7 @@ Workloads (``observed.py``). :func:`explanation_json` writes the documented JSON
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final, Literal
 
@@ -21,6 +21,7 @@ from gpustack_render.core.errors import RenderError, Verdict
 from gpustack_render.core.labels import MIN_RENDER_VERSION
 from gpustack_render.core.review import AdmissionRequest
 from gpustack_render.core.settings import Settings
+from gpustack_render.deployment.scaling import scale_targets
 from gpustack_render.explain.create import explain_create, joint_set
 from gpustack_render.explain.model import (
     Admission,
@@ -31,11 +32,14 @@ from gpustack_render.explain.model import (
     RenderFloor,
     RenderProblem,
     RoleExplanation,
+    ScaleQuestion,
 )
 from gpustack_render.explain.observed import ObservedState, explain_observed, observed_to_json
 from gpustack_render.explain.router import explain_router
+from gpustack_render.explain.scaling import explain_scaling
 from gpustack_render.explain.update import dropped_fields, explain_update
 from gpustack_render.reconcile.rolloutinputs import cache_hold
+from gpustack_render.reconcile.scaling import resolve_scaling
 from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment
@@ -62,11 +66,30 @@ def _admission(verdict: Verdict, operation: Literal["CREATE", "UPDATE"]) -> Admi
     )
 
 
+def _status_of(md: ModelDeployment, old: Mapping[str, Any] | None) -> Any:
+    """The status the controller would read: the stored object's, else ``md``'s own."""
+    stored = _decoded(old) if old is not None else None
+    return stored.status if stored is not None else md.status
+
+
+def running_counts(md: ModelDeployment, stored: ModelDeployment | None = None) -> dict[str, int]:
+    """The count of each role the controller would apply: an autoscaled (or held) role runs the
+    count the stored object's status remembers, not ``roles[].replicas`` (D27,
+    ``reconcile/scaling.resolve_scaling``; ``explain`` reads no scaler)."""
+    base = stored if stored is not None else md
+    return resolve_scaling(md.model_copy(update={"status": base.status})).counts()
+
+
 def _render(
-    md: ModelDeployment, *, lookups: Lookups, settings: Settings, side: Literal["new", "old"]
+    md: ModelDeployment,
+    *,
+    lookups: Lookups,
+    settings: Settings,
+    side: Literal["new", "old"],
+    stored: ModelDeployment | None = None,
 ) -> Rendering | RenderProblem:
     try:
-        return render(md, lookups=lookups, settings=settings)
+        return render(md, lookups=lookups, settings=settings, counts=running_counts(md, stored))
     except RenderError as exc:
         return RenderProblem(side, str(exc), exc.field, exc.origin)
 
@@ -79,12 +102,15 @@ def explain_deployment(
     old: Mapping[str, Any] | None = None,
     old_lookups: Lookups | None = None,
     observed: ObservedState | None = None,
+    replicas: Sequence[tuple[str, int]] = (),
 ) -> Explanation:
     """Explain creating ``new`` or, with ``old`` (the stored object), updating it.
 
     ``lookups`` serve the objects ``new`` names; ``old_lookups`` those the stored object was
     rendered with (an InstanceType before its edit), defaulting to ``lookups``. ``observed``
     adds the observed-state part: the planner's next pass on the live Pods and Workloads.
+    ``replicas`` asks, per (role or ratio group, count), what that count would need from the
+    queue (``--replicas``, :mod:`gpustack_render.explain.scaling`).
     Never raises for bad input: a refusal or a render problem is part of the answer.
     """
     operation: Literal["CREATE", "UPDATE"] = "UPDATE" if old is not None else "CREATE"
@@ -108,7 +134,8 @@ def explain_deployment(
                 answer, verdict, old, observed, old_lookups or lookups, settings
             )
         return answer
-    rendered = _render(md, lookups=lookups, settings=settings, side="new")
+    stored_md = _decoded(old) if old is not None else None
+    rendered = _render(md, lookups=lookups, settings=settings, side="new", stored=stored_md)
     if isinstance(rendered, RenderProblem):
         return replace(answer, problems=(rendered,))
     notes: list[str] = []
@@ -133,6 +160,23 @@ def explain_deployment(
                 "replica as one that may roll"
             )
         roles, entrances = explain_create(rendered)
+    for rc in resolve_scaling(md.model_copy(update={"status": _status_of(md, old)})).roles.values():
+        if rc.source == "Held":
+            notes.append(
+                f"role {rc.role} keeps {rc.count} replica(s), the count its scaler last set: "
+                "External was turned off, and the count holds until roles[].replicas is edited "
+                f"away from {rc.spec_replicas} (docs/autoscaling.md)"
+            )
+    targets = scale_targets(md)
+    if targets and len(rendered.roles) > 1:
+        notes.append(
+            "autoscaled ("
+            + ", ".join(f"scaler {t.scaler_name(md.metadata.name)}" for t in targets)
+            + "): the joint admission check admits the base set together (every replica of a "
+            "role its own replicas counts, replica 0 of an External role, the first unit of a "
+            "ratio group), and each further replica or unit with the base set only, whatever the "
+            "others do (docs/autoscaling.md)"
+        )
     answer = replace(
         answer,
         roles=roles,
@@ -159,7 +203,27 @@ def explain_deployment(
             answer,
             observed=explain_observed(md, rendered, observed, settings=settings, stored=stored),
         )
+    if replicas:
+        answer = replace(
+            answer,
+            scaling=_scaling(md, rendered, replicas, lookups=lookups, settings=settings),
+        )
     return answer
+
+
+def _scaling(
+    md: ModelDeployment,
+    rendered: Rendering,
+    replicas: Sequence[tuple[str, int]],
+    *,
+    lookups: Lookups,
+    settings: Settings,
+) -> tuple[ScaleQuestion, ...]:
+    """The ``--replicas`` answers; what one replica requests is read off a rendering with at
+    least one replica of every role (a role scaled to zero renders none)."""
+    counts = {r.name: max(1, r.replicas) for r in rendered.roles}
+    probe = render(md, lookups=lookups, settings=settings, counts=counts)
+    return explain_scaling(md, rendered, replicas, probe=probe)
 
 
 def _decoded(obj: Mapping[str, Any]) -> ModelDeployment | None:
@@ -208,7 +272,7 @@ def _previous(
             first.field if first is not None else "",
             first.origin if first is not None else "schema",
         )
-    return _render(md, lookups=lookups, settings=settings, side="old")
+    return _render(md, lookups=lookups, settings=settings, side="old", stored=md)
 
 
 def _refused_note(operation: str) -> str:
@@ -347,4 +411,24 @@ def explanation_json(answer: Explanation) -> dict[str, Any]:
     out["rolls"] = answer.rolls()
     if answer.observed is not None:
         out["observed"] = observed_to_json(answer.observed)
+    if answer.scaling:
+        out["scaling"] = [_scaling_json(q) for q in answer.scaling]
+    return out
+
+
+def _scaling_json(question: ScaleQuestion) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "target": question.target,
+        "group": question.group,
+        "replicas": question.replicas,
+        "scaler": question.scaler,
+        "refused": question.refused,
+        "roles": [
+            {"name": r.name, "before": r.before, "after": r.after, "entrance": r.entrance}
+            for r in question.roles
+        ],
+        "entrances": [_entrance_json(e) for e in question.entrances],
+    }
+    if question.bounds is not None:
+        out["bounds"] = {"min": question.bounds[0], "max": question.bounds[1]}
     return out

@@ -147,6 +147,42 @@ _ENTRANCE: Final = _object(
     "what the deployment holds on one entrance (ClusterQueue of the same name)",
 )
 
+_SCALING: Final = _object(
+    {
+        "target": {**_STRING, "description": "the role or ratio group asked for"},
+        "group": {"type": "boolean", "description": "replicas counts units of a ratio group"},
+        "replicas": {"type": "integer", "minimum": 0},
+        "scaler": {
+            "type": ["string", "null"],
+            "description": "the ModelDeploymentScaler carrying the count; null for a role its "
+            "own roles[].replicas sets",
+        },
+        "bounds": _object(
+            {"min": {"type": "integer", "minimum": 0}, "max": {"type": "integer", "minimum": 0}},
+            ["min", "max"],
+            "the counts the scaler accepts",
+        ),
+        "refused": {**_STRING, "description": "why the count cannot be set; empty when it can"},
+        "roles": {
+            "type": "array",
+            "items": _object(
+                {
+                    "name": _STRING,
+                    "before": {"type": "integer", "minimum": 0},
+                    "after": {"type": "integer", "minimum": 0},
+                    "entrance": _STRING,
+                },
+                ["name", "before", "after", "entrance"],
+                "a role the count moves: its replicas now and at the asked count",
+            ),
+        },
+        "entrances": {"type": "array", "items": _ENTRANCE},
+    },
+    ["target", "group", "replicas", "scaler", "refused", "roles", "entrances"],
+    "what --replicas TARGET=N needs from the queue: per entrance the deployment now (before) "
+    "and at the asked count (after)",
+)
+
 EXPLAIN_JSON_SCHEMA: Final[dict[str, Any]] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "gpustack-render explain",
@@ -223,6 +259,7 @@ EXPLAIN_JSON_SCHEMA: Final[dict[str, Any]] = {
                 "the command line's CI gates and the ones that tripped",
             ),
             "observed": OBSERVED_JSON_SCHEMA,
+            "scaling": {"type": "array", "items": _SCALING},
         },
         [
             "schemaVersion",

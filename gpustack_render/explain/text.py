@@ -17,6 +17,7 @@ from gpustack_render.explain.model import (
     EntranceLoad,
     Explanation,
     RoleExplanation,
+    ScaleQuestion,
 )
 from gpustack_render.explain.observed import observed_text
 
@@ -150,6 +151,28 @@ def _router_lines(answer: Explanation) -> list[str]:
     return lines
 
 
+def _scaling_lines(questions: Sequence[ScaleQuestion]) -> list[str]:
+    """``--replicas``: per asked count, the roles' counts and what each entrance would hold."""
+    if not questions:
+        return []
+    out = ["", "SCALING (what the asked count needs from the queue)"]
+    for q in questions:
+        noun = "unit(s)" if q.group else "replica(s)"
+        where = f"scaler {q.scaler}" if q.scaler else "roles[].replicas"
+        if q.bounds is not None:
+            where += f", bounds {q.bounds[0]}..{q.bounds[1]}"
+        head = f"{q.target}={q.replicas} {noun} ({where})"
+        if q.refused:
+            out.append(f"{head}: refused: {q.refused}")
+            continue
+        moves = ", ".join(f"{r.name} {_moved(r.before, r.after)}" for r in q.roles)
+        out.append(f"{head}: {moves}")
+        for load in q.entrances:
+            out.append(f"  {load.entrance}: now {_amounts(load.before)}")
+            out.append(f"  {' ' * len(load.entrance)}  then {_amounts(load.after)}")
+    return out
+
+
 def explanation_text(answer: Explanation) -> str:
     """The whole explanation as terminal text, ending in a newline."""
     adm = answer.admission
@@ -181,6 +204,7 @@ def explanation_text(answer: Explanation) -> str:
             lines.append("")
             lines.extend(_role_lines(role))
     lines.extend(_entrance_lines(answer.entrances))
+    lines.extend(_scaling_lines(answer.scaling))
     if answer.joint is not None and answer.roles:
         lines.append("")
         joint = answer.joint

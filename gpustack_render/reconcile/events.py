@@ -32,6 +32,8 @@ INPUT_UNREADABLE: Final = "InputUnreadable"
 #: The ModelDeployment itself is stored but cannot be decoded.
 DEPLOYMENT_UNREADABLE: Final = "DeploymentUnreadable"
 LOCAL_QUEUE_CONFLICT: Final = "LocalQueueConflict"
+#: A scaler name the deployment renders is held by an object it does not control (D27).
+SCALER_CONFLICT: Final = "ScalerConflict"
 #: The store's ``kv_lease_duration`` default (the injection seed's "Workload impact").
 KV_LEASE_SECONDS: Final = 30
 #: A repeat within this window updates the existing Event (D24).
@@ -90,6 +92,17 @@ def local_queue_conflict(message: str) -> Event:
     """``LocalQueueConflict``: a LocalQueue the deployment needs feeds another ClusterQueue
     (docs/contract/controller.md §10)."""
     return Event(LOCAL_QUEUE_CONFLICT, message)
+
+
+def scaler_conflict(namespace: str, name: str, deployment: str) -> Event:
+    """``ScalerConflict``: the ModelDeploymentScaler ``name`` exists and the deployment does
+    not control it; it is never written and its count is not read (D27)."""
+    return Event(
+        SCALER_CONFLICT,
+        f"ModelDeploymentScaler {namespace}/{name} exists and is not controlled by "
+        f"ModelDeployment {namespace}/{deployment}: it is neither written nor read, and the "
+        "scaled role keeps the count it runs. Delete it and the controller creates its own",
+    )
 
 
 def render_failed(error: RenderError) -> Event:

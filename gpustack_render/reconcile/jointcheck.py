@@ -28,6 +28,7 @@ from gpustack_render.api.modeldeployment import KIND, ModelDeployment
 from gpustack_render.core import jsonview, ownerrefs
 from gpustack_render.core.settings import DEFAULT_PARK_AFTER_SECONDS
 from gpustack_render.core.vocabulary import ConditionStatus
+from gpustack_render.reconcile.admissionsets import AdmissionSets, Slot, admission_sets
 from gpustack_render.reconcile.keys import split_key
 from gpustack_render.reconcile.observed import (
     CheckState,
@@ -39,6 +40,7 @@ from gpustack_render.reconcile.observed import (
 from gpustack_render.reconcile.ownerindex import OwnerIndex
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rolloutinputs import remembered_replacing
+from gpustack_render.reconcile.scaling import resolve_scaling
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.kinds import KUEUE_API_VERSION
 
@@ -58,6 +60,8 @@ class JointDeployment:
 
     ``roles`` are (name, replicas) in spec order; ``replacing`` is ``status.roles[].replacing``;
     ``pods`` and ``workloads`` are the deployment's owned Pods and the namespace's Workloads.
+    ``sets`` splits the replicas into what is admitted together (autoscaled roles, D27);
+    without it every replica is judged together.
     """
 
     name: str
@@ -66,6 +70,10 @@ class JointDeployment:
     workloads: Sequence[ObservedWorkload]
     replacing: Mapping[str, int | None] = field(default_factory=dict)
     deleting: bool = False
+    sets: AdmissionSets | None = None
+
+    def admission_sets(self) -> AdmissionSets:
+        return self.sets if self.sets is not None else admission_sets(self.roles)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +127,35 @@ def waiting_since(workload: ObservedWorkload) -> datetime | None:
     return max(known) if known else None
 
 
-def _to_deactivate(workload: ObservedWorkload, deployment: JointDeployment) -> tuple[str, ...]:
-    """The Workloads of the deployment's set that hold or ask for quota (active, unfinished,
-    not being deleted), the judged one included, sorted by name."""
-    index = ReplicaIndex.of(deployment.pods, deployment.workloads)
-    names = {
-        w.name for w in index.owned_workloads() if w.active and not w.finished and not w.deleting
-    }
+def _to_deactivate(
+    workload: ObservedWorkload, index: ReplicaIndex, own: Sequence[Slot]
+) -> tuple[str, ...]:
+    """The Workloads of the judged set that hold or ask for quota (active, unfinished, not being
+    deleted), the judged one included, sorted by name: every one of the deployment when the
+    judged replica is in the base set; only its own unit's not admitted ones otherwise (the
+    base serves on, D27)."""
+    if own:
+        wls = [w for slot in own if (r := index.replica(*slot)) is not None for w in r.workloads]
+        candidates = [w for w in wls if not w.admitted]
+    else:
+        candidates = index.owned_workloads()
+    names = {w.name for w in candidates if w.active and not w.finished and not w.deleting}
     return tuple(sorted(names | {workload.name}))
+
+
+def _judged_slot(workload: ObservedWorkload, index: ReplicaIndex) -> tuple[str | None, int | None]:
+    """(role, ordinal) of the replica whose group ``workload`` is (of an owner Pod)."""
+    for pod in index.owned:
+        if pod.uid in workload.owner_pods:
+            return pod.role, pod.ordinal
+    return None, None
+
+
+def _by_role(slots: Sequence[Slot]) -> list[tuple[str, list[int]]]:
+    out: dict[str, list[int]] = {}
+    for role, ordinal in slots:
+        out.setdefault(role, []).append(ordinal)
+    return list(out.items())
 
 
 def joint_verdict(
@@ -151,14 +180,17 @@ def joint_verdict(
             "multi-role deployment, nothing to wait for",
         )
     index = ReplicaIndex.of(deployment.pods, deployment.workloads)
+    sets = deployment.admission_sets()
+    judged_role, judged_ordinal = _judged_slot(workload, index)
+    own = sets.own(judged_role, judged_ordinal) if judged_role is not None else []
     total = 0
     reserved = 0
     waiting_roles: list[str] = []
     assembling: list[str] = []
-    for role, replicas in deployment.roles:
+    for role, ordinals in _by_role(sets.judged_with(judged_role, judged_ordinal)):
         role_waiting = False
         role_assembling = False
-        for ordinal in range(replicas):
+        for ordinal in ordinals:
             total += 1
             replica = index.replica(role, ordinal)
             members = replica.pods if replica is not None else ()
@@ -184,7 +216,14 @@ def joint_verdict(
             assembling.append(role)
         if role_waiting:
             waiting_roles.append(role)
+    scope = _scope(sets, own)
     if reserved == total:
+        if own:
+            return CheckVerdict(
+                READY,
+                f"{scope} of ModelDeployment {deployment.name} and its base set have reserved "
+                "quota or are being replaced by this operator's rollout",
+            )
         return CheckVerdict(
             READY,
             f"every replica of ModelDeployment {deployment.name} has reserved quota or is being "
@@ -203,9 +242,11 @@ def joint_verdict(
             f"role(s) {', '.join(waiting_roles)} still wait; the quota already reserved is kept "
             "while they wait"
         )
+    if own:
+        message += f" ({scope} is admitted with the base set only, whatever the other units do)"
     since = waiting_since(workload)
     if since is not None and (now - since).total_seconds() > park_after:
-        deactivate = _to_deactivate(workload, deployment)
+        deactivate = _to_deactivate(workload, index, own)
         return CheckVerdict(
             PENDING,
             f"{message}. The deployment is parked, not held: after waiting with quota reserved "
@@ -218,6 +259,19 @@ def joint_verdict(
             roles=waiting_on,
         )
     return CheckVerdict(PENDING, message, roles=waiting_on)
+
+
+def _scope(sets: AdmissionSets, own: Sequence[Slot]) -> str:
+    """How the message names the judged replica's own unit."""
+    if not own:
+        return "the base set"
+    role, ordinal = own[0]
+    for target in sets.targets:
+        if role in target.role_names:
+            if target.group:
+                return f"unit {ordinal // target.per_unit(role)} of scaling group {target.name}"
+            return f"replica {ordinal} of role {role}"
+    return f"replica {ordinal} of role {role}"  # pragma: no cover - own comes from a target
 
 
 def siblings_to_recheck(key: str, workload: ObservedWorkload, owners: OwnerIndex) -> list[str]:
@@ -370,9 +424,12 @@ def joint_deployment(
     workloads: Iterable[Mapping[str, Any]],
 ) -> JointDeployment:
     """The deployment as the verdict reads it, from its Pods and the namespace's Workloads."""
+    scaling = resolve_scaling(md)
+    counts = tuple((r.name, scaling.roles[r.name].count) for r in md.spec.roles)
     return JointDeployment(
         name=md.metadata.name,
-        roles=tuple((r.name, r.replicas) for r in md.spec.roles),
+        roles=counts,
+        sets=admission_sets(counts, scaling.targets),
         pods=[observe_pod(p, owner_uid=md.metadata.uid) for p in pods],
         workloads=[observe_workload(w) for w in workloads],
         replacing=remembered_replacing(md),

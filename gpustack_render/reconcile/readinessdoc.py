@@ -11,6 +11,7 @@ from gpustack_render.reconcile.conditions.common import (
     READY,
     RECONCILING,
     ROUTER_READY,
+    SCALED_TO_ZERO,
     STALLED,
 )
 from gpustack_render.reconcile.conditions.readiness import (
@@ -51,6 +52,9 @@ def readiness_reference() -> list[str]:
         "conditions are left as they were) |",
         "| False | False | True | the condition's reason | someone has to act, as the condition's "
         f"message says: {_stalling_text()} |",
+        f"| True | False | False | `{SCALED_TO_ZERO}` | every role's count comes from a "
+        "ModelDeploymentScaler and each asks for zero (docs/autoscaling.md): nothing is declared, "
+        "so nothing is to be ready |",
         f"| False | True | False | the condition's reason | the first of {needs} that is not "
         f"`True`, or `{CACHE_ATTACHED}` `False` |",
         f"| False | True | False | `{REPLICAS_NOT_READY}` | fewer ready replicas than declared |",

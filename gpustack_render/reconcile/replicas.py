@@ -84,6 +84,14 @@ class Replica:
         return any(w.admitted for w in self.workloads)
 
     @property
+    def quota_pending(self) -> bool:
+        """Kueue holds it for quota: a Workload owns one of its Pods, none holds a reservation,
+        and one is still asking (active, unfinished, not being deleted)."""
+        return not self.quota_reserved and any(
+            w.active and not w.finished and not w.deleting for w in self.workloads
+        )
+
+    @property
     def never_admitted(self) -> bool:
         """No Workload owning one of its Pods was ever admitted."""
         return not any(w.ever_admitted for w in self.workloads)

@@ -20,7 +20,10 @@ Rules in one place:
   ``replicas`` is *removed*; otherwise it *occupies* its ordinal. The replicas are read from the
   :class:`~gpustack_render.reconcile.replicas.ReplicaIndex`, never regrouped here.
 - **Scale-down** deletes removed Pods, highest ordinal first, then their Workloads; survivors
-  are never touched. **Surplus** sheds orphans and duplicate seat occupants.
+  are never touched. It never leaves a role with no serving replica while it has one: when no
+  replica below the new count serves (a rollout replacing it, a preempted one queued), the
+  lowest serving removed replica (its whole unit, for a ratio group) stays until one does
+  (D27, docs/autoscaling.md). **Surplus** sheds orphans and duplicate seat occupants.
 - **Rollout** replaces one replica per role at a time (D6), choosing tier a (broken), then b
   (queued, never admitted), then c (healthy; only when every declared replica holds an
   admitted Workload). ``replacing`` is remembered until the replacement is admitted.
@@ -61,6 +64,10 @@ class DesiredRole:
     hashes: Mapping[tuple[int, int], str]
     groups: Sequence[str]
     queue: str = ""
+    #: The ratio group scaling the role and its replicas per unit (D27): a scale-down that
+    #: keeps a replica back keeps its whole unit.
+    unit_group: str | None = None
+    per_unit: int = 1
 
     def seat_hash(self, ordinal: int, member: int) -> str | None:
         """The seat's pod-spec-hash; ``None`` for a seat the current spec does not have."""
@@ -259,6 +266,8 @@ def plan(
     if terminating:
         requeue = True
 
+    retained = _retained(desired, index)
+
     # Any Pod on the API server holding a group name, and any Workload of that name (Kueue
     # names a group's Workload after it, keeps a deleted one until the group has stopped and
     # attaches new Pods of the name to it), blocks recreating that ordinal (§5).
@@ -279,6 +288,7 @@ def plan(
             current=desired.render_version,
             cache_hold=cache_hold,
             blocked=bool(role.queue) and role.queue in blocked_queues,
+            retained=retained.get(role.name, frozenset()),
         )
         steps.append(step)
         new_replacing[role.name] = step.replacing
@@ -314,14 +324,15 @@ def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume,
     current: int,
     cache_hold: bool,
     blocked: bool,
+    retained: frozenset[int] = frozenset(),
 ) -> tuple[RoleStep, bool]:
     """Scale-down and surplus, then rollout, then the create gate, for one role."""
     orphans = index.orphans_of(role.name)
-    removed = index.beyond(role.name, role.replicas)
+    removed = [p for p in index.beyond(role.name, role.replicas) if p.ordinal not in retained]
     occupied = {r.ordinal: r for r in index.replicas_of(role.name, role.replicas)}
 
     deleted = False
-    requeue = False
+    requeue = bool(retained)  # a kept-back replica leaves once a kept ordinal serves
 
     # Scale-down (§5): highest ordinals first, with their Workloads; survivors untouched.
     if removed:
@@ -420,6 +431,40 @@ def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume,
         waiting_ordinals=tuple(waiting),
     )
     return step, requeue
+
+
+def _retained(desired: Desired, index: ReplicaIndex) -> dict[str, frozenset[int]]:
+    """Replicas above the new count a scale-down keeps this pass, by role: a role with a count
+    of at least one, no serving replica below it and a serving one above keeps the lowest
+    serving one above (for a ratio group, the whole unit holding it, in every role of the
+    group, so units leave whole). Nothing is kept for a scale to zero."""
+    wanted: dict[str, int] = {}
+    for role in desired.roles:
+        if role.replicas < 1:
+            continue
+        if any(r.serving(role.size) for r in index.replicas_of(role.name, role.replicas)):
+            continue
+        above = sorted(
+            {p.ordinal for p in index.beyond(role.name, role.replicas) if p.ordinal is not None}
+        )
+        serving = [o for o in above if (r := index.replica(role.name, o)) and r.serving(role.size)]
+        if serving:
+            wanted[role.name] = serving[0]
+    out: dict[str, frozenset[int]] = {}
+    groups: dict[str, int] = {}
+    for role in desired.roles:
+        if role.name not in wanted:
+            continue
+        if role.unit_group is None:
+            out[role.name] = frozenset({wanted[role.name]})
+        else:
+            unit = wanted[role.name] // role.per_unit
+            groups[role.unit_group] = max(groups.get(role.unit_group, unit), unit)
+    for role in desired.roles:
+        if role.unit_group in groups:
+            unit = groups[role.unit_group]
+            out[role.name] = frozenset(range(unit * role.per_unit, (unit + 1) * role.per_unit))
+    return out
 
 
 def _shed_surplus(

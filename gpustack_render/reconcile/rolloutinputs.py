@@ -7,21 +7,24 @@ The controller's pass and ``explain`` build the planner's inputs with these, so 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gpustack_render.api.modeldeployment import (
     ModelDeployment,
     ModelDeploymentStatus,
     RoleStatus,
 )
+from gpustack_render.deployment.scaling import ScaleTarget
 from gpustack_render.reconcile.rollout import Desired, DesiredRole
 from gpustack_render.rendering.renderer import Rendering
 from gpustack_render.rendering.roleplan import CacheResolution
 
 
-def desired_from_rendering(rendering: Rendering) -> Desired:
+def desired_from_rendering(rendering: Rendering, targets: Sequence[ScaleTarget] = ()) -> Desired:
     """The planner's view of a rendering: per role the seats' hashes, group names and
-    LocalQueue."""
+    LocalQueue; with the deployment's scale ``targets``, the ratio group of each grouped role
+    (a scale-down keeps units whole)."""
+    units = {name: (t.name, t.per_unit(name)) for t in targets if t.group for name in t.role_names}
     return Desired(
         roles=tuple(
             DesiredRole(
@@ -31,6 +34,8 @@ def desired_from_rendering(rendering: Rendering) -> Desired:
                 hashes=role.hashes(),
                 groups=tuple(role.groups()),
                 queue=role.queue,
+                unit_group=units[role.name][0] if role.name in units else None,
+                per_unit=units[role.name][1] if role.name in units else 1,
             )
             for role in rendering.roles
         ),

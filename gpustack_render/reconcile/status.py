@@ -47,6 +47,7 @@ from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import RolloutStep
 from gpustack_render.reconcile.rolloutinputs import desired_from_rendering
 from gpustack_render.reconcile.routersync import RouterObservation
+from gpustack_render.reconcile.scaling import ScalingState
 from gpustack_render.reconcile.statusfields import (
     PHASE_DELETING,
     endpoint,
@@ -86,6 +87,7 @@ def deployment_status(
     now: str,
     queue_conflicts: Sequence[str] = (),
     router: RouterObservation | None = None,
+    scaling: ScalingState | None = None,
 ) -> ModelDeploymentStatus:
     """The status of a converging deployment, from the Pods re-listed after the pass.
 
@@ -94,6 +96,8 @@ def deployment_status(
     whose status changed. ``queue_conflicts`` are the messages of the LocalQueues found
     feeding another ClusterQueue (``reconcile/queues.py``); ``router`` the stored router
     Deployment (``reconcile/routersync.py``; ``None``: not observed).
+    feeding another ClusterQueue (``reconcile/queues.py``). ``scaling`` says where each
+    role's count came from (``status.roles[].scaling``, D27).
     """
     if index is None:
         index = ReplicaIndex.of(pods, workloads)
@@ -117,6 +121,9 @@ def deployment_status(
                 desired=role.replicas,
                 ready=ready,
                 quota_reserved=sum(1 for r in replicas if r.quota_reserved),
+                admitted=sum(1 for r in replicas if r.admitted),
+                quota_pending=sum(1 for r in replicas if r.quota_pending),
+                scaling=scaling.status_of(role.name) if scaling is not None else None,
                 # Status claims what is deployed (docs/contract/controller.md §13): a role with
                 # no live Pod running a take-over command is not (yet) unmanaged.
                 unmanaged=any(p.takeover for p in index.live_of(role.name)),
@@ -149,7 +156,12 @@ def deployment_status(
     }
     total_ready = sum(ready_by_role.values())
     total_desired = sum(r.replicas for r in rendering.roles)
-    summary = readiness(verdicts, ready=total_ready, desired=total_desired)
+    summary = readiness(
+        verdicts,
+        ready=total_ready,
+        desired=total_desired,
+        scaled_to_zero=total_desired == 0 and scaling is not None and scaling.all_scaled(),
+    )
     previous = md.status.conditions if md.status is not None else None
     conditions = conditions_with_times(
         {**summary, **verdicts},

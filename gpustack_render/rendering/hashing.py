@@ -79,9 +79,11 @@ class HashBindings:
 
 
 def role_hash_input(role: RoleSpec) -> dict[str, Any]:
-    """The role after defaulting, without ``replicas``; a take-over role's ``extraArgs`` are
-    inert and written ``null``."""
-    data: dict[str, Any] = role.model_dump(mode="json", by_alias=True, exclude={"replicas"})
+    """The role after defaulting, without ``replicas`` and ``scaling`` (who sets the count
+    changes no Pod); a take-over role's ``extraArgs`` are inert and written ``null``."""
+    data: dict[str, Any] = role.model_dump(
+        mode="json", by_alias=True, exclude={"replicas", "scaling"}
+    )
     for key in _ROLE_QUANTITIES:
         data[key] = _quantity(data.get(key))
     resources = data.get("resources")

@@ -27,6 +27,7 @@ from gpustack_render.core.paths import ROLES
 from gpustack_render.core.settings import Settings
 from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.deployment.defaulting import default_deployment
+from gpustack_render.deployment.scaling import scale_targets
 from gpustack_render.engines.parallelism import Parallelism
 from gpustack_render.rendering.compilecache import cache_path
 from gpustack_render.rendering.hashing import (
@@ -46,6 +47,7 @@ from gpustack_render.rendering.roleplan import (
     resolve_cache,
 )
 from gpustack_render.rendering.router import RouterRendering, render_router
+from gpustack_render.rendering.scalers import scaler_manifest
 from gpustack_render.rendering.services import (
     ServicePort,
     deployment_service,
@@ -155,6 +157,9 @@ class Rendering:
     cache: CacheResolution | None
     #: The router's objects, or why there are none (None without ``spec.router``; D26).
     router: RouterRendering | None = None
+    #: One ModelDeploymentScaler per scale target (External role, ratio group), in target
+    #: order (``deployment/scaling.py``); none without autoscaling.
+    scalers: tuple[dict[str, Any], ...] = ()
 
     def role(self, name: str) -> RoleRendering | None:
         for role in self.roles:
@@ -184,8 +189,15 @@ class Rendering:
         return list(self.router.objects) if self.router is not None else []
 
     def objects(self) -> list[dict[str, Any]]:
-        """LocalQueues by name, then Services, then Pods (D18), then the router's objects."""
-        return [*self.local_queues, *self.services(), *self.pods(), *self.router_objects()]
+        """LocalQueues by name, then Services, then Pods (D18), then the scalers, then the
+        router's objects."""
+        return [
+            *self.local_queues,
+            *self.services(),
+            *self.pods(),
+            *self.scalers,
+            *self.router_objects(),
+        ]
 
 
 def owner_references(md: ModelDeployment) -> list[dict[str, Any]]:
@@ -203,15 +215,23 @@ def owner_references(md: ModelDeployment) -> list[dict[str, Any]]:
     ]
 
 
-def render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Rendering:
+def render(
+    md: ModelDeployment,
+    *,
+    lookups: Lookups,
+    settings: Settings,
+    counts: Mapping[str, int] | None = None,
+) -> Rendering:
     """Render every desired child object of ``md`` (docs/contract/render.md).
 
     ``md`` is the schema-defaulted deployment (``decoding.decode_deployment``); the mutating
-    accelerator default is applied here too (D18). The input is never modified. Raises
+    accelerator default is applied here too (D18). ``counts`` replaces the replicas of the
+    roles it names: the count a scaler sets, or a count held after External was turned off
+    (``reconcile/scaling.py``); 0 renders no seat. The input is never modified. Raises
     :class:`RenderError` (and nothing else) when the deployment cannot be rendered.
     """
     try:
-        return _render(md, lookups=lookups, settings=settings)
+        return _render(md, lookups=lookups, settings=settings, counts=counts or {})
     except RenderError:
         raise
     except LookupFailed as exc:
@@ -227,7 +247,21 @@ def render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Rend
         ) from exc
 
 
-def _render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Rendering:
+def with_counts(md: ModelDeployment, counts: Mapping[str, int]) -> ModelDeployment:
+    """``md`` with the replicas of the roles ``counts`` names replaced (no validation: a
+    scaler's count may be 0, below the schema's minimum for ``roles[].replicas``)."""
+    if not any(counts.get(r.name, r.replicas) != r.replicas for r in md.spec.roles):
+        return md
+    roles = [
+        r.model_copy(update={"replicas": counts[r.name]}) if r.name in counts else r
+        for r in md.spec.roles
+    ]
+    return md.model_copy(update={"spec": md.spec.model_copy(update={"roles": roles})})
+
+
+def _render(
+    md: ModelDeployment, *, lookups: Lookups, settings: Settings, counts: Mapping[str, int]
+) -> Rendering:
     namespace = md.metadata.namespace or naming.DEFAULT_NAMESPACE
     deployment = md.metadata.name
     types: list[InstanceType] = [
@@ -237,6 +271,8 @@ def _render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Ren
     for err in errs:
         if err.type is ErrorType.INTERNAL:
             raise RenderError(err.detail, field=err.field, origin="render.lookup-failed")
+    # After defaulting, which validates the object: a scaler's count may be 0.
+    md = with_counts(md, counts)
     cache = resolve_cache(md, namespace=namespace, lookups=lookups, settings=settings)
     plans = plan_roles(md, instance_types=types, cache=cache)
     connection = cache.connection if cache is not None else None
@@ -336,6 +372,16 @@ def _render(md: ModelDeployment, *, lookups: Lookups, settings: Settings) -> Ren
         cache=cache,
         router=render_router(
             md, plans, namespace=namespace, owner_references=owners, settings=settings
+        ),
+        scalers=tuple(
+            scaler_manifest(
+                target,
+                deployment=deployment,
+                namespace=namespace,
+                counts={r.name: r.replicas for r in md.spec.roles},
+                owner_references=owners,
+            )
+            for target in scale_targets(md)
         ),
     )
 

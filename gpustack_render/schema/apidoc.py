@@ -135,7 +135,7 @@ def _kind_section(info: KindInfo) -> list[str]:
     if doc:
         lines += [doc, ""]
     header = "| Field | Type | Required | Default | Bounds | Mutability | Description |"
-    if info.kind != "ModelDeployment":
+    if not info.owned:
         lines += [
             "Only the fields this project reads; every other field is kept as given.",
             "",

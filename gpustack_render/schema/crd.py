@@ -183,6 +183,8 @@ def crd_for(info: KindInfo) -> dict[str, Any]:
         "schema": {"openAPIV3Schema": root},
         "subresources": {"status": {}},
     }
+    if info.scale is not None:
+        version["subresources"]["scale"] = dict(info.scale)
     if info.printer_columns:
         version["additionalPrinterColumns"] = [dict(c) for c in info.printer_columns]
     names: dict[str, Any] = {

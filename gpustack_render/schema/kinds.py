@@ -23,6 +23,7 @@ from gpustack_render.api.inputs import (
     ModelArtifact,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.scaler import ModelDeploymentScaler
 
 Schema = dict[str, Any]
 
@@ -37,6 +38,11 @@ class KindInfo:
     scope: Literal["Namespaced", "Cluster"]
     short_names: tuple[str, ...] = ()
     printer_columns: tuple[Schema, ...] = ()
+    #: The project owns the kind (every field is its own, the base install ships its CRD); the
+    #: input kinds are only read and keep the fields they do not model.
+    owned: bool = False
+    #: The ``scale`` subresource (``specReplicasPath`` …), for a kind autoscalers target.
+    scale: Schema | None = None
 
     @property
     def namespaced(self) -> bool:
@@ -80,6 +86,37 @@ KINDS: tuple[KindInfo, ...] = (
             {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
             _AGE,
         ),
+        owned=True,
+    ),
+    KindInfo(
+        ModelDeploymentScaler,
+        "ModelDeploymentScaler",
+        "modeldeploymentscalers",
+        "Namespaced",
+        ("mdscaler",),
+        (
+            _column("Deployment", ".spec.modelDeployment", "The ModelDeployment scaled."),
+            _column("Role", ".spec.role", "The External role scaled."),
+            _column("Group", ".spec.scalingGroup", "The ratio group scaled (units)."),
+            _column("Desired", ".spec.replicas", "The desired count.", type_="integer"),
+            _column("Min", ".spec.minReplicas", "The fewest accepted.", type_="integer"),
+            _column("Max", ".spec.maxReplicas", "The most accepted.", type_="integer"),
+            _column("Ready", ".status.ready", "Ready replicas (units).", type_="integer"),
+            _column("Admitted", ".status.admitted", "Replicas (units) admitted.", type_="integer"),
+            _column(
+                "Pending",
+                ".status.quotaPending",
+                "Replicas (units) waiting for quota.",
+                type_="integer",
+            ),
+            _AGE,
+        ),
+        owned=True,
+        scale={
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
     ),
     KindInfo(
         InstanceType,
@@ -142,6 +179,8 @@ INPUT_MODELS: Final[dict[str, type[InputObject]]] = {
     for info in KINDS
     if isinstance(info.model, type) and issubclass(info.model, InputObject)
 }
+#: The kinds this project owns (their CRDs are in the base install), by kind name.
+OWNED_KINDS: Final[frozenset[str]] = frozenset(info.kind for info in KINDS if info.owned)
 #: Each kind's registry entry, by kind name.
 BY_KIND: Final[dict[str, KindInfo]] = {info.kind: info for info in KINDS}
 

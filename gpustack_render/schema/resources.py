@@ -71,6 +71,7 @@ def kueue_resource(kind: str) -> Resource:
 PROJECT_RESOURCES: Final[dict[str, Resource]] = {kind: project_resource(kind) for kind in BY_KIND}
 
 MODEL_DEPLOYMENTS: Final = PROJECT_RESOURCES["ModelDeployment"]
+SCALERS: Final = PROJECT_RESOURCES["ModelDeploymentScaler"]
 BINDINGS: Final = PROJECT_RESOURCES["KVCachePoolBinding"]
 POOLS: Final = PROJECT_RESOURCES["KVCachePool"]
 BACKENDS: Final = PROJECT_RESOURCES["KVCacheBackend"]

@@ -196,3 +196,35 @@ __all__ = [
     "resource_usage",
     "with_kubelet_metrics",
 ]
+
+
+def cpu_hpa(
+    namespace: str,
+    name: str,
+    target: dict[str, str],
+    *,
+    max_replicas: int,
+    utilization: int,
+    min_replicas: int = 1,
+) -> dict[str, Any]:
+    """An ``autoscaling/v2`` HorizontalPodAutoscaler on the average CPU utilization (percent of
+    the Pods' requests) of ``target`` (``apiVersion``, ``kind``, ``name``)."""
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": target,
+            "minReplicas": min_replicas,
+            "maxReplicas": max_replicas,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": utilization},
+                    },
+                }
+            ],
+        },
+    }

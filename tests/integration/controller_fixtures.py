@@ -162,6 +162,15 @@ def seat(pod: dict[str, Any]) -> tuple[str, int, int]:
     return (lbl[labels.COMPONENT], int(lbl[labels.POD_ORDINAL]), int(lbl[labels.MEMBER_INDEX]))
 
 
+def seats_of(pods: list[dict[str, Any]]) -> dict[tuple[str, int], str]:
+    """(role, ordinal) → Pod uid of the live Pods (one Pod per replica: size 1)."""
+    out = {}
+    for pod in live(pods):
+        role, ordinal, _ = seat(pod)
+        out[(role, ordinal)] = str(pod["metadata"]["uid"])
+    return out
+
+
 def live(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 

@@ -18,6 +18,7 @@ import pytest
 
 from gpustack_render.core.quantity import parse_quantity
 
+from .autoscaling import cpu_hpa
 from .cluster import Cluster
 from .controlplane import APIError
 
@@ -119,28 +120,9 @@ def _container() -> dict[str, Any]:
 
 
 def _hpa(namespace: str, name: str, target: dict[str, str], max_replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": target,
-            "minReplicas": 1,
-            "maxReplicas": max_replicas,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {
-                        "name": "cpu",
-                        "target": {
-                            "type": "Utilization",
-                            "averageUtilization": TARGET_UTILIZATION,
-                        },
-                    },
-                }
-            ],
-        },
-    }
+    return cpu_hpa(
+        namespace, name, target, max_replicas=max_replicas, utilization=TARGET_UTILIZATION
+    )
 
 
 def hpa_path(namespace: str, name: str) -> str:

@@ -1,10 +1,10 @@
 """deploy/components/: each component, rendered with the real ``kubectl kustomize`` on top of the
 base, adds exactly its objects and wires them to the base's.
 
-* base: the ModelDeployment CRD only, no cert-manager or Prometheus Operator object, no CA
-  injection annotation; self-managed certificates (the server names its Secret, mounts none,
-  the Secret is shipped empty for it to fill, and its RBAC reaches that Secret, get and update
-  only, and the two webhook configurations by name);
+* base: the CRDs the project owns only (ModelDeployment, ModelDeploymentScaler), no cert-manager
+  or Prometheus Operator object, no CA injection annotation; self-managed certificates (the
+  server names its Secret, mounts none, the Secret is shipped empty for it to fill, and its RBAC
+  reaches that Secret, get and update only, and the two webhook configurations by name);
 * existing-secret: the Secret mounted and loaded from files, the shipped empty Secret and the
   self-managed RBAC gone;
 * input-crds: the CRDs of every other generated kind, byte for byte the committed ones;
@@ -63,8 +63,14 @@ def base(kubectl: Path, tmp_path_factory: pytest.TempPathFactory) -> Objects:
     return render(kubectl, tmp_path_factory.mktemp("base"))
 
 
-def test_the_base_installs_only_the_served_crd(base: Objects) -> None:
-    assert set(of_kind(base, "CustomResourceDefinition")) == {"modeldeployments.worker.gpustack.ai"}
+OWNED_CRDS = {
+    "modeldeployments.worker.gpustack.ai",
+    "modeldeploymentscalers.worker.gpustack.ai",
+}
+
+
+def test_the_base_installs_only_the_owned_crds(base: Objects) -> None:
+    assert set(of_kind(base, "CustomResourceDefinition")) == OWNED_CRDS
     kinds = {o["kind"] for o in base}
     assert not kinds & {"Issuer", "Certificate", "ServiceMonitor"}
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
@@ -141,7 +147,7 @@ def test_input_crds_adds_every_other_generated_crd(
 ) -> None:
     objects = render(kubectl, tmp_path, "input-crds")
     generated = {c["metadata"]["name"]: c for c in all_crds()}
-    inputs = set(generated) - {"modeldeployments.worker.gpustack.ai"}
+    inputs = set(generated) - OWNED_CRDS
     assert inputs == {
         f"{plural}.worker.gpustack.ai"
         for plural in (

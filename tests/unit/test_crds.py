@@ -11,6 +11,7 @@ import pytest
 from gpustack_render.cli.yamlio import dump_yaml_one, load_documents
 from gpustack_render.core.naming import is_dns1123_label
 from gpustack_render.schema.crd import all_crds, crd_file_name
+from gpustack_render.schema.kinds import OWNED_KINDS
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -91,7 +92,7 @@ def test_every_crd_is_structural_and_round_trips_through_yaml() -> None:
 
 def test_input_kinds_preserve_unknown_fields() -> None:
     for crd in all_crds():
-        if crd["spec"]["names"]["kind"] == "ModelDeployment":
+        if crd["spec"]["names"]["kind"] in OWNED_KINDS:
             continue
         spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
         assert spec.get("x-kubernetes-preserve-unknown-fields") is True, crd["metadata"]["name"]
@@ -176,3 +177,33 @@ def test_every_kind_has_printer_columns_and_a_short_name(crd: dict[str, Any]) ->
 def test_short_names_are_unique() -> None:
     short = [s for c in all_crds() for s in c["spec"]["names"].get("shortNames", [])]
     assert len(short) == len(set(short))
+
+
+def test_the_scaler_is_a_scale_target_that_checks_its_bounds() -> None:
+    """The HPA and KEDA need the scale subresource with a selector path; the API server runs
+    the CEL rules on every write, /scale included (tests/integration/test_scaler_crd.py)."""
+    (crd,) = [c for c in all_crds() if c["spec"]["names"]["kind"] == "ModelDeploymentScaler"]
+    assert crd["spec"]["names"]["shortNames"] == ["mdscaler"]
+    assert crd["spec"]["scope"] == "Namespaced"
+    version = crd["spec"]["versions"][0]
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
+    root = version["schema"]["openAPIV3Schema"]
+    spec = root["properties"]["spec"]
+    assert spec["required"] == ["replicas", "modelDeployment"]
+    rules = spec["x-kubernetes-validations"]
+    bounds = [r for r in rules if r.get("optionalOldSelf")]
+    # Above the maximum, below the minimum, zero below a minimum above zero; each lets a write
+    # that leaves the count unchanged through.
+    assert len(bounds) == 3
+    assert all(
+        r["fieldPath"] == ".replicas" and "oldSelf.value().replicas" in r["rule"] for r in bounds
+    )
+    assert root["properties"]["status"]["properties"]["selector"]["type"] == "string"
+    assert "x-kubernetes-preserve-unknown-fields" not in spec

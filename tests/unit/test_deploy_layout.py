@@ -1,7 +1,7 @@
 """deploy/: the top-level kustomization composes every part, and every part lists real files.
 
-The base installs the one CRD the project owns; the input kinds' CRDs come only with the
-component deploy/components/input-crds (rendered and checked by
+The base installs the CRDs the project owns (ModelDeployment, ModelDeploymentScaler); the input
+kinds' CRDs come only with the component deploy/components/input-crds (rendered and checked by
 tests/integration/test_kustomize_components.py).
 """
 
@@ -12,10 +12,11 @@ from typing import Any
 
 from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.schema.crd import all_crds, crd_file_name
+from gpustack_render.schema.kinds import OWNED_KINDS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPONENTS = DEPLOY / "components"
-#: Parts that are not composed by the base: the generated CRDs (the base lists the served one by
+#: Parts that are not composed by the base: the generated CRDs (the base lists the owned ones by
 #: file, the input-crds component takes the rest).
 NOT_COMPOSED = {"crds"}
 
@@ -30,23 +31,25 @@ def _resources(directory: Path) -> list[str]:
     return resources
 
 
-def _served_crd_file() -> str:
-    (md,) = [c for c in all_crds() if c["spec"]["names"]["kind"] == "ModelDeployment"]
-    return f"crds/{crd_file_name(md)}"
+def _served_crd_files() -> list[str]:
+    return [
+        f"crds/{crd_file_name(c)}" for c in all_crds() if c["spec"]["names"]["kind"] in OWNED_KINDS
+    ]
 
 
 def test_top_level_composes_every_part() -> None:
     parts = {p.parent.name for p in DEPLOY.glob("*/kustomization.yaml")} - NOT_COMPOSED
     listed = _resources(DEPLOY)
-    assert set(listed) == parts | {_served_crd_file()}
+    assert set(listed) == parts | set(_served_crd_files())
     assert listed[0] == "namespace"  # the namespace before what lives in it
     assert "components" not in _kustomization(DEPLOY)  # every component is opt-in
 
 
-def test_the_base_installs_only_the_served_crd() -> None:
+def test_the_base_installs_only_the_owned_crds() -> None:
     crd_entries = [r for r in _resources(DEPLOY) if r.startswith("crds")]
-    assert crd_entries == [_served_crd_file()]
-    assert (DEPLOY / crd_entries[0]).is_file()
+    assert crd_entries == _served_crd_files()
+    assert len(crd_entries) == 2
+    assert all((DEPLOY / entry).is_file() for entry in crd_entries)
 
 
 def test_every_part_lists_existing_files_only() -> None:

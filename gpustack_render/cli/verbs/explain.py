@@ -84,6 +84,7 @@ def _explain_one(
     old: dict[str, Any] | None,
     old_inputs: Sequence[InputObject],
     observed: list[dict[str, Any]] | None,
+    replicas: Sequence[tuple[str, int]] = (),
 ) -> Explanation:
     from gpustack_render.explain.report import explain_deployment
 
@@ -101,7 +102,13 @@ def _explain_one(
 
         state = split_observed(observed)
     return explain_deployment(
-        doc, lookups=lookups, settings=settings, old=old, old_lookups=old_lookups, observed=state
+        doc,
+        lookups=lookups,
+        settings=settings,
+        old=old,
+        old_lookups=old_lookups,
+        observed=state,
+        replicas=replicas,
     )
 
 
@@ -163,6 +170,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             old=old_doc if old_doc is not None or observed is None else doc,
             old_inputs=old_bundle.inputs if old_bundle is not None else [],
             observed=observed,
+            replicas=tuple(args.replicas),
         )
         for group, bundle, doc in found
     ]
@@ -177,9 +185,16 @@ def _result(
     old: dict[str, Any] | None,
     old_inputs: Sequence[InputObject],
     observed: list[dict[str, Any]] | None,
+    replicas: Sequence[tuple[str, int]] = (),
 ) -> _Result:
     answer = _explain_one(
-        doc, bundle.inputs, bundle.settings, old=old, old_inputs=old_inputs, observed=observed
+        doc,
+        bundle.inputs,
+        bundle.settings,
+        old=old,
+        old_inputs=old_inputs,
+        observed=observed,
+        replicas=replicas,
     )
     return _Result(source, display_name(doc), answer, _code(answer))
 
@@ -219,6 +234,7 @@ def _live(operands: Sequence[str], args: argparse.Namespace, out: TextIO, err: T
         old=stored,
         old_inputs=[],
         observed=docs.observed,
+        replicas=tuple(args.replicas),
     )
     return _emit([result], args, out, err)
 

@@ -44,6 +44,8 @@ ALL_CONDITION_TYPES: Final = (*SUMMARY_CONDITION_TYPES, *CONDITION_TYPES)
 
 #: The reason of a condition about something the deployment does not use.
 NOT_APPLICABLE: Final = "NotApplicable"
+#: The reason of ``QuotaReserved`` and ``Ready`` when every role's scaler asks for zero (D27).
+SCALED_TO_ZERO: Final = "ScaledToZero"
 
 #: The longest condition message (and ``phaseMessage``) written: Kubernetes' bound on a
 #: condition's message, which Kueue applies to its own. A message naming every waiting

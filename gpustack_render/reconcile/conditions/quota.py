@@ -7,8 +7,13 @@ from collections.abc import Sequence
 
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.vocabulary import ConditionStatus
-from gpustack_render.reconcile.conditions.common import ConditionVerdict, declared_replicas
+from gpustack_render.reconcile.conditions.common import (
+    SCALED_TO_ZERO,
+    ConditionVerdict,
+    declared_replicas,
+)
 from gpustack_render.reconcile.jointcheck import CHECK_NAME as JOINT_CHECK
+from gpustack_render.reconcile.quotashortfall import shortfall
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.rendering.renderer import Rendering
 
@@ -76,6 +81,13 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
             "PreemptedInPart",
             f"{len(admitted)} of {declared} replicas are admitted while Kueue preempted "
             f"{len(preempted)}{note}",
+        )
+    if declared == 0 and not index.live:
+        return ConditionVerdict(
+            ConditionStatus.TRUE,
+            SCALED_TO_ZERO,
+            "every role is scaled to zero by its ModelDeploymentScaler: no replica holds or "
+            "asks for quota" + note,
         )
     if not index.owned:
         return ConditionVerdict(
@@ -145,6 +157,9 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
                         f"check {name}: {check.message}"
                     )
     message = f"{declared - len(reserved)} of {declared} replicas wait for quota {where}"
+    short = shortfall(rendering, [r for r in replicas if r.quota_pending])
+    if short:
+        message += "; " + short
     if downstream:
         message += "; " + "; ".join(downstream)
     return ConditionVerdict(ConditionStatus.FALSE, "Pending", message + note)

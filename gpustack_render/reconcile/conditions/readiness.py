@@ -18,6 +18,7 @@ from gpustack_render.reconcile.conditions.common import (
     REPLICAS_UP_TO_DATE,
     ROLE_KINDS_READY,
     ROUTER_READY,
+    SCALED_TO_ZERO,
     STALLED,
     SUMMARY_CONDITION_TYPES,
     ConditionVerdict,
@@ -70,12 +71,18 @@ def _summary(true_type: str, reason: str, message: str) -> dict[str, ConditionVe
 
 
 def readiness(
-    verdicts: Mapping[str, ConditionVerdict], *, ready: int, desired: int
+    verdicts: Mapping[str, ConditionVerdict],
+    *,
+    ready: int,
+    desired: int,
+    scaled_to_zero: bool = False,
 ) -> dict[str, ConditionVerdict]:
     """``Ready``, ``Reconciling`` and ``Stalled`` from the seven conditions and the ready count
     (docs/decisions.md, "Readiness for tools"), first match:
 
     1. a condition with a reason of :data:`STALLING` → ``Stalled`` (its reason and message);
+    1b. ``scaled_to_zero`` (every role's scaler asks for zero, D27) and nothing ready →
+        ``Ready``, ``ScaledToZero`` (kstatus reads a workload scaled to zero as current);
     2. the first of :data:`READY_NEEDS` that is not ``True``, or ``CacheAttached`` ``False`` →
        ``Reconciling`` (its reason and message);
     3. fewer ready replicas than declared → ``Reconciling``, ``ReplicasNotReady``;
@@ -85,6 +92,12 @@ def readiness(
         verdict = verdicts.get(type_)
         if verdict is not None and (type_, verdict.reason) in STALLING:
             return _summary(STALLED, verdict.reason, f"{type_}: {verdict.message}")
+    if scaled_to_zero and ready == 0:
+        return _summary(
+            READY,
+            SCALED_TO_ZERO,
+            "every role is scaled to zero by its ModelDeploymentScaler: nothing is to be ready",
+        )
     waiting = [
         t for t in READY_NEEDS if t in verdicts and verdicts[t].status != ConditionStatus.TRUE
     ]
