@@ -129,6 +129,14 @@ def _to_deactivate(workload: ObservedWorkload, deployment: JointDeployment) -> t
     return tuple(sorted(names | {workload.name}))
 
 
+def reads_members(roles: int) -> bool:
+    """Whether the verdict of a deployment with ``roles`` roles reads its Pods and Workloads:
+    only with two roles or more (a single-role deployment's replicas are not one joint set, so
+    each is ``Ready`` at once, :func:`joint_verdict`), and so whether an event of one of its
+    Workloads sends the others back to the check."""
+    return roles >= 2
+
+
 def joint_verdict(
     *,
     workload: ObservedWorkload,
@@ -144,7 +152,7 @@ def joint_verdict(
     """
     if deployment is None:
         return CheckVerdict(READY, "not a ModelDeployment replica: nothing to wait for")
-    if len(deployment.roles) < 2:
+    if not reads_members(len(deployment.roles)):
         return CheckVerdict(
             READY,
             f"ModelDeployment {deployment.name} has a single role: not one replica of a "
