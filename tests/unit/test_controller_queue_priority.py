@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from controller_support import MemoryKube
 
+from gpustack_controller.controller import Controller, Options
 from gpustack_controller.kube import Kube, Resource
 from gpustack_controller.watches import Informer
 from gpustack_controller.workqueue import LOW_SHARE, Priority, WorkQueue
@@ -154,3 +155,45 @@ def test_with_max_low_a_fan_out_never_takes_every_worker() -> None:
         return [*first, edit, await asyncio.wait_for(fourth, 1)]
 
     assert asyncio.run(main()) == ["ns/fan-0", "ns/fan-1", "ns/edit", "ns/fan-2"]
+
+
+def _md(name: str, generation: int, roles: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": "ns", "generation": generation, "uid": name},
+        "spec": {
+            "model": {"name": "m"},
+            "engine": {"name": "vLLM", "image": "i"},
+            "roles": [{"name": f"r{i}", "replicas": 1} for i in range(roles)],
+        },
+    }
+
+
+def _lanes(controller: Controller) -> dict[str, Priority]:
+    return dict(controller.queue._queued)
+
+
+def test_the_controllers_events_are_queued_by_what_they_are() -> None:
+    controller = Controller(cast(Kube, MemoryKube()), Options())
+    informer = controller.informers["deployments"]
+    # The initial list: a resync of what may be converged already.
+    informer._apply("ADDED", _md("listed", 1))
+    assert _lanes(controller) == {"ns/listed": Priority.LOW}
+    informer.synced.set()
+    # A creation, then an edit of another deployment: a user's.
+    informer._apply("ADDED", _md("created", 1))
+    informer._apply("ADDED", _md("edited", 1))
+    controller.queue = WorkQueue("events")
+    informer._apply("MODIFIED", {**_md("edited", 2), "status": {"x": 1}})
+    assert _lanes(controller) == {"ns/edited": Priority.HIGH}
+    # The cache keeps no status (every pass reads its deployment live).
+    assert "status" not in (informer.get("ns/edited") or {})
+    # An input's change concerns every reader: the low lane.
+    controller.queue = WorkQueue("fan-out")
+    it = {"kind": "InstanceType", "metadata": {"name": "it", "resourceVersion": "1"}}
+    reader_spec = _md("reader", 1)["spec"]
+    reader_spec["roles"][0]["instanceType"] = "it"
+    controller.inputs.deployment_changed("ns/reader", {**_md("reader", 1), "spec": reader_spec})
+    controller.informers["instance_types"]._apply("ADDED", it)
+    assert _lanes(controller) == {"ns/reader": Priority.LOW}
