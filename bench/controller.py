@@ -1,46 +1,97 @@
-"""How long the controller takes to converge 64 deployments x 2 replicas on the simulated cluster,
-next to a bare loop that creates the same Pods, in the same run.
+"""The control plane at scale: the controller against a bare loop on the simulated cluster, at
+several sizes in one run (default 64, 256 and 1,024 deployments x 2 replicas).
 
-Starts the simulated GPU cluster of tests/integration/cluster.py (16 KWOK Nodes of 8 GPUs, the
-real Kueue, scheduler and garbage collector) and measures:
+One simulated GPU cluster (tests/integration/cluster.py: etcd, kube-apiserver, the real Kueue,
+scheduler, garbage collector, KWOK) is started with enough KWOK Nodes of 8 GPUs for the largest
+size, a /12 Service range, and ClusterQueues whose quota fits it. For each size, in this order:
 
-* ``controller``: the controller running in-process (informers synced beforehand); the clock
-  starts when the first of the ModelDeployments is created and stops when every Pod of every
-  deployment is Running and Ready: the controller created them, Kueue admitted every group
-  (through the project's joint AdmissionCheck), the scheduler bound them and KWOK ran them;
-* ``bare``: the same rendered Pods created by a plain loop through the same client, queued on a
+* ``bare``: the same rendered Pods created by a plain loop (16 creates in flight), queued on a
   ClusterQueue without the AdmissionCheck (nobody else would answer it), until every Pod is
-  Running and Ready: the floor of what Kueue, the scheduler and KWOK cost for those Pods.
+  Running and Ready: the floor of what Kueue, the scheduler and KWOK cost for those Pods (the
+  baseline: no controller logic at all);
+* ``controller``: ``python -m gpustack_controller`` started as its own process (so its CPU time
+  and peak RSS are its own: ``/proc/<pid>/stat`` and ``VmHWM``), with its informers synced
+  before the clock starts (``/healthz`` answers ``ok``); the clock starts at the first of the
+  ModelDeployments created (16 creates in flight) and stops when every Pod of every deployment
+  is Running and Ready: the controller created them, Kueue admitted every group through the
+  project's joint AdmissionCheck, the scheduler bound them, KWOK ran them.
 
-Prints both times and their ratio, the cluster's cold start time, and the build time of each
-binary as ``hack/envtest/build.sh`` recorded it when it first built it on this machine. The last
-line is ``key=value`` pairs (``controller_s=… bare_s=… ratio=… cluster_start_s=…``).
+Then, with the controller still running on the converged cluster:
 
-Run: ``python -m bench.controller [--deployments 64] [--replicas 2] [--rounds 1]``.
+* ``idle``: once the controller has made no write for 10 s, a window of ``--idle-seconds``
+  (default 300) with nothing changing; every write the controller makes in it is counted (the
+  target is none);
+* ``edit``: ``--edits`` times, an annotation of the InstanceType every deployment reads is
+  touched (the controller queues all of them again: a full queue of passes that change nothing)
+  and at once one deployment's role env is edited (a new pod-spec-hash: a rollout). The time
+  from the edit to the first Pod with the new hash is the edit's latency; it is split into the
+  controller's reaction (edit → the old replica's Pods deleted), Kueue and KWOK retiring the
+  old group (→ its Pods and Workload gone, which the create gate waits for) and the controller's
+  create (→ the replacement Pod seen).
+
+For both phases the bench prints when the last Pod was created, how long each Pod took from
+created to Ready, and Kueue's own requests per Pod and per second: Kueue runs on an API server
+of its own too, counted the same way, and its client is held to 50 requests/s (burst 100) by
+its release configuration, which is what bounds the bare loop. While converging it also prints
+the controller's passes per queue with their mean duration (the controller's own metrics).
+
+How the controller's API requests are counted: ``apiserver_request_total`` (Kubernetes 1.35) is
+labelled by verb, group, version, resource, subresource, scope, component and code, never by
+user or user agent, and no per-user breakdown of it exists. So the controller talks to an API
+server of its own: a second kube-apiserver on the same etcd (as an HA control plane runs two),
+which nobody else uses (:meth:`integration.controlplane.ControlPlane.add_apiserver`). Its
+``apiserver_request_total`` minus its ``apiserver_selfrequest_total`` (the server's own loopback
+requests, counted by the same labels) is exactly what the controller sent, read from the API
+server's own counters. Watch requests are counted when they end. The controller runs as its
+own identity bound to the ClusterRole and Role of ``deploy/controller/rbac.yaml``, so the
+least-privilege RBAC is exercised too. Writes are POST, PUT, PATCH, APPLY, DELETE and
+DELETECOLLECTION.
+
+Figures per size: converge seconds and the ratio to the bare loop (target <= 1.2), the
+controller's CPU per deployment (the per-deployment cost; target at the largest size within
+1.2x of the smallest), its peak RSS (target <= 300 MiB at 1,024), its requests by verb and
+resource while converging, the writes of the idle window (target 0), and the edit latency
+p50/p99 (target p99 <= 1 s). The last line is ``key=value`` pairs.
+
+Run: ``python -m bench.controller [--sizes 64,256,1024] [--replicas 2] [--idle-seconds 300]
+[--edits 20] [--profile DIR]`` (``--profile`` runs the controller under cProfile and writes one
+``controller-<size>.prof`` per size into DIR).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
+import contextlib
+import os
+import re
+import signal
+import subprocess
 import sys
 import time
+import urllib.request
 import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from integration.cluster import Cluster, default_nodes, locate_cluster_binaries
+from integration.controlplane import ApiServer, free_port, load_yaml_documents
 
-from gpustack_controller.controller import Controller, Options
+from bench import REPO_ROOT
 from gpustack_controller.kube import (
     INSTANCE_TYPES,
     MODEL_DEPLOYMENTS,
     PODS,
+    ApiError,
     Kube,
     Resource,
 )
 from gpustack_render.api.inputs import InstanceType
+from gpustack_render.core import labels
 from gpustack_render.core.settings import Settings
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment, decode_model
@@ -51,6 +102,16 @@ LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue"
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 CONTROLLED = ("gpustack-nvidia-h100-ctl", "gpustack-fnv64-9b8a7c6d5e4f3a21")
 BARE = ("gpustack-nvidia-h100-bare", "gpustack-fnv64-0b0a0e0b0a0e0000")
+SYSTEM_NAMESPACE = "gpustack-system"
+#: The controller's identity on its API server (bound to deploy/controller/rbac.yaml's roles).
+CONTROLLER_USER = "gpustack-controller-bench"
+CONTROLLER_RBAC = REPO_ROOT / "deploy" / "controller" / "rbac.yaml"
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})
+#: Creates in flight, for the bare loop and the ModelDeployments alike.
+CREATE_CONCURRENCY = 16
+CONVERGE_TIMEOUT = 3600.0
+#: An edit whose replacement Pod is not seen by then counts as this long (and as missed).
+EDIT_TIMEOUT = 60.0
 BINARIES = (
     "etcd",
     "kube-apiserver",
@@ -62,6 +123,9 @@ BINARIES = (
 )
 
 
+# ---- objects ---------------------------------------------------------------------------------
+
+
 def _instance_type(name: str, entrance: str) -> dict[str, Any]:
     return {
         "apiVersion": "worker.gpustack.ai/v1",
@@ -71,9 +135,21 @@ def _instance_type(name: str, entrance: str) -> dict[str, Any]:
         "status": {
             "entrance": entrance,
             "detail": {"manufacturer": "nvidia", "memory": "80Gi"},
-            "accelerator": {"capacity": 1024},
+            "accelerator": {"capacity": 4096},
         },
     }
+
+
+def _role(instance_type: str, replicas: int, edit: int = 0) -> dict[str, Any]:
+    role: dict[str, Any] = {
+        "name": "server",
+        "replicas": replicas,
+        "instanceType": instance_type,
+        "resources": {"accelerator": 1},
+    }
+    if edit:
+        role["env"] = [{"name": "BENCH_EDIT", "value": str(edit)}]
+    return role
 
 
 def _deployment(name: str, namespace: str, instance_type: str, replicas: int) -> dict[str, Any]:
@@ -84,14 +160,7 @@ def _deployment(name: str, namespace: str, instance_type: str, replicas: int) ->
         "spec": {
             "model": {"name": "Qwen/Qwen3-8B"},
             "engine": {"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
-            "roles": [
-                {
-                    "name": "server",
-                    "replicas": replicas,
-                    "instanceType": instance_type,
-                    "resources": {"accelerator": 1},
-                }
-            ],
+            "roles": [_role(instance_type, replicas)],
         },
     }
 
@@ -104,6 +173,16 @@ async def _namespace(kube: Kube, prefix: str) -> str:
     return name
 
 
+async def _in_flight(jobs: Iterable[Callable[[], Awaitable[Any]]], limit: int) -> None:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(job: Callable[[], Awaitable[Any]]) -> None:
+        async with gate:
+            await job()
+
+    await asyncio.gather(*(one(j) for j in jobs))
+
+
 def _ready(pod: dict[str, Any]) -> bool:
     status = pod.get("status") or {}
     return status.get("phase") == "Running" and any(
@@ -112,39 +191,370 @@ def _ready(pod: dict[str, Any]) -> bool:
     )
 
 
-async def _until_ready(kube: Kube, ns: str, want: int, started: float) -> float:
-    deadline = started + 600
-    while True:
-        items, _ = await kube.list(PODS, ns)
-        live = [p for p in items if not p["metadata"].get("deletionTimestamp")]
-        if len(live) >= want and all(_ready(p) for p in live):
-            return time.perf_counter() - started
-        if time.perf_counter() > deadline:
-            ready = sum(_ready(p) for p in live)
-            raise RuntimeError(f"{ready} of {want} Pods Ready after 600 s")
-        await asyncio.sleep(0.2)
+# ---- watching one namespace ------------------------------------------------------------------
+
+
+@dataclass
+class Timeline:
+    """When one phase's Pods were created (the last, seconds after the phase's start) and how
+    long each took from created to Ready (sorted)."""
+
+    last_created: float
+    to_ready: list[float]
+
+    def wait(self, q: float) -> float:
+        if not self.to_ready:
+            return float("nan")
+        return self.to_ready[min(len(self.to_ready) - 1, max(0, round(q * len(self.to_ready)) - 1))]
+
+    def line(self) -> str:
+        return (
+            f"last Pod created {self.last_created:.1f} s in; created -> Ready per Pod "
+            f"p50 {self.wait(0.5):.1f} s, p99 {self.wait(0.99):.1f} s"
+        )
+
+
+@dataclass
+class Seen:
+    """When this process saw an object of a watched namespace appear, start deleting, and go
+    (``time.perf_counter``)."""
+
+    added: float
+    labels: dict[str, str]
+    #: The pod-spec-hash annotation of a Pod.
+    spec_hash: str = ""
+    deleting: float | None = None
+    deleted: float | None = None
+    #: When a Pod was first seen Running and Ready.
+    ready: float | None = None
+
+
+class NamespaceWatch:
+    """Every object of one resource in one namespace as a watch delivers it."""
+
+    def __init__(self, kube: Kube, resource: Resource, namespace: str) -> None:
+        self.kube = kube
+        self.resource = resource
+        self.namespace = namespace
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.seen: dict[str, list[Seen]] = {}
+        self.changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        items, rv = await self.kube.list(self.resource, self.namespace)
+        for obj in items:
+            self._event("ADDED", obj)
+        self._task = asyncio.create_task(self._run(rv))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def _run(self, rv: str) -> None:
+        while True:
+            try:
+                async for event in self.kube.watch(
+                    self.resource, namespace=self.namespace, resource_version=rv
+                ):
+                    new_rv = str((event.object.get("metadata") or {}).get("resourceVersion"))
+                    rv = new_rv or rv
+                    if event.type != "BOOKMARK":
+                        self._event(event.type, event.object)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a broken stream: resume from the last version seen
+                await asyncio.sleep(0.2)
+
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        history = self.seen.setdefault(name, [])
+        uid = meta.get("uid")
+        old = self.objects.get(name)
+        if old is None or (old.get("metadata") or {}).get("uid") != uid:
+            spec_hash = str((meta.get("annotations") or {}).get(labels.POD_SPEC_HASH) or "")
+            history.append(Seen(now, dict(meta.get("labels") or {}), spec_hash))
+        current = history[-1]
+        if kind == "DELETED":
+            self.objects.pop(name, None)
+            current.deleted = now
+        else:
+            self.objects[name] = obj
+        if meta.get("deletionTimestamp") and current.deleting is None:
+            current.deleting = now
+        if current.ready is None and kind != "DELETED" and _ready(obj):
+            current.ready = now
+        self.changed.set()
+
+    async def until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.perf_counter() + timeout
+        while not done():
+            self.changed.clear()
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                raise RuntimeError(f"{what}: not reached after {timeout:.0f} s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), min(left, 1.0))
+
+    def timeline(self, started: float) -> Timeline:
+        """When the Pods first seen after ``started`` were created and turned Ready."""
+        firsts = [h[0] for h in self.seen.values() if h and h[0].added >= started]
+        created = sorted(s.added - started for s in firsts)
+        waits = sorted(s.ready - s.added for s in firsts if s.ready is not None)
+        return Timeline(created[-1] if created else float("nan"), waits)
+
+    def all_ready(self, want: int) -> bool:
+        live = [o for o in self.objects.values() if not o["metadata"].get("deletionTimestamp")]
+        return len(live) >= want and all(_ready(p) for p in live)
 
 
 async def _drain(kube: Kube, ns: str) -> None:
-    """Delete the namespace and wait until its Pods are gone (their quota released).
+    """Delete the namespace and wait until it is gone (its Pods' quota released).
 
     Kubernetes 1.35 deletes a namespace's Pods before anything else and Kueue keeps its
     finalizer on a deleted Pod while the group's Workload exists, so the Workloads are deleted
-    here explicitly (docs/decisions.md, "Namespace deletion and plain Pod groups")."""
+    here explicitly (docs/decisions.md, "Namespace deletion and plain Pod groups"), as one
+    collection, again every 10 s while the namespace stands. A read that times out on a loaded
+    API server is tried again."""
     await kube.delete(NAMESPACES, ns)
-    workloads, _ = await kube.list(WORKLOADS, ns)
-    for workload in workloads:
-        await kube.delete(WORKLOADS, workload["metadata"]["name"], ns)
-    deadline = time.perf_counter() + 300
+    deadline = time.perf_counter() + 1800
+    last_sweep = 0.0
     while time.perf_counter() < deadline:
-        items, _ = await kube.list(PODS, ns)
-        if not items:
-            return
-        await asyncio.sleep(0.5)
-    raise RuntimeError(f"namespace {ns} still has Pods after 300 s")
+        try:
+            if time.perf_counter() - last_sweep > 10:
+                await kube.request("DELETE", WORKLOADS.path(ns))
+                last_sweep = time.perf_counter()
+            if await kube.get(NAMESPACES, ns) is None:
+                return
+        except ApiError as exc:
+            if exc.status not in (0, 404, 429, 500, 503, 504):
+                raise
+        await asyncio.sleep(2)
+    raise RuntimeError(f"namespace {ns} still exists after 1800 s")
 
 
-async def _bare(kube: Kube, deployments: int, replicas: int) -> float:
+# ---- the API server's counters ---------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^(apiserver_request_total|apiserver_selfrequest_total)\{(.*)\} (\S+)$")
+_PASSES = re.compile(
+    r'^gpustack_controller_reconcile_duration_seconds_(sum|count)\{controller="(\w+)",.*\} (\S+)$'
+)
+
+
+_LATENCY = re.compile(r"^apiserver_request_duration_seconds_(sum|count)\{(.*)\} (\S+)$")
+
+
+def request_seconds(metrics_text: str) -> dict[str, tuple[int, float]]:
+    """Verb → (requests, seconds) the API server took to answer (watches left out), from its
+    ``apiserver_request_duration_seconds``."""
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        match = _LATENCY.match(line)
+        if match is None:
+            continue
+        part, body, value = match.groups()
+        verb = dict(_LABEL.findall(body)).get("verb", "")
+        if verb in ("WATCH", "CONNECT", ""):
+            continue
+        into = sums if part == "sum" else counts
+        into[verb] = into.get(verb, 0.0) + float(value)
+    return {v: (int(counts.get(v, 0)), sums.get(v, 0.0)) for v in sorted(counts)}
+
+
+def pass_times(metrics_text: str) -> dict[str, tuple[int, float]]:
+    """Queue name → (passes, seconds) from the controller's own ``/metrics``."""
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        match = _PASSES.match(line)
+        if match is not None:
+            part, queue, value = match.groups()
+            into = sums if part == "sum" else counts
+            into[queue] = into.get(queue, 0.0) + float(value)
+    return {q: (int(counts.get(q, 0)), sums.get(q, 0.0)) for q in sorted(set(sums) | set(counts))}
+
+
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def request_counts(metrics_text: str) -> Counter[tuple[str, str]]:
+    """(verb, resource) → requests, from one ``/metrics`` text: ``apiserver_request_total``
+    minus ``apiserver_selfrequest_total``. The resource is ``plural[.group][/subresource]``."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for line in metrics_text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None:
+            continue
+        name, body, value = match.groups()
+        lab = dict(_LABEL.findall(body))
+        resource = lab.get("resource", "")
+        if lab.get("group"):
+            resource += f".{lab['group']}"
+        if lab.get("subresource"):
+            resource += f"/{lab['subresource']}"
+        sign = -1 if name == "apiserver_selfrequest_total" else 1
+        counts[(lab.get("verb", ""), resource)] += sign * int(float(value))
+    return counts
+
+
+def diff(
+    after: Counter[tuple[str, str]], before: Counter[tuple[str, str]]
+) -> dict[tuple[str, str], int]:
+    keys = set(after) | set(before)
+    out = {k: after[k] - before[k] for k in keys}
+    return {k: v for k, v in out.items() if v}
+
+
+def writes(counts: dict[tuple[str, str], int]) -> int:
+    return sum(v for (verb, _), v in counts.items() if verb in WRITE_VERBS)
+
+
+def format_counts(counts: dict[tuple[str, str], int]) -> str:
+    if not counts:
+        return "none"
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{verb} {resource} {n}" for (verb, resource), n in ordered)
+
+
+# ---- the controller process ------------------------------------------------------------------
+
+
+class ControllerProcess:
+    """``python -m gpustack_controller`` against its own API server."""
+
+    def __init__(self, kubeconfig: Path, log: Path, profile: Path | None) -> None:
+        self.port = free_port()
+        self.log = log
+        argv = [sys.executable]
+        if profile is not None:
+            argv += ["-m", "cProfile", "-o", str(profile)]
+        argv += [
+            "-m",
+            "gpustack_controller",
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={SYSTEM_NAMESPACE}",
+            "--no-leader-elect",
+            f"--health-port={self.port}",
+            "--health-host=127.0.0.1",
+            "--log-level=warning",
+        ]
+        with log.open("ab") as out:
+            self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+    def _health(self) -> str:
+        try:
+            url = f"http://127.0.0.1:{self.port}/healthz"
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return str(resp.read().decode())
+        except OSError:
+            return ""
+
+    async def started(self, timeout: float = 300) -> None:
+        """Until the informers are synced and the workers run (``/healthz`` says ``ok``)."""
+        deadline = time.perf_counter() + timeout
+        while await asyncio.to_thread(self._health) != "ok":
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"the controller exited; see {self.log}")
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"the controller did not start in {timeout:.0f} s")
+            await asyncio.sleep(0.2)
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return str(resp.read().decode())
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(60)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+# ---- one size --------------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    deployments: int
+    pods: int
+    bare: Phase | None = None
+    controlled: Phase | None = None
+    bare_s: float = 0.0
+    controller_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_rss_mib: float = 0.0
+    converge_requests: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: Queue name → (passes, seconds) while converging, from the controller's own metrics.
+    passes: dict[str, tuple[int, float]] = field(default_factory=dict)
+    #: Verb → (requests, seconds) its API server took for the controller while converging.
+    latency: dict[str, tuple[int, float]] = field(default_factory=dict)
+    idle_s: float = 0.0
+    idle_requests: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: Per edit: (total, controller deletes, Kueue and KWOK retire, controller creates) seconds.
+    edits: list[tuple[float, float, float, float]] = field(default_factory=list)
+    #: Edits whose replacement Pod was not seen within EDIT_TIMEOUT (counted at that time).
+    edits_missed: int = 0
+
+    @property
+    def ratio(self) -> float:
+        return self.controller_s / self.bare_s
+
+    @property
+    def cpu_ms_per_deployment(self) -> float:
+        return self.cpu_s * 1000 / self.deployments
+
+    def edit_percentile(self, q: float, part: int = 0) -> float:
+        values = sorted(e[part] for e in self.edits if e[part] == e[part])  # NaN: missed
+        if not values:
+            return float("nan")
+        return values[min(len(values) - 1, max(0, round(q * len(values)) - 1))]
+
+
+@dataclass
+class Phase:
+    """One converge: its time, its Pods' timeline and Kueue's requests meanwhile."""
+
+    seconds: float
+    timeline: Timeline
+    kueue: dict[tuple[str, str], int]
+
+    def kueue_line(self, pods: int) -> str:
+        total = sum(self.kueue.values())
+        per_pod = ", ".join(
+            f"{verb} {resource} {n / pods:.1f}"
+            for (verb, resource), n in sorted(self.kueue.items(), key=lambda kv: -kv[1])
+            if n / pods >= 0.05
+        )
+        return (
+            f"Kueue made {total} requests ({total / pods:.1f} per Pod, "
+            f"{total / self.seconds:.0f}/s against its client's 50/s); per Pod: {per_pod}"
+        )
+
+
+async def _kueue_counts(server: ApiServer) -> Counter[tuple[str, str]]:
+    return request_counts(await asyncio.to_thread(server.metrics))
+
+
+async def _bare(kube: Kube, kueue: ApiServer, deployments: int, replicas: int) -> Phase:
     ns = await _namespace(kube, "bare")
     await kube.create(
         LOCAL_QUEUES,
@@ -165,40 +575,223 @@ async def _bare(kube: Kube, deployments: int, replicas: int) -> float:
         md, errs = decode_deployment(body)
         assert md is not None, errs
         pods += render(md, lookups=StaticLookups.of([it]), settings=Settings()).pods()
-    started = time.perf_counter()
     for pod in pods:
         pod["metadata"].pop("ownerReferences", None)  # no ModelDeployment to own them
-        await kube.create(PODS, pod, ns)
-    took = await _until_ready(kube, ns, len(pods), started)
-    await _drain(kube, ns)
-    return took
-
-
-async def _controller(kube: Kube, kubeconfig: Path, deployments: int, replicas: int) -> float:
-    ns = await _namespace(kube, "ctl")
-    client = await Kube.connect(kubeconfig=str(kubeconfig))
-    controller = Controller(
-        client, Options(system_namespace="gpustack-system", leader_election=False)
-    )
-    await controller.start(sync_timeout=60)
+    watch = NamespaceWatch(kube, PODS, ns)
+    await watch.start()
     try:
+        before = await _kueue_counts(kueue)
         started = time.perf_counter()
-        for i in range(deployments):
-            body = _deployment(f"bench-{i}", ns, CONTROLLED[0], replicas)
-            await kube.create(MODEL_DEPLOYMENTS, body, ns)
-        took = await _until_ready(kube, ns, deployments * replicas, started)
-        for i in range(deployments):
-            await kube.delete(MODEL_DEPLOYMENTS, f"bench-{i}", ns)
-        await _drain(kube, ns)
-        return took
+        await _in_flight((partial(kube.create, PODS, p, ns) for p in pods), CREATE_CONCURRENCY)
+        await watch.until(lambda: watch.all_ready(len(pods)), CONVERGE_TIMEOUT, "bare loop")
+        took = time.perf_counter() - started
+        phase = Phase(took, watch.timeline(started), diff(await _kueue_counts(kueue), before))
     finally:
-        await controller.stop()
-        await client.close()
+        await watch.stop()
+    await _drain(kube, ns)
+    return phase
+
+
+async def _quiet(server: ApiServer, *, quiet_for: float = 10.0, timeout: float = 300.0) -> None:
+    """Until the controller has made no write for ``quiet_for`` seconds."""
+    deadline = time.perf_counter() + timeout
+    last = writes(dict(request_counts(await asyncio.to_thread(server.metrics))))
+    since = time.perf_counter()
+    while time.perf_counter() - since < quiet_for:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"the controller kept writing for {timeout:.0f} s after converging")
+        await asyncio.sleep(1.0)
+        now = writes(dict(request_counts(await asyncio.to_thread(server.metrics))))
+        if now != last:
+            last, since = now, time.perf_counter()
+
+
+async def _edits(
+    kube: Kube,
+    ns: str,
+    pods: NamespaceWatch,
+    workloads: NamespaceWatch,
+    deployments: int,
+    replicas: int,
+    count: int,
+    figures: Figures,
+) -> None:
+    """``count`` edits, each behind a queue full of every deployment (an InstanceType touch)."""
+    step = max(1, deployments // max(1, count))
+    for n in range(count):
+        target = f"bench-{(n * step) % deployments}"
+        old = {
+            name
+            for name, obj in pods.objects.items()
+            if (obj["metadata"].get("labels") or {}).get(labels.INSTANCE) == target
+        }
+        groups = {
+            (pods.objects[name]["metadata"].get("labels") or {}).get(labels.POD_GROUP_NAME)
+            for name in old
+        }
+        old_hashes = {pods.seen[name][-1].spec_hash for name in old}
+        await kube.merge_patch(
+            INSTANCE_TYPES,
+            CONTROLLED[0],
+            {"metadata": {"annotations": {"bench.gpustack.ai/touch": f"{n}-{uuid.uuid4().hex}"}}},
+        )
+        edited = time.perf_counter()
+        await kube.merge_patch(
+            MODEL_DEPLOYMENTS,
+            target,
+            {"spec": {"roles": [_role(CONTROLLED[0], replicas, edit=n + 1)]}},
+            ns,
+        )
+
+        def replacement(
+            edited: float = edited, target: str = target, old_hashes: set[Any] = old_hashes
+        ) -> float | None:
+            for history in pods.seen.values():
+                for seen in history:
+                    if (
+                        seen.added > edited
+                        and seen.labels.get(labels.INSTANCE) == target
+                        and seen.spec_hash not in old_hashes
+                    ):
+                        return seen.added
+            return None
+
+        try:
+            await pods.until(lambda: replacement() is not None, EDIT_TIMEOUT, f"edit of {target}")
+        except RuntimeError:
+            figures.edits_missed += 1
+            figures.edits.append((EDIT_TIMEOUT, float("nan"), float("nan"), float("nan")))
+            continue
+        created = replacement()
+        assert created is not None
+        deleting = [
+            s.deleting for name in old for s in pods.seen[name][-1:] if s.deleting is not None
+        ]
+        gone = [
+            s.deleted
+            for name in (*old, *(g for g in groups if g))
+            for watch in (pods, workloads)
+            for s in watch.seen.get(name, [])[-1:]
+            if s.deleted is not None and s.deleted <= created
+        ]
+        reaction = (min(deleting) if deleting else created) - edited
+        freed = (max(gone) if gone else created) - edited
+        figures.edits.append(
+            (created - edited, reaction, freed - reaction, created - edited - freed)
+        )
+        await asyncio.sleep(1.0)
+
+
+async def _controlled(
+    kube: Kube,
+    server: ApiServer,
+    kueue: ApiServer,
+    kubeconfig: Path,
+    figures: Figures,
+    *,
+    replicas: int,
+    idle_seconds: float,
+    edits: int,
+    log_dir: Path,
+    profile: Path | None,
+) -> None:
+    deployments = figures.deployments
+    ns = await _namespace(kube, "ctl")
+    controller = ControllerProcess(kubeconfig, log_dir / f"controller-{deployments}.log", profile)
+    pods = NamespaceWatch(kube, PODS, ns)
+    workloads = NamespaceWatch(kube, WORKLOADS, ns)
+    try:
+        await controller.started()
+        await pods.start()
+        await workloads.start()
+        text = await asyncio.to_thread(server.metrics)
+        before, latency_before = request_counts(text), request_seconds(text)
+        kueue_before = await _kueue_counts(kueue)
+        cpu_before = controller.cpu_seconds()
+        started = time.perf_counter()
+        await _in_flight(
+            (
+                partial(
+                    kube.create,
+                    MODEL_DEPLOYMENTS,
+                    _deployment(f"bench-{i}", ns, CONTROLLED[0], replicas),
+                    ns,
+                )
+                for i in range(deployments)
+            ),
+            CREATE_CONCURRENCY,
+        )
+        await pods.until(
+            lambda: pods.all_ready(deployments * replicas), CONVERGE_TIMEOUT, "controller"
+        )
+        figures.controller_s = time.perf_counter() - started
+        figures.controlled = Phase(
+            figures.controller_s,
+            pods.timeline(started),
+            diff(await _kueue_counts(kueue), kueue_before),
+        )
+        figures.passes = await asyncio.to_thread(lambda: pass_times(controller.metrics()))
+        latency_after = request_seconds(await asyncio.to_thread(server.metrics))
+        figures.latency = {
+            verb: (
+                n - latency_before.get(verb, (0, 0.0))[0],
+                t - latency_before.get(verb, (0, 0.0))[1],
+            )
+            for verb, (n, t) in latency_after.items()
+        }
+        await _quiet(server)
+        figures.cpu_s = controller.cpu_seconds() - cpu_before
+        after = request_counts(await asyncio.to_thread(server.metrics))
+        figures.converge_requests = diff(after, before)
+        idle_started = time.perf_counter()
+        await asyncio.sleep(idle_seconds)
+        figures.idle_s = time.perf_counter() - idle_started
+        figures.idle_requests = diff(request_counts(await asyncio.to_thread(server.metrics)), after)
+        await _edits(kube, ns, pods, workloads, deployments, replicas, edits, figures)
+        figures.peak_rss_mib = controller.peak_rss_mib()
+        await _in_flight(
+            (partial(kube.delete, MODEL_DEPLOYMENTS, f"bench-{i}", ns) for i in range(deployments)),
+            CREATE_CONCURRENCY,
+        )
+        await _drain(kube, ns)
+    finally:
+        await pods.stop()
+        await workloads.stop()
+        controller.stop()
+
+
+async def _bind_controller(kube: Kube) -> None:
+    """deploy/controller/rbac.yaml's roles, bound to :data:`CONTROLLER_USER`."""
+    for doc in load_yaml_documents(CONTROLLER_RBAC):
+        kind = doc["kind"]
+        if kind in ("ClusterRoleBinding", "RoleBinding"):
+            doc["subjects"] = [
+                {"kind": "User", "name": CONTROLLER_USER, "apiGroup": "rbac.authorization.k8s.io"}
+            ]
+        plural = {
+            "ClusterRole": "clusterroles",
+            "ClusterRoleBinding": "clusterrolebindings",
+            "Role": "roles",
+            "RoleBinding": "rolebindings",
+        }[kind]
+        resource = Resource(
+            "rbac.authorization.k8s.io", "v1", plural, kind, namespaced=kind.startswith("Role")
+        )
+        await kube.create(resource, doc, doc["metadata"].get("namespace"))
 
 
 async def run(
-    cluster: Cluster, deployments: int, replicas: int, rounds: int
-) -> tuple[float, float]:
+    cluster: Cluster,
+    server: ApiServer,
+    kueue: ApiServer,
+    sizes: list[int],
+    *,
+    replicas: int,
+    idle_seconds: float,
+    edits: int,
+    log_dir: Path,
+    profile_dir: Path | None,
+) -> list[Figures]:
     kube = await Kube.connect(kubeconfig=str(cluster.kubeconfig))
     try:
         for name, entrance in (CONTROLLED, BARE):
@@ -206,7 +799,7 @@ async def run(
             status = body.pop("status")
             await kube.create(INSTANCE_TYPES, body)
             await kube.merge_patch(INSTANCE_TYPES, name, {"status": status}, subresource="status")
-        gpus = deployments * replicas
+        gpus = max(sizes) * replicas
         quota: dict[str, str | int] = {
             "nvidia.com/gpu": gpus,
             "cpu": gpus * 8,
@@ -216,16 +809,107 @@ async def run(
         cluster.ensure_cluster_queue(BARE[1], quota=quota, admission_check=None)
         await kube.create(
             NAMESPACES,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpustack-system"}},
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
         )
-        await _bare(kube, 2, 1)  # warm the API server's, Kueue's and the client's paths
-        bare, ctl = [], []
-        for _ in range(rounds):
-            bare.append(await _bare(kube, deployments, replicas))
-            ctl.append(await _controller(kube, cluster.kubeconfig, deployments, replicas))
-        return statistics.median(ctl), statistics.median(bare)
+        await _bind_controller(kube)
+        kubeconfig = server.kubeconfig(CONTROLLER_USER)
+        await _bare(kube, kueue, 2, 1)  # warm the API server's, Kueue's and the client's paths
+        results = []
+        for size in sizes:
+            figures = Figures(deployments=size, pods=size * replicas)
+            figures.bare = await _bare(kube, kueue, size, replicas)
+            figures.bare_s = figures.bare.seconds
+            print(f"[{size}] bare loop {figures.bare_s:.1f} s", flush=True)
+            profile = None if profile_dir is None else profile_dir / f"controller-{size}.prof"
+            await _controlled(
+                kube,
+                server,
+                kueue,
+                kubeconfig,
+                figures,
+                replicas=replicas,
+                idle_seconds=idle_seconds,
+                edits=edits,
+                log_dir=log_dir,
+                profile=profile,
+            )
+            report(figures)
+            results.append(figures)
+        return results
     finally:
         await kube.close()
+
+
+# ---- output ----------------------------------------------------------------------------------
+
+
+def report(f: Figures) -> None:
+    n = f.deployments
+    print(f"-- {n} deployments x {f.pods // n} replicas ({f.pods} Pods)", flush=True)
+    print(
+        f"   bare loop:  {f.bare_s:.1f} s to create the {f.pods} Pods and see them admitted "
+        "and Ready"
+    )
+    if f.bare is not None:
+        print(f"     {f.bare.timeline.line()}")
+        print(f"     {f.bare.kueue_line(f.pods)}")
+    print(
+        f"   controller: {f.controller_s:.1f} s from the first create to every Pod admitted and "
+        f"Ready = {f.ratio:.2f}x the bare loop (target <= 1.2)"
+    )
+    if f.controlled is not None:
+        print(f"     {f.controlled.timeline.line()}")
+        print(f"     {f.controlled.kueue_line(f.pods)}")
+    print(
+        f"   per deployment: {f.controller_s * 1000 / n:.0f} ms of converge time, "
+        f"{f.cpu_ms_per_deployment:.1f} ms of controller CPU "
+        f"({f.cpu_s:.1f} s over the converge)"
+    )
+    if f.passes:
+        print(
+            "   passes while converging (the controller's own metrics): "
+            + ", ".join(
+                f"{queue} {n} (mean {seconds * 1000 / max(n, 1):.0f} ms)"
+                for queue, (n, seconds) in f.passes.items()
+            )
+        )
+    if f.latency:
+        print(
+            "   its API server's answer time per request while converging: "
+            + ", ".join(
+                f"{verb} {seconds * 1000 / n:.0f} ms"
+                for verb, (n, seconds) in f.latency.items()
+                if n > 0
+            )
+        )
+    print(f"   controller peak RSS: {f.peak_rss_mib:.0f} MiB (its own process, VmHWM)")
+    total = sum(f.converge_requests.values())
+    print(
+        f"   API requests while converging: {total} ({total / n:.1f} per deployment), "
+        f"{writes(f.converge_requests)} writes: {format_counts(f.converge_requests)}"
+    )
+    print(
+        f"   idle {f.idle_s:.0f} s converged: {writes(f.idle_requests)} writes (target 0); "
+        f"requests: {format_counts(f.idle_requests)}"
+    )
+    if f.edits:
+        missed = (
+            f"; {f.edits_missed} not replaced within {EDIT_TIMEOUT:.0f} s" if f.edits_missed else ""
+        )
+        print(
+            f"   edit -> first replacement Pod, {len(f.edits)} edits each behind a queue of all "
+            f"{n} deployments: p50 {f.edit_percentile(0.5):.2f} s, "
+            f"p99 {f.edit_percentile(0.99):.2f} s, max {max(e[0] for e in f.edits):.2f} s "
+            f"(target p99 <= 1 s){missed}"
+        )
+        print(
+            "     split (p50 / p99): controller deletes the old replica "
+            f"{f.edit_percentile(0.5, 1):.2f} / {f.edit_percentile(0.99, 1):.2f} s; "
+            "Kueue and KWOK retire the old group "
+            f"{f.edit_percentile(0.5, 2):.2f} / {f.edit_percentile(0.99, 2):.2f} s; "
+            "controller creates the replacement "
+            f"{f.edit_percentile(0.5, 3):.2f} / {f.edit_percentile(0.99, 3):.2f} s"
+        )
 
 
 def _build_seconds(bin_dir: Path) -> str:
@@ -241,28 +925,86 @@ def _build_seconds(bin_dir: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.controller", description=__doc__)
-    parser.add_argument("--deployments", type=int, default=64)
+    parser.add_argument(
+        "--sizes", default="64,256,1024", help="deployments per size, comma-separated"
+    )
     parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--idle-seconds", type=float, default=300.0, help="the converged idle window (default 300)"
+    )
+    parser.add_argument("--edits", type=int, default=20, help="edits timed per size (default 20)")
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="cProfile the controller into DIR"
+    )
+    parser.add_argument(
+        "--log-dir", type=Path, default=None, help="keep the controller's logs in DIR"
+    )
+    parser.add_argument(
+        "--service-cidr", default=None, help="the API server's Service range (default a /12)"
+    )
     args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     binaries = locate_cluster_binaries()
-    gpus = args.deployments * args.replicas
+    gpus = max(sizes) * args.replicas
     nodes = default_nodes(count=max(8, -(-gpus // 8)))
-    with Cluster(binaries, nodes=nodes) as cluster:
-        controller_s, bare_s = asyncio.run(
-            run(cluster, args.deployments, args.replicas, args.rounds)
+    for directory in (args.profile, args.log_dir):
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+    options: dict[str, Any] = {"nodes": nodes, "startup_timeout": 300.0}
+    if args.service_cidr:
+        options["service_cidr"] = args.service_cidr
+    load = os.getloadavg()
+    with Cluster(binaries, **options) as cluster:
+        server = cluster.control_plane.add_apiserver("controller")
+        # Kueue on an API server of its own too: its requests are counted the same way.
+        kueue = cluster.control_plane.add_apiserver("kueue")
+        cluster.restart_kueue(kubeconfig=kueue.kubeconfig("kueue-bench", ("system:masters",)))
+        results = asyncio.run(
+            run(
+                cluster,
+                server,
+                kueue,
+                sizes,
+                replicas=args.replicas,
+                idle_seconds=args.idle_seconds,
+                edits=args.edits,
+                log_dir=args.log_dir or cluster.dir,
+                profile_dir=args.profile,
+            )
         )
         start_s = cluster.startup_seconds
-    pods = args.deployments * args.replicas
-    print(f"cluster: {len(nodes)} KWOK Nodes x 8 GPUs; cold start {start_s:.1f} s")
-    print(f"binaries (first build on this machine): {_build_seconds(binaries.bin_dir)}")
-    print(f"pods: {pods} ({args.deployments} deployments x {args.replicas} replicas)")
-    print(f"controller: {controller_s:.2f} s from the first create to every Pod admitted and Ready")
-    print(f"bare loop:  {bare_s:.2f} s for the same {pods} Pods created, admitted and Ready")
+        cidr = cluster.service_cidr
+    end_load = os.getloadavg()
     print(
-        f"controller_s={controller_s:.2f} bare_s={bare_s:.2f} "
-        f"ratio={controller_s / bare_s:.2f} cluster_start_s={start_s:.1f}"
+        f"cluster: {len(nodes)} KWOK Nodes x 8 GPUs, Service range {cidr}; "
+        f"cold start {start_s:.1f} s"
     )
+    print(f"binaries (first build on this machine): {_build_seconds(binaries.bin_dir)}")
+    print(
+        f"load average (1, 5, 15 min) at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+        f"at end {end_load[0]:.2f} {end_load[1]:.2f} {end_load[2]:.2f}"
+    )
+    for figures in results:
+        report(figures)
+    small, large = results[0], results[-1]
+    growth = large.cpu_ms_per_deployment / small.cpu_ms_per_deployment
+    print(
+        f"per-deployment controller CPU at {large.deployments} / at {small.deployments}: "
+        f"{growth:.2f}x (target <= 1.2)"
+    )
+    pairs = [f"growth={growth:.2f}", f"cluster_start_s={start_s:.1f}"]
+    for f in results:
+        n = f.deployments
+        pairs += [
+            f"controller_s_{n}={f.controller_s:.1f}",
+            f"bare_s_{n}={f.bare_s:.1f}",
+            f"ratio_{n}={f.ratio:.2f}",
+            f"cpu_ms_per_deployment_{n}={f.cpu_ms_per_deployment:.1f}",
+            f"rss_mib_{n}={f.peak_rss_mib:.0f}",
+            f"idle_writes_{n}={writes(f.idle_requests)}",
+            f"edit_p99_s_{n}={f.edit_percentile(0.99):.2f}",
+        ]
+    print(" ".join(pairs))
     return 0
 
 

@@ -5,18 +5,31 @@ the reviews read (an InstanceType; a Binding → pool → backend), starts ``pyt
 gpustack_webhook`` exactly as the Deployment runs it (TLS, live reads through a kubeconfig), then
 drives it with 16 concurrent HTTPS clients posting AdmissionReviews, in two phases:
 
-* ``inject``: Pod CREATE on the injection path (reads Settings, the Binding, pool and backend);
-* ``validate``: ModelDeployment CREATE on the validation path (reads Settings, the InstanceType).
+* ``inject``: Pod CREATE on the injection path (reads Settings, the Binding, pool and backend:
+  through the server's watch-fed cache, ``gpustack_webhook/cache.py``);
+* ``validate``: ModelDeployment CREATE on the validation path (reads Settings, the InstanceType,
+  live);
+* ``paced``: the ``inject`` review again, sent at a steady ``--rate`` (default 100 reviews/s,
+  open loop: each on its schedule whether or not the previous one answered), for
+  ``--paced-seconds``: the latency a steady trickle of Pod creations sees;
+* ``inject-live`` (with ``--live``): the ``inject`` phase against a second server started with
+  ``--no-watch-cache``, every read a GET, for comparison.
 
-Each phase is bounded twice: it stops after ``--count`` requests or ``--seconds`` of load,
-whichever comes first (after ``--warmup`` seconds that are not measured). An error is anything
-but HTTP 200 with the expected verdict. Prints p50/p95/p99/max latency and requests per second
-per phase, and the CPU time the webhook server and this load generator spent per request (all
-of them share the machine with etcd and kube-apiserver, so the load generator's share shows
-whether it is the bottleneck); the last line is ``key=value`` pairs. Target: p99 ≤ 20 ms and no
-errors for 60 s.
+The closed-loop phases are bounded twice: each stops after ``--count`` requests or ``--seconds``
+of load, whichever comes first (after ``--warmup`` seconds that are not measured). An error is
+anything but HTTP 200 with the expected verdict. Prints p50/p95/p99/max latency and requests per
+second per phase, and the CPU time the webhook server and this load generator spent per request
+(all of them share the machine with etcd and kube-apiserver, so the load generator's share shows
+whether it is the bottleneck).
 
-Run: ``python -m bench.webhook_load [--seconds 30] [--count 200000] [--clients 16]``.
+The baseline is the library's own time for the same review, measured in this process in the
+same run: ``review_pod`` on the same AdmissionRequest with the same objects (read from the API
+server, decoded once) as static lookups, CPU time per call over ``--library-iterations`` calls.
+The server's CPU per injection review is printed against it (target <= 1.5x), and the paced
+phase's p99 against 10 ms. The last line is ``key=value`` pairs.
+
+Run: ``python -m bench.webhook_load [--seconds 30] [--count 200000] [--clients 16] [--rate 100]
+[--paced-seconds 30] [--live]``.
 """
 
 from __future__ import annotations
@@ -37,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from integration.controlplane import started_control_plane
+from integration.controlplane import ControlPlane, started_control_plane
 from integration.webhook_fixtures import (
     WebhookProcess,
     create_inputs,
@@ -46,6 +59,12 @@ from integration.webhook_fixtures import (
     deployment,
     labelled_pod,
 )
+
+from gpustack_render.api.inputs import KVCacheBackend, KVCachePool, KVCachePoolBinding
+from gpustack_render.core.review import AdmissionRequest
+from gpustack_render.core.settings import Settings
+from gpustack_render.injection import review_pod
+from gpustack_render.schema.lookups import StaticLookups, decode_stored
 
 INJECT_PATH = "/mutate-gpustack-worker-kvcache-core-v1-pod"
 VALIDATE_PATH = "/validate-worker-gpustack-ai-v1-modeldeployment"
@@ -182,31 +201,128 @@ async def run_phase(
     phase.seconds = time.monotonic() - began
 
 
+async def run_paced(
+    phase: Phase,
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    check: Any,
+    *,
+    rate: float,
+    seconds: float,
+    warmup: float,
+) -> None:
+    """Open loop: one request every ``1 / rate`` seconds, each on its own schedule."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    measured_from = began + warmup
+    end = measured_from + seconds
+
+    async def one(counted: bool) -> None:
+        started = time.perf_counter()
+        problem = ""
+        try:
+            async with session.post(
+                url, data=body, headers={"Content-Type": "application/json"}
+            ) as resp:
+                payload = await resp.read()
+                if resp.status != 200:
+                    problem = f"HTTP {resp.status}: {payload[:200]!r}"
+                else:
+                    problem = check(json.loads(payload))
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        elapsed = time.perf_counter() - started
+        phase.completed += 1
+        if not counted:
+            return
+        if problem:
+            phase.errors += 1
+            phase.first_error = phase.first_error or problem
+        else:
+            phase.latencies.append(elapsed)
+
+    tasks = []
+    sent = 0
+    while True:
+        due = began + sent / rate
+        if due >= end:
+            break
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(due >= measured_from)))
+        sent += 1
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+    phase.seconds = seconds
+
+
+def library_cpu_seconds(
+    cp: ControlPlane, inject: dict[str, Any], namespace: str, iterations: int
+) -> float:
+    """CPU seconds the library takes for the ``inject`` review, per call: ``review_pod`` with
+    the objects it reads (as the API server stores them, decoded once) and the server's Settings
+    (no ConfigMap: every default, the server's namespace as the system namespace)."""
+    pod = inject["request"]["object"]
+    binding_name = pod["metadata"]["annotations"]["kvcache.gpustack.ai/binding"]
+    base = "/apis/worker.gpustack.ai/v1"
+    _, binding_raw = cp.request(
+        "GET", f"{base}/namespaces/{namespace}/kvcachepoolbindings/{binding_name}"
+    )
+    binding = decode_stored(KVCachePoolBinding, binding_raw, name=binding_name, namespace=namespace)
+    pool_name = binding.spec.pool_ref.name
+    _, pool_raw = cp.request("GET", f"{base}/kvcachepools/{pool_name}")
+    pool = decode_stored(KVCachePool, pool_raw, name=pool_name, namespace="")
+    backend_name = pool.spec.backends[0]
+    _, backend_raw = cp.request("GET", f"{base}/kvcachebackends/{backend_name}")
+    backend = decode_stored(KVCacheBackend, backend_raw, name=backend_name, namespace="")
+    lookups = StaticLookups.of([binding, pool, backend])
+    settings = Settings(system_namespace=namespace)
+    request = AdmissionRequest.from_review(inject)
+    verdict = review_pod(request, lookups=lookups, settings=settings)
+    if not verdict.allowed or not verdict.patch:
+        raise RuntimeError(f"the library did not inject the benchmark's Pod: {verdict}")
+    for _ in range(200):
+        review_pod(request, lookups=lookups, settings=settings)
+    started = time.process_time()
+    for _ in range(iterations):
+        review_pod(request, lookups=lookups, settings=settings)
+    return (time.process_time() - started) / iterations
+
+
+def inject_review(namespace: str, binding: str) -> dict[str, Any]:
+    pod = labelled_pod("bench", binding)
+    pod["metadata"]["namespace"] = namespace
+    return review({"group": "", "version": "v1", "kind": "Pod"}, pod, namespace)
+
+
 async def drive(
     server: WebhookProcess,
     namespace: str,
     binding: str,
     instance_type: str,
     args: argparse.Namespace,
+    *,
+    inject_only: bool = False,
+    name_suffix: str = "",
 ) -> list[Phase]:
     context = ssl.create_default_context(cadata=server.ca.cert_pem.decode())
     connector = aiohttp.TCPConnector(limit=args.clients, ssl=context)
     timeout = aiohttp.ClientTimeout(total=10)
-    pod = labelled_pod("bench", binding)
-    pod["metadata"]["namespace"] = namespace
     md = deployment("bench", namespace, instance_type, resources={"accelerator": 1})
-    inject = review({"group": "", "version": "v1", "kind": "Pod"}, pod, namespace)
+    inject = inject_review(namespace, binding)
     validate = review(
         {"group": "worker.gpustack.ai", "version": "v1", "kind": "ModelDeployment"},
         md,
         namespace,
     )
-    phases = [Phase("inject"), Phase("validate")]
+    phases = [Phase(f"inject{name_suffix}")]
+    plan = [(phases[0], INJECT_PATH, inject, check_inject)]
+    if not inject_only:
+        phases.append(Phase("validate"))
+        plan.append((phases[1], VALIDATE_PATH, validate, check_validate))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        for phase, path, body, check in (
-            (phases[0], INJECT_PATH, inject, check_inject),
-            (phases[1], VALIDATE_PATH, validate, check_validate),
-        ):
+        for phase, path, body, check in plan:
             server_cpu, client_cpu = process_cpu(server.pid), time.process_time()
             await run_phase(
                 phase,
@@ -222,6 +338,23 @@ async def drive(
             phase.server_cpu = process_cpu(server.pid) - server_cpu
             phase.client_cpu = time.process_time() - client_cpu
             report(phase)
+        if not inject_only:
+            paced = Phase("paced")
+            server_cpu, client_cpu = process_cpu(server.pid), time.process_time()
+            await run_paced(
+                paced,
+                session,
+                server.url + INJECT_PATH,
+                json.dumps(inject).encode(),
+                check_inject,
+                rate=args.rate,
+                seconds=args.paced_seconds,
+                warmup=args.warmup,
+            )
+            paced.server_cpu = process_cpu(server.pid) - server_cpu
+            paced.client_cpu = time.process_time() - client_cpu
+            report(paced)
+            phases.append(paced)
     return phases
 
 
@@ -255,39 +388,112 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--count", type=int, default=200_000, help="most requests per phase (default 200000)"
     )
     p.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds per phase")
+    p.add_argument(
+        "--rate", type=float, default=100.0, help="reviews per second of the paced phase"
+    )
+    p.add_argument(
+        "--paced-seconds", type=float, default=30.0, help="measured seconds of the paced phase"
+    )
+    p.add_argument(
+        "--library-iterations",
+        type=int,
+        default=3000,
+        help="calls timed for the library's own time per review (default 3000)",
+    )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="also run the inject phase against a server without the watch cache",
+    )
     return p.parse_args(argv)
+
+
+def _server(cp: ControlPlane, namespace: str, workdir: Path, *extra: str) -> WebhookProcess:
+    return WebhookProcess(
+        kubeconfig=cp.kubeconfig,
+        ca=cp.ca,
+        namespace=namespace,
+        workdir=workdir,
+        extra_args=["--log-level=warning", *extra],
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv if argv is not None else [])
     scope = uuid.uuid4().hex[:8]
     namespace = f"bench-{scope}"
+    live: Phase | None = None
+    load = os.getloadavg()
     with started_control_plane() as cp, tempfile.TemporaryDirectory(prefix="bench-wh-") as tmp:
         create_namespace(cp, namespace, {})
         instance_type, binding, _ = create_inputs(cp, scope, namespace)
-        server = WebhookProcess(
-            kubeconfig=cp.kubeconfig,
-            ca=cp.ca,
-            namespace=namespace,
-            workdir=Path(tmp),
-            extra_args=["--log-level=warning"],
+        library = library_cpu_seconds(
+            cp, inject_review(namespace, binding), namespace, args.library_iterations
         )
+        print(
+            f"library: review_pod of the inject review takes {library * 1000:.3f} ms of CPU "
+            f"per call (static lookups, {args.library_iterations} calls)",
+            flush=True,
+        )
+        server = _server(cp, namespace, Path(tmp) / "cached")
         try:
             server.start()
             print(
                 f"webhook server on {server.url}, API server on {cp.url}; "
-                f"{args.clients} clients, {args.seconds:g} s or {args.count} requests per phase",
+                f"{args.clients} clients, {args.seconds:g} s or {args.count} requests per phase; "
+                f"paced {args.rate:g}/s for {args.paced_seconds:g} s",
                 flush=True,
             )
-            inject, validate = asyncio.run(drive(server, namespace, binding, instance_type, args))
+            inject, validate, paced = asyncio.run(
+                drive(server, namespace, binding, instance_type, args)
+            )
         finally:
             server.close()
-            delete_inputs(cp, scope)
-    errors = inject.errors + validate.errors
+        if args.live:
+            server = _server(cp, namespace, Path(tmp) / "live", "--no-watch-cache")
+            try:
+                server.start()
+                (live,) = asyncio.run(
+                    drive(
+                        server,
+                        namespace,
+                        binding,
+                        instance_type,
+                        args,
+                        inject_only=True,
+                        name_suffix="-live",
+                    )
+                )
+            finally:
+                server.close()
+        delete_inputs(cp, scope)
+    per_review = inject.server_cpu / max(inject.completed, 1)
+    ratio = per_review / library
+    print(
+        f"inject: server CPU per review {per_review * 1000:.3f} ms = {ratio:.2f}x the library's "
+        f"{library * 1000:.3f} ms (target <= 1.5x)",
+        flush=True,
+    )
+    if live is not None:
+        live_review = live.server_cpu / max(live.completed, 1)
+        print(
+            f"inject-live: server CPU per review {live_review * 1000:.3f} ms = "
+            f"{live_review / library:.2f}x the library's (every read a GET)",
+            flush=True,
+        )
+    print(
+        f"paced: {paced.count} reviews at {args.rate:g}/s, p99 {paced.percentile(0.99):.2f} ms "
+        f"(target <= 10 ms)",
+        flush=True,
+    )
+    print(f"load average at start (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    errors = inject.errors + validate.errors + paced.errors + (live.errors if live else 0)
     print(
         f"inject_p99_ms={inject.percentile(0.99):.2f} inject_rps={inject.rps:.0f} "
+        f"inject_cpu_ms={per_review * 1000:.3f} library_cpu_ms={library * 1000:.3f} "
+        f"inject_cpu_ratio={ratio:.2f} "
         f"validate_p99_ms={validate.percentile(0.99):.2f} validate_rps={validate.rps:.0f} "
-        f"errors={errors}",
+        f"paced_p99_ms={paced.percentile(0.99):.2f} errors={errors}",
         flush=True,
     )
     return 1 if errors else 0

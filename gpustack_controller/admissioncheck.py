@@ -19,8 +19,10 @@ from gpustack_controller.kube import (
     ApiError,
     Kube,
 )
+from gpustack_controller.reconciler import WORKLOADS_BY_POD, owner_pod_uids
 from gpustack_controller.watches import Informer
 from gpustack_render.core.settings import Settings
+from gpustack_render.reconcile.applied import apply_aligned
 from gpustack_render.reconcile.jointcheck import (
     CHECK_NAME,
     CONTROLLER_NAME,
@@ -36,6 +38,7 @@ from gpustack_render.reconcile.jointcheck import (
     joint_verdict,
     needs_verdict,
     owner_pods,
+    reads_members,
     resolve_deployment,
     resolve_owner,
     verdict_changed,
@@ -59,23 +62,24 @@ def _now() -> datetime.datetime:
 
 
 async def ensure_admission_check(kube: Kube, *, now: datetime.datetime | None = None) -> None:
-    """Create or align the AdmissionCheck and report it ``Active``."""
-    stored = await kube.apply(
-        ADMISSION_CHECKS, admission_check_object(), field_manager=FIELD_MANAGER
-    )
-    await kube.apply(
-        ADMISSION_CHECKS,
-        active_condition_apply(previous_since=active_since(stored), now=now or _now()),
-        field_manager=CONTROLLER_NAME,
-        subresource="status",
-    )
+    """Create or align the AdmissionCheck and report it ``Active``: each apply only when the
+    stored check does not already say it (read first: a check in place costs one GET)."""
+    stored = await kube.get(ADMISSION_CHECKS, CHECK_NAME)
+    wanted = admission_check_object()
+    if stored is None or not apply_aligned(stored, wanted, FIELD_MANAGER):
+        stored = await kube.apply(ADMISSION_CHECKS, wanted, field_manager=FIELD_MANAGER)
+    status = active_condition_apply(previous_since=active_since(stored), now=now or _now())
+    if not apply_aligned(stored, status, CONTROLLER_NAME, subresource="status"):
+        await kube.apply(
+            ADMISSION_CHECKS, status, field_manager=CONTROLLER_NAME, subresource="status"
+        )
 
 
 async def keep_admission_check(kube: Kube, *, every: float = ENSURE_EVERY_SECONDS) -> None:
     """Ensure the AdmissionCheck every ``every`` seconds until cancelled. A deleted check would
     otherwise stay gone until the controller restarts, and every ClusterQueue listing it is
     inactive meanwhile (Kueue admits nothing through it); a failed attempt is logged and made
-    again next time."""
+    again next time. A check in place costs a read, never a write."""
     while True:
         await asyncio.sleep(every)
         try:
@@ -94,14 +98,27 @@ class AdmissionCheckReconciler:
         *,
         clock: Callable[[], datetime.datetime] = _now,
         settings: Callable[[], Settings] = Settings,
+        workloads: Informer | None = None,
     ) -> None:
         self.kube = kube
         self.pods = pods
         self.clock = clock
         self.settings = settings
+        #: The Workload cache, indexed by owner Pod uid; without it the namespace's Workloads
+        #: are listed on every call.
+        self.workloads = workloads
+        if workloads is not None:
+            workloads.add_indexer(WORKLOADS_BY_POD, owner_pod_uids)
 
     async def __call__(self, key: str) -> float | None:
         namespace, name = split_key(key)
+        cache = self.workloads
+        if cache is not None and cache.synced.is_set():
+            # Every change of the Workload is an event that queues it again once the cache has
+            # it, so a cached state that asks for no verdict needs no read: most events do not.
+            cached = cache.get(key)
+            if cached is None or not needs_verdict(observe_workload(cached)):
+                return None
         try:
             obj = await self.kube.get(WORKLOADS, name, namespace)
         except ApiError:
@@ -178,8 +195,32 @@ class AdmissionCheckReconciler:
         md = resolve_deployment(md_ref, raw)
         if isinstance(md, Uncertain):
             return md
+        if not reads_members(len(md.spec.roles)):
+            return joint_deployment(md, pods=[], workloads=[])  # its verdict reads no member
         raw_pods, _ = await self.kube.list(
             PODS, namespace, label_selector=deployment_selector(md.metadata.name)
         )
-        raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
+        if self.workloads is None or not self.workloads.synced.is_set():
+            raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
+        else:
+            raw_workloads = self._workloads_owning(namespace, raw_pods, workload)
         return joint_deployment(md, pods=raw_pods, workloads=raw_workloads)
+
+    def _workloads_owning(
+        self, namespace: str, pods: list[dict[str, Any]], judged: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """The cached Workloads of ``namespace`` owning one of ``pods`` (the only ones the
+        verdict reads), with the Workload being judged as just read, in name order as a list
+        of the namespace would give them."""
+        assert self.workloads is not None
+        found: dict[str, dict[str, Any]] = {}
+        for pod in pods:
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            for raw in self.workloads.by_index(WORKLOADS_BY_POD, uid):
+                meta = raw.get("metadata") or {}
+                if meta.get("namespace") == namespace:
+                    found[str(meta.get("name"))] = raw
+        name = str((judged.get("metadata") or {}).get("name"))
+        if name in found or any(owner_pods(judged)):
+            found[name] = judged
+        return [found[n] for n in sorted(found)]

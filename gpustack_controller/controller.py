@@ -21,6 +21,18 @@ Which deployments an input event concerns is the library's
 check, :func:`~gpustack_render.reconcile.jointcheck.siblings_to_recheck`. Each is updated by the
 event's own object, so handling an event costs what it concerns, not the number of deployments.
 
+Keys are queued by priority (:class:`~gpustack_controller.workqueue.Priority`): a user's edit of
+a deployment (a new generation, the render-version floor, a deletion) is ``HIGH``; events of its
+own Pods, Services and Workloads ``NORMAL``; the fan-outs of an input or a Settings change,
+which queue every reader at once, ``LOW``. So an edit is never queued behind a thousand passes
+that an InstanceType's change asked for (docs/design/0006-control-plane-at-scale.md).
+
+The caches keep only what reconciling reads (:mod:`gpustack_render.reconcile.projection`): no
+``managedFields`` but the controller's own apply entries, on every kind; Pods and Workloads
+projected to the fields their observers read; ModelDeployments without their status (every pass
+reads its deployment live). Services are indexed by their controlling deployment's uid and
+Workloads by their owner Pods' uids, so a pass reads its own from the caches without a walk.
+
 :class:`Controller` runs it all in the current event loop; ``__main__`` adds signals and the
 health server.
 """
@@ -31,7 +43,8 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Final
 
 from gpustack_controller.admissioncheck import (
     AdmissionCheckReconciler,
@@ -43,6 +56,7 @@ from gpustack_controller.kube import (
     BINDINGS,
     CONFIGMAPS,
     INSTANCE_TYPES,
+    LOCAL_QUEUES,
     MODEL_DEPLOYMENTS,
     PODS,
     POOLS,
@@ -56,7 +70,7 @@ from gpustack_controller.reconciler import Caches, DeploymentReconciler
 from gpustack_controller.recorder import EventRecorder
 from gpustack_controller.routers import RouterCaches
 from gpustack_controller.watches import Handler, Informer, object_key
-from gpustack_controller.workqueue import WorkQueue
+from gpustack_controller.workqueue import Priority, WorkQueue
 from gpustack_render.api.inputs import (
     InputObject,
     InstanceType,
@@ -67,9 +81,15 @@ from gpustack_render.api.inputs import (
 from gpustack_render.core import labels
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_of_config_map
 from gpustack_render.reconcile.inputindex import InputIndex
-from gpustack_render.reconcile.jointcheck import siblings_to_recheck
+from gpustack_render.reconcile.jointcheck import reads_members, siblings_to_recheck
+from gpustack_render.reconcile.keys import FIELD_MANAGER
 from gpustack_render.reconcile.observed import observe_workload
 from gpustack_render.reconcile.ownerindex import OwnerIndex, controlling_deployment_key
+from gpustack_render.reconcile.projection import (
+    project_pod,
+    project_without_status,
+    project_workload,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +112,10 @@ def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
     return (obj or {}).get("metadata") or {}
 
 
+#: The managers whose ``managedFields`` entries the caches keep (the controller's own).
+OWN_MANAGERS: Final = (FIELD_MANAGER,)
+
+
 class Controller:
     """Everything one controller process runs."""
 
@@ -99,16 +123,36 @@ class Controller:
         self.kube = kube
         self.options = options or Options()
         self.settings = Settings(system_namespace=self.options.system_namespace)
-        self.queue = WorkQueue("modeldeployment")
+        # A quarter of the workers at most on fan-out passes: the rest stay free for edits.
+        self.queue = WorkQueue("modeldeployment", max_low=max(1, self.options.workers // 4))
         self.check_queue = WorkQueue("jointcheck")
         selector = f"{labels.NAME}={labels.NAME_VALUE}"
         self.informers = {
-            "deployments": Informer(kube, MODEL_DEPLOYMENTS, handlers=[self._on_deployment]),
-            "pods": Informer(kube, PODS, label_selector=selector, handlers=[self._on_owned]),
-            "services": Informer(
-                kube, SERVICES, label_selector=selector, handlers=[self._on_owned]
+            "deployments": Informer(
+                kube,
+                MODEL_DEPLOYMENTS,
+                handlers=[self._on_deployment],
+                transform=partial(project_without_status, keep_managers=OWN_MANAGERS),
             ),
-            "workloads": Informer(kube, WORKLOADS, handlers=[self._on_workload]),
+            "pods": Informer(
+                kube,
+                PODS,
+                label_selector=selector,
+                handlers=[self._on_owned],
+                transform=partial(project_pod, keep_managers=OWN_MANAGERS),
+            ),
+            "services": Informer(
+                kube,
+                SERVICES,
+                label_selector=selector,
+                handlers=[self._on_owned],
+            ),
+            "workloads": Informer(
+                kube,
+                WORKLOADS,
+                handlers=[self._on_workload],
+                transform=partial(project_workload, keep_managers=OWN_MANAGERS),
+            ),
             "scalers": Informer(kube, SCALERS, label_selector=selector, handlers=[self._on_scaler]),
             "bindings": Informer(kube, BINDINGS, handlers=[self._on_input(KVCachePoolBinding)]),
             "pools": Informer(kube, POOLS, handlers=[self._on_input(KVCachePool)]),
@@ -116,6 +160,8 @@ class Controller:
             "instance_types": Informer(
                 kube, INSTANCE_TYPES, handlers=[self._on_input(InstanceType)]
             ),
+            # Read by every pass (is the deployment's LocalQueue there, and whose is it).
+            "local_queues": Informer(kube, LOCAL_QUEUES),
             "settings": Informer(
                 kube,
                 CONFIGMAPS,
@@ -140,12 +186,15 @@ class Controller:
             instance_types=i["instance_types"],
             routers=self.routers,
             scalers=i["scalers"],
+            local_queues=i["local_queues"],
         )
         self.recorder = EventRecorder(kube)
         self.reconciler = DeploymentReconciler(
             kube, self.caches, self.recorder, settings=lambda: self.settings
         )
-        self.checker = AdmissionCheckReconciler(kube, i["pods"], settings=lambda: self.settings)
+        self.checker = AdmissionCheckReconciler(
+            kube, i["pods"], settings=lambda: self.settings, workloads=i["workloads"]
+        )
         self.elector = LeaderElector(
             kube,
             namespace=self.options.system_namespace,
@@ -228,8 +277,9 @@ class Controller:
     # ---- event mapping ------------------------------------------------------------------------
 
     def enqueue_all(self) -> None:
+        """Every deployment, in the low lane (a Settings change concerns them all)."""
         for obj in self.caches.deployments.items():
-            self.queue.add(object_key(obj))
+            self.queue.add(object_key(obj), priority=Priority.LOW)
 
     def _on_deployment(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         if kind == "DELETED":
@@ -242,22 +292,31 @@ class Controller:
         if kind == "MODIFIED" and old is not None:
             a, b = _meta(old), _meta(new)
             floor = labels.MIN_RENDER_VERSION
-            changed = (
+            edited = (
                 a.get("generation") != b.get("generation")
                 or (a.get("annotations") or {}).get(floor)
                 != (b.get("annotations") or {}).get(floor)
                 or a.get("deletionTimestamp") != b.get("deletionTimestamp")
-                or a.get("finalizers") != b.get("finalizers")
             )
-            if not changed:
-                return  # a status-only update (our own writes included)
-        self.queue.add(object_key(new))
+            if edited:
+                # A user's edit: ahead of every fan-out and event waiting.
+                self.queue.add(object_key(new), priority=Priority.HIGH)
+            elif a.get("finalizers") != b.get("finalizers"):
+                self.queue.add(object_key(new))
+            return  # otherwise a status-only update (our own writes included)
+        # A deployment created while the controller runs is a user's edit too; the initial
+        # list's are a resync of what may well be converged already.
+        synced = self.informers["deployments"].synced.is_set()
+        self.queue.add(object_key(new), priority=Priority.HIGH if synced else Priority.LOW)
 
     def _on_owned(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         key = controlling_deployment_key(new)
         if new.get("kind") == "Pod":
             uid = str(_meta(new).get("uid") or "")
-            self.owners.pod_changed(uid, None if kind == "DELETED" else key)
+            if kind == "DELETED":
+                self.owners.pod_deleted(uid)
+            else:
+                self.owners.pod_changed(uid, key)
         if key is not None:
             self.queue.add(key)
 
@@ -277,7 +336,8 @@ class Controller:
     def _on_workload(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         key = object_key(new)
         workload = observe_workload(new)
-        for owner in sorted(self.owners.deployments_owning(workload.owner_pods)):
+        # A group's Workload may outlive its Pods: its last events still reach the deployment.
+        for owner in sorted(self.owners.deployments_owning(workload.owner_pods, deleted_too=True)):
             self.queue.add(owner)
         if kind == "DELETED":
             self.owners.workload_deleted(key)
@@ -286,8 +346,20 @@ class Controller:
         if not self.options.admission_check:
             return
         self.check_queue.add(key)
+        if not self._joint(self.owners.deployments_owning(workload.owner_pods)):
+            return  # single-role deployments: no sibling's verdict reads this Workload
         for sibling in siblings_to_recheck(key, workload, self.owners):
             self.check_queue.add(sibling)
+
+    def _joint(self, deployments: set[str]) -> bool:
+        """Whether any of ``deployments`` has replicas the joint check judges together (two
+        roles or more; one not in the cache counts, to be safe)."""
+        for key in deployments:
+            spec = (self.caches.deployments.get(key) or {}).get("spec")
+            roles = spec.get("roles") if isinstance(spec, dict) else None
+            if not isinstance(roles, list) or reads_members(len(roles)):
+                return True
+        return False
 
     def _on_input(self, input_kind: type[InputObject]) -> Handler:
         """The handler of one input kind: every deployment whose render reads the object."""
@@ -298,7 +370,7 @@ class Controller:
             else:
                 keys = self.inputs.input_changed(input_kind, new)
             for key in keys:
-                self.queue.add(key)
+                self.queue.add(key, priority=Priority.LOW)
 
         return handle
 

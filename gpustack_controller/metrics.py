@@ -219,21 +219,27 @@ class StatusGauges:
         self.replicas = replicas
         self.rollouts = rollouts
         self._counts: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+        #: Roles replacing now, over every deployment (kept as each changes: no sum per pass).
+        self._replacing = 0
 
     def observe(self, namespace: str, name: str, status: ModelDeploymentStatus) -> None:
         counts = replica_counts(status)
-        for role in self._counts.get((namespace, name), {}).keys() - counts.keys():
+        before = self._counts.get((namespace, name), {})
+        for role in before.keys() - counts.keys():
             self._remove(namespace, name, role)
         for role, states in counts.items():
+            if before.get(role) == states:
+                continue
             for state, value in states.items():
                 self.replicas.labels(namespace, name, role, state).set(value)
         self._counts[(namespace, name)] = counts
-        self._total()
+        self._total(_replacing(counts) - _replacing(before))
 
     def forget(self, namespace: str, name: str) -> None:
-        for role in self._counts.pop((namespace, name), {}):
+        before = self._counts.pop((namespace, name), {})
+        for role in before:
             self._remove(namespace, name, role)
-        self._total()
+        self._total(-_replacing(before))
 
     def tracked(self) -> set[tuple[str, str]]:
         """The deployments that have series now."""
@@ -243,10 +249,13 @@ class StatusGauges:
         for state in REPLICA_STATES:
             self.replicas.remove(namespace, name, role, state)
 
-    def _total(self) -> None:
-        self.rollouts.set(
-            sum(s["replacing"] for roles in self._counts.values() for s in roles.values())
-        )
+    def _total(self, change: int) -> None:
+        self._replacing += change
+        self.rollouts.set(self._replacing)
+
+
+def _replacing(counts: dict[str, dict[str, int]]) -> int:
+    return sum(s["replacing"] for s in counts.values())
 
 
 #: The process's status gauges (one controller per process; tests may build their own).

@@ -13,15 +13,25 @@ planner documents. A pass:
    that does not decode is a failed read, as in the webhook), claims the Binding
    (``status.usedBy``), renders (a render error → ``RenderFailed`` and a retry, no status
    write);
-3. lists the Pods and Workloads from the API server (uncached: the create gate must see every
-   Pod that still holds a group name), creates the missing LocalQueues (the ones found feeding
-   another ClusterQueue are a planner input: their roles get no Pod), plans, persists a newly
-   chosen replacement, deletes Pods then Workloads, creates whole seats, applies Services (a
-   Service held by another owner is the pass's failure:
-   :class:`~gpustack_render.reconcile.servicesync.ServiceConflict`), then the router's objects
-   (``routers.py``; the same rules, :class:`~gpustack_render.reconcile.routersync.RouterConflict`);
-4. re-lists, writes the status through the status subresource when it changed, records events;
+3. lists the deployment's Pods from the API server (uncached: the create gate must see every
+   Pod that still holds a group name) and reads the Workloads owning them or named after its
+   groups from the Workload cache (indexed by owner Pod: a cache only ever lags behind, so a
+   Workload it shows is still held, never freed early), creates the missing LocalQueues (the
+   ones found feeding another ClusterQueue are a planner input: their roles get no Pod),
+   plans, persists a newly chosen replacement, deletes Pods then Workloads, creates whole
+   seats, applies the Services that are not aligned (a Service held by another owner is the
+   pass's failure: :class:`~gpustack_render.reconcile.servicesync.ServiceConflict`), then the
+   router's objects (``routers.py``; the same rules,
+   :class:`~gpustack_render.reconcile.routersync.RouterConflict`);
+4. observes again when it deleted Pods or Workloads (a pass that only created adds the Pods
+   as the API server answered them), writes the status through the status subresource when it
+   changed, records events;
 5. returns the requeue delay (2 s while anything is held or in flight).
+
+A pass that changes nothing writes nothing: a status equal to the stored one, an aligned
+Service and an unchanged Binding claim are not sent, so a converged cluster sees reads only.
+Nothing in a pass walks every deployment or every object of a kind: its own Pods are listed by
+label, its Services and Workloads are read through the caches' indexes.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, TypeVar
@@ -48,7 +58,7 @@ from gpustack_controller.kube import (
 )
 from gpustack_controller.recorder import EventRecorder
 from gpustack_controller.routers import RouterCaches, RouterSyncer
-from gpustack_controller.watches import Informer
+from gpustack_controller.watches import Informer, object_key
 from gpustack_render.api.inputs import (
     InputObject,
     InstanceType,
@@ -56,15 +66,21 @@ from gpustack_render.api.inputs import (
     KVCachePool,
     KVCachePoolBinding,
 )
-from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
+from gpustack_render.api.modeldeployment import KIND, ModelDeployment, ModelDeploymentStatus
 from gpustack_render.cli.gcpause import paused_gc
 from gpustack_render.core import ownerrefs
 from gpustack_render.core.errors import RenderError
 from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile import claims, events
 from gpustack_render.reconcile.inputs import InputGraph, Read
+from gpustack_render.reconcile.jointcheck import owner_pods
 from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
-from gpustack_render.reconcile.observed import observe_pod, observe_workload
+from gpustack_render.reconcile.observed import (
+    ObservedPod,
+    ObservedWorkload,
+    observe_pod,
+    observe_workload,
+)
 from gpustack_render.reconcile.queues import QueueConflict, queue_conflict
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import RolloutStep, plan, requeue_after
@@ -131,6 +147,23 @@ async def bounded(
     return list(await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True))
 
 
+#: The index of the Services' informer by controlling deployment uid, and of the Workloads'
+#: informer by owner Pod uid (added by the reconcilers that read them).
+SERVICES_BY_OWNER: Final = "controller-uid"
+WORKLOADS_BY_POD: Final = "owner-pod"
+
+
+def controller_uid(obj: Mapping[str, Any]) -> list[str]:
+    """The uid of the ModelDeployment controlling ``obj`` (none: not indexed)."""
+    ref = ownerrefs.controller_of(obj, kind=KIND)
+    return [str(ref["uid"])] if ref is not None and ref.get("uid") else []
+
+
+def owner_pod_uids(obj: Mapping[str, Any]) -> list[str]:
+    """The uids of the Pods owning a Workload."""
+    return [str(r["uid"]) for r in owner_pods(obj) if r.get("uid")]
+
+
 @dataclass
 class Caches:
     """The informers a pass reads input objects from (a live read on a cache miss)."""
@@ -147,6 +180,8 @@ class Caches:
     routers: RouterCaches | None = None
     #: ModelDeploymentScalers (D27); the count of an autoscaled role is read here.
     scalers: Informer | None = None
+    #: LocalQueues (optional: without it each pass GETs the ones it needs).
+    local_queues: Informer | None = None
 
     def of(self, kind: type[InputObject]) -> Informer:
         """The informer of an input kind."""
@@ -179,6 +214,8 @@ class DeploymentReconciler:
         self.now = now
         #: Replicas by state and rollouts in progress, from each status this pass computes.
         self.gauges = gauges
+        caches.services.add_indexer(SERVICES_BY_OWNER, controller_uid)
+        caches.workloads.add_indexer(WORKLOADS_BY_POD, owner_pod_uids)
         # (kind, key, resourceVersion) of each unreadable input already logged.
         self._unreadable_logged: set[tuple[str, str, str]] = set()
         self.routers = RouterSyncer(kube, caches.routers)
@@ -253,16 +290,43 @@ class DeploymentReconciler:
     async def _observe_named(
         self, namespace: str, name: str, uid: str, groups: frozenset[str] = frozenset()
     ) -> ReplicaIndex:
+        return ReplicaIndex.of(*await self._observed(namespace, name, uid, groups))
+
+    async def _observed(
+        self, namespace: str, name: str, uid: str, groups: frozenset[str] = frozenset()
+    ) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
+        """The deployment's Pods (listed live, by label) and the Workloads owning one of them
+        or named after one of ``groups`` (from the Workload cache), Workloads in name order as
+        a list of the namespace would give them."""
         raw_pods, _ = await self.kube.list(
             PODS, namespace, label_selector=deployment_selector(name)
         )
         pods = [observe_pod(p, owner_uid=uid) for p in raw_pods]
         uids = {p.uid for p in pods}
-        raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
-        workloads = [observe_workload(w) for w in raw_workloads]
-        return ReplicaIndex.of(
-            pods, [w for w in workloads if w.of_deployment(pod_uids=uids, groups=groups)]
-        )
+        return pods, await self._workloads_of(namespace, uids, groups)
+
+    async def _workloads_of(
+        self, namespace: str, pod_uids: Set[str], groups: Set[str]
+    ) -> list[ObservedWorkload]:
+        cache = self.caches.workloads
+        if not cache.synced.is_set():  # no cache to read yet: the namespace's, live
+            raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
+            listed = [observe_workload(w) for w in raw_workloads]
+            return [w for w in listed if w.of_deployment(pod_uids=pod_uids, groups=groups)]
+        found: dict[str, dict[str, Any]] = {}
+        for pod_uid in pod_uids:
+            for raw in cache.by_index(WORKLOADS_BY_POD, pod_uid):
+                found[object_key(raw)] = raw
+        for group in groups:
+            raw_named = cache.get(f"{namespace}/{group}")
+            if raw_named is not None:
+                found[object_key(raw_named)] = raw_named
+        workloads = [
+            observe_workload(raw)
+            for key, raw in sorted(found.items())
+            if key.partition("/")[0] == namespace
+        ]
+        return [w for w in workloads if w.of_deployment(pod_uids=pod_uids, groups=groups)]
 
     # ---- converge ---------------------------------------------------------------------------
 
@@ -291,7 +355,9 @@ class DeploymentReconciler:
             await self.recorder.record(raw, events.render_failed(exc))
             raise
         desired = desired_from_rendering(rendering, scaling.targets)
-        index = await self._observe(md, desired.groups)
+        meta = md.metadata
+        pods, workloads = await self._observed(namespace, meta.name, meta.uid, desired.groups)
+        index = ReplicaIndex.of(pods, workloads)
         conflicts = await self._ensure_local_queues(rendering)
         step = plan(
             desired=desired,
@@ -306,12 +372,22 @@ class DeploymentReconciler:
             stored = with_replacing(md, step.replacing)
             await self._write_status(md, stored)
         await self._delete(namespace, step)
-        create_error = await self._create(rendering, step)
+        created, create_error = await self._create(rendering, step)
         scaler_sync = sync_scalers(
             rendering.scalers, stored=stored_scalers, owner_uid=md.metadata.uid
         )
         await self._keep_scalers(md, raw, scaler_sync, stored_scalers)
-        after = await self._observe(md)
+        if step.delete_pods or step.delete_workloads or create_error is not None:
+            after = await self._observe(md)
+        else:
+            # Nothing deleted: what the pass saw, with the Pods it created as the API server
+            # answered them, is what a fresh observation would find (the Workloads named only
+            # after a declared group left out, as it would).
+            pods = [*pods, *(observe_pod(p, owner_uid=meta.uid) for p in created)]
+            uids = {p.uid for p in pods}
+            after = ReplicaIndex.of(
+                pods, [w for w in workloads if w.of_deployment(pod_uids=uids, groups=frozenset())]
+            )
         service_error = await self._sync_services(md, rendering, after)
         router, router_error = await self.routers.sync(md, rendering)
         new_status = deployment_status(
@@ -459,9 +535,11 @@ class DeploymentReconciler:
         )
         _raise_first(results)
 
-    async def _create(self, rendering: Rendering, step: RolloutStep) -> BaseException | None:
-        """Every member Pod of each seat the planner scheduled; continue past failures, keep the
-        first."""
+    async def _create(
+        self, rendering: Rendering, step: RolloutStep
+    ) -> tuple[list[dict[str, Any]], BaseException | None]:
+        """Every member Pod of each seat the planner scheduled; continue past failures. The
+        Pods created, as the API server answered them, and the first failure."""
         manifests: list[dict[str, Any]] = []
         for seat in step.create:
             role = rendering.role(seat.role)
@@ -471,9 +549,9 @@ class DeploymentReconciler:
         results = await bounded(
             partial(self.kube.create, PODS, m, rendering.namespace) for m in manifests
         )
-        created = sum(1 for r in results if not isinstance(r, BaseException))
-        metrics.POD_WRITES.labels("create").inc(created)
-        return next((r for r in results if isinstance(r, BaseException)), None)
+        created = [r for r in results if not isinstance(r, BaseException)]
+        metrics.POD_WRITES.labels("create").inc(len(created))
+        return created, next((r for r in results if isinstance(r, BaseException)), None)
 
     async def _ensure_local_queues(self, rendering: Rendering) -> list[QueueConflict]:
         """Create each LocalQueue the deployment needs when missing (409: it exists now),
@@ -483,7 +561,7 @@ class DeploymentReconciler:
         conflicts: list[QueueConflict] = []
         for queue in rendering.local_queues:
             name = str(queue["metadata"]["name"])
-            stored = await self.kube.get(LOCAL_QUEUES, name, rendering.namespace)
+            stored = await self._local_queue(name, rendering.namespace)
             if stored is None:
                 try:
                     await self.kube.create(LOCAL_QUEUES, queue, rendering.namespace)
@@ -496,6 +574,17 @@ class DeploymentReconciler:
                 conflicts.append(conflict)
         return conflicts
 
+    async def _local_queue(self, name: str, namespace: str) -> dict[str, Any] | None:
+        """The stored LocalQueue: from the cache when it holds it (a LocalQueue is never
+        patched or deleted by the controller, and its ``spec.clusterQueue`` is immutable), else
+        live (a miss may be one created a moment ago)."""
+        cache = self.caches.local_queues
+        if cache is not None:
+            cached = cache.get(f"{namespace}/{name}")
+            if cached is not None:
+                return cached
+        return await self.kube.get(LOCAL_QUEUES, name, namespace)
+
     async def _sync_services(
         self, md: ModelDeployment, rendering: Rendering, after: ReplicaIndex
     ) -> BaseException | None:
@@ -505,26 +594,40 @@ class DeploymentReconciler:
         once the rest is done."""
         namespace = md.metadata.namespace
         wanted = rendering.services()
-        stored: dict[str, dict[str, Any] | None] = {}
-        for service in wanted:
-            name = str(service["metadata"]["name"])
-            stored[name] = await self._read(self.caches.services, name, namespace)
+        names = [str(service["metadata"]["name"]) for service in wanted]
+        reads = await asyncio.gather(
+            *(self._read(self.caches.services, name, namespace) for name in names)
+        )
+        stored: dict[str, dict[str, Any] | None] = dict(zip(names, reads, strict=True))
         sync = sync_services(
             wanted,
             stored=stored,
-            others=self.caches.services.items(),
+            # Only this deployment's: the ones it controls are the only ones it may prune.
+            others=self.caches.services.by_index(SERVICES_BY_OWNER, md.metadata.uid),
             namespace=namespace,
             owner=md.metadata.name,
             owner_uid=md.metadata.uid,
             pods=after.pods,
             manager=FIELD_MANAGER,
         )
-        for service in sync.apply:
-            await self.kube.apply(
-                SERVICES, service, field_manager=FIELD_MANAGER, namespace=namespace
+        _raise_first(
+            await bounded(
+                partial(
+                    self.kube.apply,
+                    SERVICES,
+                    service,
+                    field_manager=FIELD_MANAGER,
+                    namespace=namespace,
+                )
+                for service in sync.apply
             )
-        for name, uid in sync.prune:
-            await self.kube.delete(SERVICES, name, namespace, uid=uid or None)
+        )
+        _raise_first(
+            await bounded(
+                partial(self.kube.delete, SERVICES, name, namespace, uid=uid or None)
+                for name, uid in sync.prune
+            )
+        )
         return sync.conflicts[0] if sync.conflicts else None
 
     async def _claim(self, raw_binding: dict[str, Any], deployment: str) -> None:

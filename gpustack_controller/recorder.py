@@ -52,11 +52,13 @@ class EventRecorder:
         self.instance = instance or socket.gethostname()
         self.clock = clock
         self._seen: dict[tuple[str, str, str, str], _Seen] = {}
+        #: (namespace, name) → its keys in ``_seen``: forgetting one costs its own events.
+        self._keys: dict[tuple[str, str], set[tuple[str, str, str, str]]] = {}
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop the repeat memory of a deployment that is gone."""
-        for key in [k for k in self._seen if k[0] == namespace and k[1] == name]:
-            del self._seen[key]
+        for key in self._keys.pop((namespace, name), ()):
+            self._seen.pop(key, None)
 
     async def record(self, involved: dict[str, Any], event: Event) -> None:
         """Create the Event, or count a repeat; a failure is logged, never raised (events are
@@ -105,6 +107,7 @@ class EventRecorder:
             }
             created = await self.kube.create(EVENTS, body, namespace)
             self._seen[key] = _Seen(str(created["metadata"]["name"]), namespace, 1, now, now)
+            self._keys.setdefault((namespace, name), set()).add(key)
             metrics.EVENTS_RECORDED.labels(event.reason, "false").inc()
         except ApiError as exc:
             log.warning(

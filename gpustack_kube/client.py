@@ -361,9 +361,11 @@ class Kube:
                     raise _transport_error(exc, "watch inactive") from exc
                 if not chunk:
                     return
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                # One split per chunk: a chunk of many events costs its length, not its
+                # length times its lines (a re-split of the rest after every line would).
+                lines = (buffer + chunk).split(b"\n")
+                buffer = lines.pop()
+                for line in lines:
                     event = _watch_event(line)
                     if event is not None:
                         yield event

@@ -25,6 +25,7 @@ from typing import NoReturn
 
 from gpustack_render.core.settings import DEFAULT_SYSTEM_NAMESPACE
 from gpustack_webhook import certificates, logs
+from gpustack_webhook.cache import WatchedSources
 from gpustack_webhook.kube import ClusterConfigError, KubeReader, own_namespace
 from gpustack_webhook.limits import ConnectionLimits
 from gpustack_webhook.lookups import LiveSources, ReadError
@@ -250,7 +251,23 @@ def parser() -> argparse.ArgumentParser:
         type=seconds_or_zero,
         default=2.0,
         help="seconds a read of the gpustack-settings ConfigMap is reused by later reviews "
-        "(default 2; 0 reads it for every review). The objects rules read are always read live",
+        "(default 2; 0 reads it for every review). The ModelDeployment hooks read every object "
+        "live",
+    )
+    p.add_argument(
+        "--watch-cache",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="answer the Pod hooks' reads (the input kinds, the Settings) from watch-fed caches, "
+        "a miss or an object being deleted read live (default: on; needs list and watch on "
+        "those kinds)",
+    )
+    p.add_argument(
+        "--watch-inactivity",
+        type=seconds,
+        default=10.0,
+        help="seconds a silent watch stream is trusted before it is dropped and reads go live "
+        "until it is followed again: the bound on a cache's staleness (default 10)",
     )
     p.add_argument(
         "--cert-reload-interval",
@@ -346,8 +363,18 @@ async def serve(args: argparse.Namespace) -> int:
             request_timeout=args.request_timeout,
             settings_max_age=args.settings_max_age,
         )
+        cached: WatchedSources | None = None
+        if args.watch_cache:
+            cached = WatchedSources(
+                reader.kube,
+                sources,
+                inactivity=args.watch_inactivity,
+                observe=metrics.observe_lookup,
+            )
+            await cached.start()
         server = WebhookServer(
             sources,
+            cached_sources=cached,
             metrics=metrics,
             max_body_bytes=args.max_body_bytes,
             review_timeout=args.review_timeout,
@@ -400,6 +427,8 @@ async def serve(args: argparse.Namespace) -> int:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             await server.stop(drain_delay=args.shutdown_delay)
+            if cached is not None:
+                await cached.stop()
     finally:
         await reader.close()
     return 0

@@ -32,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 from gpustack_render.api.inputs import (
     InputObject,
@@ -78,11 +78,28 @@ class NeedRead(BaseException):
         self.key = key
 
 
-class ReviewReads:
-    """The library's Lookups for one review: answers what was read, asks for the rest."""
+class Unanswered:
+    """What a synchronous resolver answers when it cannot answer (the read goes live)."""
 
-    def __init__(self) -> None:
+
+#: The one :class:`Unanswered`.
+UNANSWERED: Final = Unanswered()
+
+#: Answers a read at once when it can (a watch-fed cache), else :data:`UNANSWERED`.
+Resolver = Callable[[ReadKey], InputObject | LookupFailed | Unanswered | None]
+
+
+class ReviewReads:
+    """The library's Lookups for one review: answers what was read, asks for the rest.
+
+    With a ``resolver`` (the watch-fed cache's synchronous side), a read it can answer is
+    answered where the library asks, so a review whose reads are all cached runs the library
+    once instead of once per read plus one.
+    """
+
+    def __init__(self, resolver: Resolver | None = None) -> None:
         self.answers: dict[ReadKey, InputObject | LookupFailed | None] = {}
+        self._resolver = resolver
 
     def get(self, kind: type[M], namespace: str, name: str) -> M | None:
         return self._answer(kind, namespace, name)
@@ -92,7 +109,10 @@ class ReviewReads:
             return None  # no GET can name an empty object; rules treat it as absent
         key = ReadKey(model.__name__, namespace, name)
         if key not in self.answers:
-            raise NeedRead(key)
+            found = UNANSWERED if self._resolver is None else self._resolver(key)
+            if isinstance(found, Unanswered):
+                raise NeedRead(key)
+            self.answers[key] = found
         answer = self.answers[key]
         if isinstance(answer, LookupFailed):
             raise answer
@@ -126,6 +146,15 @@ class Sources(Protocol):
         ``since`` (a :func:`time.monotonic` time, the review's start) allows answering from a
         GET already in flight that was sent no earlier; None asks for a GET of its own.
         """
+        ...
+
+
+@runtime_checkable
+class ResolvingSources(Sources, Protocol):
+    """Sources that can answer some reads at once, without a round trip (a watch-fed cache)."""
+
+    def resolve(self, key: ReadKey) -> InputObject | LookupFailed | Unanswered | None:
+        """The object ``key`` names, a failure to report, or :data:`UNANSWERED`."""
         ...
 
 
@@ -250,6 +279,13 @@ class LiveSources:
                 "ConfigMap", CONFIGMAP_NAME, reason, namespace=self.namespace
             ) from None
         self._observe("ConfigMap", NOT_FOUND if data is None else FOUND)
+        settings = self.settings_of(data)
+        self._settings = (started, settings)
+        return settings
+
+    def settings_of(self, data: dict[str, str] | None) -> Settings:
+        """The Settings of the ConfigMap's ``data`` (``None``: it does not exist, every
+        default), its problems logged once per distinct set."""
         settings, errs = settings_from_data(data or {})
         problems = tuple(e.message() for e in errs)
         if problems != self._reported:
@@ -262,9 +298,7 @@ class LiveSources:
                         problems=[{"field": e.field, "reason": e.type.value} for e in errs],
                     ),
                 )
-        settings = replace(settings, system_namespace=self.namespace)
-        self._settings = (started, settings)
-        return settings
+        return replace(settings, system_namespace=self.namespace)
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

@@ -13,12 +13,15 @@ only routes, bounds and reports. A body that is not a v1 AdmissionReview for the
 answered ``400`` with the problem named, never ``5xx`` (nesting past the bound and members of
 the wrong JSON type included); a body over the limit ``413``; a body slower than the body
 timeout ``408``. Each listener's connections go through :mod:`gpustack_webhook.limits`
-(header and idle timeouts, a connection cap). Objects are read live while the library runs
-(:mod:`gpustack_webhook.lookups`); a read that fails is raised to the library where it asked,
-which reports it as the specification says (an ``InternalError`` cause on a ModelDeployment; a
-refusal naming the error on a Pod, ``inject.*-unreadable``). Settings that cannot be read, a failure
-that escapes the library, or a library crash are answered ``allowed: false`` with an
-``InternalError`` (500) status and logged: never a verdict on the object.
+(header and idle timeouts, a connection cap). Objects are read while the library runs: live
+for the ModelDeployment hooks (:mod:`gpustack_webhook.lookups`), through watch-fed caches for
+the Pod hooks when the server has them (:mod:`gpustack_webhook.cache`: a miss, an object being
+deleted or a cache cut off from the API server is read live); a read that fails is raised to
+the library where it asked, which reports it as the specification says (an ``InternalError``
+cause on a ModelDeployment; a refusal naming the error on a Pod, ``inject.*-unreadable``).
+Settings that cannot be read, a failure that escapes the library, or a library crash are
+answered ``allowed: false`` with an ``InternalError`` (500) status and logged: never a verdict
+on the object.
 """
 
 from __future__ import annotations
@@ -46,7 +49,13 @@ from gpustack_render.injection import review_pod
 from gpustack_render.schema.lookups import LookupFailed, Lookups
 from gpustack_webhook.limits import ConnectionLimits, Guard, GuardedSite
 from gpustack_webhook.logs import LOGGER_NAME, fields, frames
-from gpustack_webhook.lookups import NeedRead, ReadKey, ReviewReads, Sources
+from gpustack_webhook.lookups import (
+    NeedRead,
+    ReadKey,
+    ResolvingSources,
+    ReviewReads,
+    Sources,
+)
 from gpustack_webhook.metrics import CONTENT_TYPE, MALFORMED, Metrics
 
 log = logging.getLogger(f"{LOGGER_NAME}.server")
@@ -95,6 +104,9 @@ class Webhook:
     #: False for a validating webhook: the API server refuses a validating answer that carries
     #: a patch (and then applies the failure policy), so none is ever sent from one.
     mutating: bool = True
+    #: Reads through the server's watch-fed sources when it has them (the Pod hooks:
+    #: gpustack_webhook.cache); False reads live (the ModelDeployment hooks).
+    cached: bool = False
 
 
 def default_webhooks() -> tuple[Webhook, ...]:
@@ -117,8 +129,17 @@ def default_webhooks() -> tuple[Webhook, ...]:
             validate_deployment,
             mutating=False,
         ),
-        Webhook("pod-inject", PATH_POD_INJECT, "", "v1", "Pod", review_pod),
-        Webhook("pod-freeze", PATH_POD_FREEZE, "", "v1", "Pod", review_pod, mutating=False),
+        Webhook("pod-inject", PATH_POD_INJECT, "", "v1", "Pod", review_pod, cached=True),
+        Webhook(
+            "pod-freeze",
+            PATH_POD_FREEZE,
+            "",
+            "v1",
+            "Pod",
+            review_pod,
+            mutating=False,
+            cached=True,
+        ),
     )
 
 
@@ -310,8 +331,11 @@ class WebhookServer:
         max_reads: int = 64,
         shutdown_timeout: float = 15.0,
         limits: ConnectionLimits | None = None,
+        cached_sources: Sources | None = None,
     ) -> None:
         self.sources = sources
+        #: What the hooks marked ``cached`` read through (None: they read ``sources`` too).
+        self.cached_sources = cached_sources
         self.webhooks = tuple(webhooks if webhooks is not None else default_webhooks())
         self.metrics = metrics or Metrics()
         self.metrics.prepare(hook.name for hook in self.webhooks)
@@ -467,15 +491,18 @@ class WebhookServer:
         """
         began = time.monotonic()
         deadline = began + self.review_timeout
-        reads = ReviewReads()
+        sources = self.sources
+        if hook.cached and self.cached_sources is not None:
+            sources = self.cached_sources
+        reads = ReviewReads(sources.resolve if isinstance(sources, ResolvingSources) else None)
         try:
             async with asyncio.timeout(self.review_timeout):
-                settings = await self.sources.settings()
+                settings = await sources.settings()
             for _ in range(self.max_reads + 1):
                 try:
                     return hook.review(request, lookups=reads, settings=settings)
                 except NeedRead as need:
-                    reads.answers[need.key] = await self._read(need.key, began, deadline)
+                    reads.answers[need.key] = await self._read(sources, need.key, began, deadline)
             raise LookupFailed(
                 "review", request.uid, f"the review asked for more than {self.max_reads} objects"
             )
@@ -516,7 +543,7 @@ class WebhookServer:
             )
 
     async def _read(
-        self, key: ReadKey, began: float, deadline: float
+        self, sources: Sources, key: ReadKey, began: float, deadline: float
     ) -> InputObject | LookupFailed | None:
         """One live read within what is left of the review's budget; a failure is returned so
         the library meets it where it asked. A GET of the same object that another review sent
@@ -528,7 +555,7 @@ class WebhookServer:
             )
         try:
             async with asyncio.timeout(remaining):
-                return await self.sources.read(key, since=began)
+                return await sources.read(key, since=began)
         except LookupFailed as exc:
             return exc
         except TimeoutError:

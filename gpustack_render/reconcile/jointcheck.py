@@ -158,6 +158,14 @@ def _by_role(slots: Sequence[Slot]) -> list[tuple[str, list[int]]]:
     return list(out.items())
 
 
+def reads_members(roles: int) -> bool:
+    """Whether the verdict of a deployment with ``roles`` roles reads its Pods and Workloads:
+    only with two roles or more (a single-role deployment's replicas are not one joint set, so
+    each is ``Ready`` at once, :func:`joint_verdict`), and so whether an event of one of its
+    Workloads sends the others back to the check."""
+    return roles >= 2
+
+
 def joint_verdict(
     *,
     workload: ObservedWorkload,
@@ -173,7 +181,7 @@ def joint_verdict(
     """
     if deployment is None:
         return CheckVerdict(READY, "not a ModelDeployment replica: nothing to wait for")
-    if len(deployment.roles) < 2:
+    if not reads_members(len(deployment.roles)):
         return CheckVerdict(
             READY,
             f"ModelDeployment {deployment.name} has a single role: not one replica of a "

@@ -13,12 +13,12 @@ another).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from gpustack_render.core import jsonview, labels, ownerrefs
+from gpustack_render.reconcile.applied import apply_aligned
 from gpustack_render.reconcile.observed import ObservedPod
 
 
@@ -109,89 +109,13 @@ def _int(text: object) -> int | None:
 
 
 def service_aligned(existing: Mapping[str, Any], wanted: Mapping[str, Any], manager: str) -> bool:
-    """True when applying ``wanted`` as ``manager`` would change nothing in ``existing``.
+    """True when applying ``wanted`` as ``manager`` would change nothing in ``existing``
+    (:func:`~gpustack_render.reconcile.applied.apply_aligned` on the main resource).
 
-    Two halves: every rendered field is stored with the rendered value (:func:`_covers`), and
-    the field set ``manager`` owns through server-side apply (``metadata.managedFields``)
-    names nothing the rendering dropped — a label, annotation, port or selector key removed
-    from the rendering is still stored and still ours, and only a new apply removes it. A
-    Service without an apply entry of ``manager`` is not known to be aligned.
+    Two halves: every rendered field is stored with the rendered value, and the field set
+    ``manager`` owns through server-side apply (``metadata.managedFields``) names nothing the
+    rendering dropped — a label, annotation, port or selector key removed from the rendering is
+    still stored and still ours, and only a new apply removes it. A Service without an apply
+    entry of ``manager`` is not known to be aligned.
     """
-    if not _covers(existing, wanted):
-        return False
-    owned = _applied_fields(existing, manager)
-    return owned is not None and not _owns_more(owned, wanted)
-
-
-def _applied_fields(obj: Mapping[str, Any], manager: str) -> Mapping[str, Any] | None:
-    """The ``fieldsV1`` set ``manager`` owns by apply on the main resource, if any."""
-    for entry in (obj.get("metadata") or {}).get("managedFields") or ():
-        if (
-            isinstance(entry, Mapping)
-            and entry.get("manager") == manager
-            and entry.get("operation") == "Apply"
-            and not entry.get("subresource")
-        ):
-            fields = entry.get("fieldsV1")
-            return fields if isinstance(fields, Mapping) else {}
-    return None
-
-
-def _owns_more(fields: Mapping[str, Any], wanted: Any) -> bool:
-    """True when the ``fieldsV1`` set ``fields`` names a path ``wanted`` does not carry.
-
-    ``f:<name>`` is a map field, ``k:<json>`` a list element by its key fields, ``v:<json>``
-    a set element, ``i:<n>`` a list index and ``.`` the element itself.
-    """
-    for key, sub in fields.items():
-        if key == ".":
-            continue
-        kind, _, rest = str(key).partition(":")
-        child: Any
-        if kind == "f":
-            if not isinstance(wanted, Mapping) or rest not in wanted:
-                return True
-            child = wanted[rest]
-        elif kind in ("k", "v", "i"):
-            if not isinstance(wanted, list):
-                return True
-            try:
-                ident = json.loads(rest)
-            except ValueError:
-                return True
-            if kind == "k":
-                match = [
-                    e
-                    for e in wanted
-                    if isinstance(e, Mapping)
-                    and isinstance(ident, Mapping)
-                    and all(e.get(k) == v for k, v in ident.items())
-                ]
-            elif kind == "v":
-                match = [e for e in wanted if e == ident]
-            else:
-                match = [wanted[ident]] if isinstance(ident, int) and ident < len(wanted) else []
-            if not match:
-                return True
-            child = match[0]
-        else:
-            return True
-        if isinstance(sub, Mapping) and sub and _owns_more(sub, child):
-            return True
-    return False
-
-
-def _covers(existing: Any, wanted: Any) -> bool:
-    """Every field of ``wanted`` is present with the same value in ``existing`` (server
-    defaults may add more); lists must match element by element."""
-    if isinstance(wanted, Mapping):
-        return isinstance(existing, Mapping) and all(
-            k in existing and _covers(existing[k], v) for k, v in wanted.items()
-        )
-    if isinstance(wanted, list):
-        return (
-            isinstance(existing, list)
-            and len(existing) == len(wanted)
-            and all(_covers(e, w) for e, w in zip(existing, wanted, strict=True))
-        )
-    return bool(existing == wanted)
+    return apply_aligned(existing, wanted, manager)

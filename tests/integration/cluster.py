@@ -59,6 +59,7 @@ from cryptography.x509.oid import NameOID
 from . import autoscaling
 from .autoscaling import Autoscaling
 from .controlplane import (
+    DEFAULT_SERVICE_CIDR,
     APIError,
     ControlPlane,
     ControlPlaneError,
@@ -100,6 +101,17 @@ COVERED_RESOURCES: tuple[str, ...] = (
     "device.gpustack.ai/rdma",
     "device.gpustack.ai/rdma.shared",
 )
+#: Kueue's API client budget and reconcile concurrency in its release manifests (v0.17.0,
+#: config/components/manager/controller_manager_config.yaml; the Helm chart's values agree).
+KUEUE_CLIENT_CONNECTION: Mapping[str, int] = {"qps": 50, "burst": 100}
+KUEUE_CONCURRENCY: Mapping[str, int] = {
+    "Pod": 5,
+    "Workload.kueue.x-k8s.io": 5,
+    "LocalQueue.kueue.x-k8s.io": 1,
+    "Cohort.kueue.x-k8s.io": 1,
+    "ClusterQueue.kueue.x-k8s.io": 1,
+    "ResourceFlavor.kueue.x-k8s.io": 1,
+}
 #: The KWOK annotation that marks a Node as one KWOK manages.
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -448,6 +460,11 @@ def kueue_configuration(
     loopback ports and certificate directory; ``waitForPodsReady`` on when asked."""
     config = _yaml_documents(KUEUE_SETUP_DIR / "kueue-config.yaml")[0]
     config["namespace"] = KUEUE_NAMESPACE
+    # The rest of an install's configuration as Kueue's own release manifests set it
+    # (config/components/manager/controller_manager_config.yaml): without it Kueue's client
+    # keeps its built-in 20 requests/s, and that, not the cluster, bounds how fast it admits.
+    config.setdefault("clientConnection", dict(KUEUE_CLIENT_CONNECTION))
+    config.setdefault("controller", {"groupKindConcurrency": dict(KUEUE_CONCURRENCY)})
     config["health"] = {"healthProbeBindAddress": f"127.0.0.1:{health_port}"}
     # The metrics endpoint stays off; Kueue still loads its certificate (see module doc).
     config["metrics"] = {"bindAddress": "0"}
@@ -550,9 +567,13 @@ class Cluster(Supervisor):
     #: Run the Deployment and ReplicaSet controllers (the autoscaling option runs them too): a
     #: router's Deployment gets Pods, which KWOK makes Ready.
     deployments: bool = False
+    #: The API server's Service range (default a /12, as large as a real cluster's).
+    service_cidr: str = DEFAULT_SERVICE_CIDR
     control_plane: ControlPlane = field(init=False)
     startup_seconds: float = field(init=False, default=0.0)
     kueue_webhook_port: int = field(init=False, default=0)
+    #: Kueue's kubeconfig when it is not the admin's (:meth:`restart_kueue`).
+    kueue_kubeconfig: Path | None = field(init=False, default=None)
     _kueue: ManagedProcess | None = field(init=False, default=None)
     _processes: list[ManagedProcess] = field(init=False, default_factory=list)
     _stopped: bool = field(init=False, default=False)
@@ -578,7 +599,10 @@ class Cluster(Supervisor):
         if self.autoscaling_options is not None:
             self.binaries.check_autoscaling()
         self.control_plane = ControlPlane(
-            self.binaries, root_dir=self.root, aggregation=self.autoscaling_options is not None
+            self.binaries,
+            root_dir=self.root,
+            aggregation=self.autoscaling_options is not None,
+            service_cidr=self.service_cidr,
         )
         self.control_plane.start()
 
@@ -822,7 +846,7 @@ class Cluster(Supervisor):
             [
                 str(self.binaries.kueue),
                 f"--config={config_path}",
-                f"--kubeconfig={cp.kubeconfig}",
+                f"--kubeconfig={self.kueue_kubeconfig or cp.kubeconfig}",
                 "--feature-gates=VisibilityOnDemand=false",
                 "--zap-log-level=info",
             ],
@@ -840,10 +864,15 @@ class Cluster(Supervisor):
                 for doc in _yaml_documents(KUEUE_SETUP_DIR / path):
                     self.apply(doc)
 
-    def restart_kueue(self, *, wait_for_pods_ready: bool | None = None) -> None:
-        """Restart Kueue (optionally switching ``waitForPodsReady``); its state is in the API."""
+    def restart_kueue(
+        self, *, wait_for_pods_ready: bool | None = None, kubeconfig: Path | None = None
+    ) -> None:
+        """Restart Kueue (optionally switching ``waitForPodsReady``, or pointing it at another
+        API server of the cluster with ``kubeconfig``); its state is in the API."""
         if wait_for_pods_ready is not None:
             self.wait_for_pods_ready = wait_for_pods_ready
+        if kubeconfig is not None:
+            self.kueue_kubeconfig = kubeconfig
         if self._kueue is not None:
             self._kueue.stop()
         self._start_kueue(time.monotonic(), install=False)

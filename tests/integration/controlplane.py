@@ -64,6 +64,9 @@ KUEUE_CRD_FILES = (
 )
 
 _ONE_DAY = datetime.timedelta(days=1)
+#: The Service range, as large as a real cluster's default (kubeadm's ``10.96.0.0/12``, the
+#: largest IPv4 range the API server accepts): a /24 ran out at about 250 Services.
+DEFAULT_SERVICE_CIDR = "10.96.0.0/12"
 
 
 class ControlPlaneError(RuntimeError):
@@ -543,6 +546,35 @@ class Supervisor:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class ApiServer:
+    """One more kube-apiserver of a :class:`ControlPlane` (:meth:`ControlPlane.add_apiserver`)."""
+
+    control_plane: ControlPlane
+    name: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def ready(self) -> bool:
+        try:
+            status, _ = self.control_plane.request("GET", "/readyz", timeout=5, server=self.url)
+        except (OSError, APIError):
+            return False
+        return status == 200
+
+    def kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
+        """A kubeconfig of the identity ``user`` in ``groups`` pointed at this server."""
+        return self.control_plane.user_kubeconfig(user, groups, server=self.url)
+
+    def metrics(self) -> str:
+        """The Prometheus text of this server's ``/metrics`` (read as the admin)."""
+        _, text = self.control_plane.request("GET", "/metrics", server=self.url, timeout=60)
+        return str(text)
+
+
 @dataclass
 class ControlPlane(Supervisor):
     """etcd + kube-apiserver on loopback, with an admin kubeconfig.
@@ -560,6 +592,8 @@ class ControlPlane(Supervisor):
     aggregation: bool = False
     #: Run in this directory (created, kept on stop) instead of a fresh temporary one.
     root_dir: Path | None = None
+    #: ``--service-cluster-ip-range``; its first address is the ``kubernetes`` Service's.
+    service_cidr: str = DEFAULT_SERVICE_CIDR
     root: Path = field(init=False)
     ca: CertificateAuthority = field(init=False)
     admin: CertKeyPair = field(init=False)
@@ -616,9 +650,10 @@ class ControlPlane(Supervisor):
         ca_path = pki / "ca.crt"
         pki.mkdir(parents=True)
         ca_path.write_bytes(self.ca.cert_pem)
-        serving_crt, serving_key = self.ca.issue(
+        first_ip = str(next(ipaddress.ip_network(self.service_cidr).hosts()))
+        self.ca.issue(
             "kube-apiserver",
-            hosts=("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "10.0.0.1"),
+            hosts=("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", first_ip),
             server=True,
         ).write(pki, "apiserver")
         self.admin = self.ca.issue("envtest-admin", organizations=("system:masters",), client=True)
@@ -660,35 +695,59 @@ class ControlPlane(Supervisor):
         audit_policy.write_text(json.dumps(AUDIT_POLICY))
         apiserver = start_process(
             "kube-apiserver",
-            [
-                str(self.binaries.kube_apiserver),
-                f"--etcd-servers={self.etcd_url}",
-                f"--cert-dir={self.root / 'apiserver-certs'}",
-                f"--tls-cert-file={serving_crt}",
-                f"--tls-private-key-file={serving_key}",
-                f"--client-ca-file={ca_path}",
-                f"--secure-port={self.port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--allow-privileged=true",
-                "--disable-admission-plugins=ServiceAccount",
-                "--authorization-mode=RBAC",
-                f"--service-account-issuer=https://127.0.0.1:{self.port}/",
-                f"--service-account-key-file={sa_pub}",
-                f"--service-account-signing-key-file={sa_key}",
-                f"--audit-policy-file={audit_policy}",
-                f"--audit-log-path={self.audit_log}",
-                "--audit-log-format=json",
-                *(self._aggregation_args(pki) if self.aggregation else ()),
-                *self.extra_apiserver_args,
-            ],
+            self._apiserver_argv(self.port, self.audit_log),
             self.root / "kube-apiserver.log",
         )
         self.processes.append(apiserver)
         self._wait(apiserver, self._ready, started)
         self.kubeconfig = self.root / "kubeconfig"
         self.kubeconfig.write_text(json.dumps(self.kubeconfig_dict(), indent=2))
+
+    def _apiserver_argv(self, port: int, audit_log: Path) -> list[str]:
+        pki = self.root / "pki"
+        return [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers={self.etcd_url}",
+            f"--cert-dir={self.root / 'apiserver-certs'}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--secure-port={port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--service-cluster-ip-range={self.service_cidr}",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+            "--authorization-mode=RBAC",
+            # One issuer for every API server of the cluster (tokens are valid on each).
+            f"--service-account-issuer=https://127.0.0.1:{self.port}/",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--audit-policy-file={self.root / 'audit-policy.json'}",
+            f"--audit-log-path={audit_log}",
+            "--audit-log-format=json",
+            *(self._aggregation_args(pki) if self.aggregation else ()),
+            *self.extra_apiserver_args,
+        ]
+
+    def add_apiserver(self, name: str) -> ApiServer:
+        """Start one more kube-apiserver on the same etcd (as an HA control plane runs two or
+        three), with the same flags on its own port; it leaves the ``kubernetes`` Service's
+        endpoints to the first one. A client pointed at it alone is the only traffic it serves
+        besides its own loopback requests, so its ``/metrics`` counts that client's requests
+        (``apiserver_request_total`` minus ``apiserver_selfrequest_total``)."""
+        port = free_port()
+        argv = [
+            *self._apiserver_argv(port, self.root / f"audit-{name}.log"),
+            "--endpoint-reconciler-type=none",
+        ]
+        proc = start_process(
+            f"kube-apiserver-{name}", argv, self.root / f"kube-apiserver-{name}.log"
+        )
+        self.processes.append(proc)
+        server = ApiServer(self, name, port)
+        self._wait(proc, server.ready, time.monotonic())
+        return server
 
     def _aggregation_args(self, pki: Path) -> list[str]:
         """The API server's side of the aggregation layer, as kubeadm sets it up: a front-proxy CA
@@ -738,20 +797,28 @@ class ControlPlane(Supervisor):
 
     # ---- client configuration --------------------------------------------------------------
 
-    def user_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
+    def user_kubeconfig(
+        self, user: str, groups: Sequence[str] = (), *, server: str | None = None
+    ) -> Path:
         """Write a kubeconfig for a client-certificate identity ``user`` in ``groups``.
 
         The identity has no permissions beyond what RBAC objects grant it (unless a group is
         ``system:masters``). Returns the kubeconfig path inside the control plane's temp dir.
+        ``server`` points it at another API server of the cluster (:meth:`add_apiserver`).
         """
         pair = self.ca.issue(user, organizations=groups, client=True)
-        path = self.root / "users" / f"{user.replace(':', '_')}.kubeconfig"
+        suffix = "" if server is None else f"-{free_port()}"
+        path = self.root / "users" / f"{user.replace(':', '_')}{suffix}.kubeconfig"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.kubeconfig_dict(user, pair), indent=2))
+        path.write_text(json.dumps(self.kubeconfig_dict(user, pair, server=server), indent=2))
         return path
 
     def kubeconfig_dict(
-        self, user: str = "envtest-admin", credentials: CertKeyPair | None = None
+        self,
+        user: str = "envtest-admin",
+        credentials: CertKeyPair | None = None,
+        *,
+        server: str | None = None,
     ) -> dict[str, Any]:
         """A kubeconfig (client certificate, CA-verified server) as a dict; admin by default."""
         pair = credentials or self.admin
@@ -762,7 +829,7 @@ class ControlPlane(Supervisor):
                 {
                     "name": "envtest",
                     "cluster": {
-                        "server": self.url,
+                        "server": server or self.url,
                         "certificate-authority-data": self.ca.ca_bundle,
                     },
                 }
@@ -791,12 +858,14 @@ class ControlPlane(Supervisor):
         query: Mapping[str, str] | None = None,
         content_type: str = "application/json",
         timeout: float = 30,
+        server: str | None = None,
     ) -> tuple[int, Any]:
-        """Send one request as the admin; returns (status, decoded JSON or text).
+        """Send one request as the admin (to ``server``, default this API server); returns
+        (status, decoded JSON or text).
 
         Raises :class:`APIError` for non-2xx answers.
         """
-        url = self.url + path
+        url = (server or self.url) + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
         data = None if body is None else json.dumps(body).encode()

@@ -3,8 +3,9 @@
 * Every object of ``kubectl kustomize deploy/<dir>`` (every kustomization under deploy/, the CRDs
   and the webhook among them) passes a server-side dry run (``dryRun=All``, strict field
   validation), and nothing is persisted.
-* The ServiceAccount, ClusterRoles, Roles and bindings, applied for real, allow ``get`` on the four
-  input kinds and on the Settings ConfigMap, and for self-managed certificates get/update of the
+* The ServiceAccount, ClusterRoles, Roles and bindings, applied for real, allow ``get``, ``list``
+  and ``watch`` on the four input kinds and on the Settings ConfigMap (by name: the Pod hooks'
+  watch-fed cache), and for self-managed certificates get/update of the
   one Secret (shipped empty: no ``create``, which cannot be limited by name, and no ``patch``)
   and get/patch of the two webhook configurations by name, and nothing more
   (SubjectAccessReview).
@@ -309,16 +310,21 @@ def test_the_shipped_rbac_is_exactly_enough(
         delete_inputs(cp, scope)
 
     allowed = [
-        ("get", "instancetypes", ""),
-        ("get", "kvcachepools", ""),
-        ("get", "kvcachebackends", ""),
-        ("get", "kvcachepoolbindings", "team-a"),
+        (verb, resource, ns)
+        for verb in ("get", "list", "watch")
+        for resource, ns in (
+            ("instancetypes", ""),
+            ("kvcachepools", ""),
+            ("kvcachebackends", ""),
+            ("kvcachepoolbindings", "team-a"),
+        )
     ]
     for verb, resource, ns in allowed:
         assert access(cp, verb, resource, namespace=ns), (verb, resource)
-    assert access(
-        cp, "get", "configmaps", group="", namespace=SYSTEM_NAMESPACE, name="gpustack-settings"
-    )
+    for verb in ("get", "list", "watch"):
+        assert access(
+            cp, verb, "configmaps", group="", namespace=SYSTEM_NAMESPACE, name="gpustack-settings"
+        ), verb
     registrations = "admissionregistration.k8s.io"
     for verb in ("get", "update"):
         assert access(
@@ -378,14 +384,14 @@ def test_the_shipped_rbac_is_exactly_enough(
             group=registrations,
             name="gpustack-worker-validation",
         ),
-        dict(verb="list", resource="instancetypes"),
-        dict(verb="watch", resource="kvcachepoolbindings", namespace="team-a"),
         dict(verb="update", resource="kvcachepools"),
+        dict(verb="delete", resource="kvcachepoolbindings", namespace="team-a"),
         dict(verb="patch", resource="kvcachepools", subresource="status"),
         dict(verb="get", resource="modeldeployments", namespace="team-a"),
         dict(verb="get", resource="modelartifacts", namespace="team-a"),
         dict(verb="get", resource="configmaps", group="", namespace=SYSTEM_NAMESPACE, name="x"),
         dict(verb="list", resource="configmaps", group="", namespace=SYSTEM_NAMESPACE),
+        dict(verb="watch", resource="configmaps", group="", namespace=SYSTEM_NAMESPACE),
         dict(
             verb="get",
             resource="configmaps",

@@ -166,7 +166,7 @@ def test_registration(
         assert hook["reinvocationPolicy"] == "Never"
 
 
-def test_rbac_is_get_on_the_four_input_kinds_and_the_settings_config_map() -> None:
+def test_rbac_reads_and_watches_the_four_input_kinds_and_the_settings_config_map() -> None:
     cluster_role = one("ClusterRole", "gpustack-webhook")
     assert cluster_role["rules"] == [
         {
@@ -177,7 +177,8 @@ def test_rbac_is_get_on_the_four_input_kinds_and_the_settings_config_map() -> No
                 "kvcachepools",
                 "kvcachebackends",
             ],
-            "verbs": ["get"],
+            # get for the live reads; list and watch for the Pod hooks' watch-fed cache.
+            "verbs": ["get", "list", "watch"],
         }
     ]
     role = one("Role", "gpustack-webhook")
@@ -186,7 +187,7 @@ def test_rbac_is_get_on_the_four_input_kinds_and_the_settings_config_map() -> No
             "apiGroups": [""],
             "resources": ["configmaps"],
             "resourceNames": ["gpustack-settings"],
-            "verbs": ["get"],
+            "verbs": ["get", "list", "watch"],
         }
     ]
     for kind in ("ClusterRoleBinding", "RoleBinding"):
