@@ -66,6 +66,15 @@ from gpustack_webhook.lookups import (
     Unanswered,
 )
 
+#: The kinds the cache watches: the ones a review reads. ModelArtifact is an input kind too, but
+#: no rule reads it while ``model.artifactRef`` is refused, and the RBAC grants it nothing.
+CACHED_KINDS: Final[tuple[str, ...]] = (
+    "InstanceType",
+    "KVCachePoolBinding",
+    "KVCachePool",
+    "KVCacheBackend",
+)
+
 log = logging.getLogger(f"{LOGGER_NAME}.cache")
 
 #: Seconds a stream may stay silent before it is dropped (and reads go live until it is
@@ -113,7 +122,7 @@ class WatchedSources:
                 inactivity=inactivity,
                 handlers=[self._forget],
             )
-            for kind in INPUT_MODELS
+            for kind in CACHED_KINDS
         }
         self.settings_informer = Informer(
             kube,

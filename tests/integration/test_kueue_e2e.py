@@ -855,8 +855,16 @@ async def test_parking_counts_from_the_quota_reservation_and_deactivates_the_who
             quota = condition(md, "QuotaReserved") if md else None
             return quota if quota and quota.get("reason") == "Parked" else None
 
-        quota = await eventually(reported, timeout=30, what="QuotaReserved Parked")
-        assert all(name in quota["message"] for name in names)
+        # The pass reads Workloads from the controller's cache, which may show one of the two
+        # deactivations before the other: the status names both once both events arrived.
+        async def names_both() -> dict[str, Any] | None:
+            quota = await reported()
+            message = str((quota or {}).get("message") or "")
+            return quota if all(name in message for name in names) else None
+
+        await eventually(reported, timeout=30, what="QuotaReserved Parked")
+        quota = await eventually(names_both, timeout=30, what="Parked naming both Workloads")
+        assert quota["status"] == "False"
         await tear_down(kube, ns, "park")
 
 

@@ -6,12 +6,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ruamel.yaml import YAML
 
+from gpustack_kube.client import Kube
 from gpustack_webhook.__main__ import DEFAULT_MUTATING, DEFAULT_VALIDATING, parser
+from gpustack_webhook.cache import WatchedSources
+from gpustack_webhook.lookups import LiveSources
 from gpustack_webhook.server import (
     PATH_MODELDEPLOYMENT_MUTATE,
     PATH_MODELDEPLOYMENT_VALIDATE,
@@ -200,6 +203,25 @@ def test_rbac_reads_and_watches_the_four_input_kinds_and_the_settings_config_map
                 }
             ]
             assert one(kind, name)["roleRef"]["name"] == name
+
+
+def test_the_cache_watches_only_what_the_rbac_lets_it_list_and_watch() -> None:
+    """Every kind the Pod hooks' cache lists and watches is granted list and watch (a kind
+    missing here fails the informer with 403 for ever, a warning every few seconds)."""
+    granted = {
+        resource
+        for rule in one("ClusterRole", "gpustack-webhook")["rules"]
+        if {"list", "watch"} <= set(rule["verbs"])
+        for resource in rule["resources"]
+    }
+    cache = WatchedSources(cast(Kube, object()), cast(LiveSources, _NoLive()))
+    watched = {informer.resource.plural for informer in cache.informers.values()}
+    assert watched, "the cache watches no kind"
+    assert watched <= granted, f"watched but not granted: {sorted(watched - granted)}"
+
+
+class _NoLive:
+    namespace = "gpustack-system"
 
 
 def test_self_managed_certificates_name_the_shipped_objects() -> None:
