@@ -147,3 +147,82 @@ def test_yaml_writer_drops_none_as_it_writes_and_never_aliases() -> None:
     out = yamlio.dump_yaml([{"kind": "Pod", "a": shared, "b": [shared], "status": {}}])
     assert out == "---\nkind: Pod\na:\n  name: x\nb:\n- name: x\n"
     assert out == yamlio.dump_yaml([yamlio.clean({"kind": "Pod", "a": shared, "b": [shared]})])
+
+
+#: What ``render`` of one deployment never needs, and is not to load at start: the other verbs,
+#: the layers only they use, the CRD and API-reference generators, the live mode's cluster
+#: client, and the libraries of the other commands and the servers.
+RENDER_NEVER_LOADS = (
+    "gpustack_render.cli.verbs.admit",
+    "gpustack_render.cli.verbs.inject",
+    "gpustack_render.cli.verbs.explain",
+    "gpustack_render.cli.verbs.crds",
+    "gpustack_render.cli.verbs.completion",
+    "gpustack_render.cli.live",
+    "gpustack_render.explain",
+    "gpustack_render.injection",
+    "gpustack_render.reconcile",
+    "gpustack_render.schema.crd",
+    "gpustack_render.schema.apidoc",
+    "gpustack_kube",
+    "jsonpatch",
+    "jsonschema",
+    "ruamel",
+    "asyncio",
+    "kubernetes_asyncio",
+    "aiohttp",
+)
+
+
+def test_render_loads_nothing_heavy_it_does_not_need() -> None:
+    """The console script's ``render`` of the example, in a fresh interpreter: none of
+    :data:`RENDER_NEVER_LOADS` (nor any module under one) is in ``sys.modules`` after it
+    (docs/design/0007-cli-start-up.md)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import contextlib, io, sys\n"
+            "from gpustack_render.cli.__main__ import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    assert main(['render', {str(EXAMPLE)!r}]) == 0\n"
+            "assert 'kind: Pod' in out.getvalue()\n"
+            "print(*sorted(sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = set(proc.stdout.split())
+    assert "gpustack_render.cli.verbs.render" in loaded
+    assert "gpustack_render.rendering.renderer" in loaded
+    heavy = sorted(m for m in loaded if _under(m))
+    assert not heavy
+
+
+def _under(module: str) -> bool:
+    """Whether ``module`` is one of RENDER_NEVER_LOADS or a module under one (``ruamel`` but
+    not ``ruamelx``)."""
+    return any(module == m or module.startswith(m + ".") for m in RENDER_NEVER_LOADS)
+
+
+def test_no_model_field_defaults_through_a_builtin_signature() -> None:
+    """No API model field has a builtin with a text signature (``list``, ``set``, ...) as its
+    default factory: building the model would have ``inspect`` parse that signature through
+    the tokenizer, some 4 ms of a command's start (docs/design/0007-cli-start-up.md)."""
+    import inspect
+
+    from gpustack_render.api import common, inputs, modeldeployment, scaler
+
+    builtins = set()
+    for module in (common, inputs, modeldeployment, scaler):
+        for cls in vars(module).values():
+            if not (inspect.isclass(cls) and hasattr(cls, "model_fields")):
+                continue
+            for field, info in cls.model_fields.items():
+                factory = info.default_factory
+                if inspect.isbuiltin(factory) or (
+                    isinstance(factory, type) and getattr(factory, "__text_signature__", None)
+                ):
+                    builtins.add(f"{cls.__name__}.{field}: {factory!r}")
+    assert not builtins
