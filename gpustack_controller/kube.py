@@ -79,6 +79,9 @@ class Kube(client.Kube):
         request_timeout: float = 30.0,
         # Watches each hold a connection for minutes; reconciles create Pods concurrently.
         max_connections: int = 256,
+        # client-go's default: an API server that asks to be retried later (429 while it
+        # starts, or under priority and fairness) is not a failed start or a failed pass.
+        retry_after_attempts: int = 10,
     ) -> Self:
         """A client from ``kubeconfig``, else the in-cluster service account, else the default
         kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``); raises
@@ -88,4 +91,5 @@ class Kube(client.Kube):
             user_agent=user_agent,
             request_timeout=request_timeout,
             max_connections=max_connections,
+            retry_after_attempts=retry_after_attempts,
         )

@@ -21,10 +21,19 @@ and the verbs; :meth:`Kube.send` returns it as an :class:`Answer` for a caller t
 own errors); a transport failure (refused, reset, timed out, a credential plugin that fails) is
 an :class:`ApiError` with status 0 whose ``__cause__`` is the original exception. Each
 ``Warning`` header of an answer (a deprecated version, an unknown field) is logged.
+
+An answer that asks to be retried is retried, as client-go does (``rest.Request``'s
+``checkWait``, up to ten times there): a ``429 Too Many Requests`` (API priority and fairness,
+or "storage is (re)initializing" while a new API server fills its watch cache) with a
+``Retry-After`` header, for any verb (the request was refused before it was served); a 5xx with
+``Retry-After``, for reads only. Each wait is the header's seconds, at most
+:data:`MAX_RETRY_AFTER`; a client makes at most ``retry_after_attempts`` of them (0: none, the
+default, so a webhook review never sleeps inside its deadline).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -50,6 +59,9 @@ APPLY_PATCH: Final = "application/apply-patch+yaml"
 
 #: What a request may fail with before any answer: each becomes an ``ApiError`` of status 0.
 _TRANSPORT_FAILURES: Final = (aiohttp.ClientError, TimeoutError, OSError, ConfigException)
+
+#: The longest single wait a ``Retry-After`` header may ask for.
+MAX_RETRY_AFTER: Final = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -156,9 +168,11 @@ class Kube:
         user_agent: str,
         request_timeout: float = 30.0,
         max_connections: int = 100,
+        retry_after_attempts: int = 0,
     ) -> None:
         self.configuration = configuration
         self.request_timeout = request_timeout
+        self.retry_after_attempts = retry_after_attempts
         self.host = str(configuration.host).rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
         self._request_args: dict[str, Any] = {}
@@ -193,6 +207,7 @@ class Kube:
         user_agent: str,
         request_timeout: float = 30.0,
         max_connections: int = 100,
+        retry_after_attempts: int = 0,
     ) -> Self:
         """A client from ``kubeconfig``, else the in-cluster service account, else the default
         kubeconfig; :class:`~gpustack_kube.config.ClusterConfigError` when none loads."""
@@ -202,6 +217,7 @@ class Kube:
             user_agent=user_agent,
             request_timeout=request_timeout,
             max_connections=max_connections,
+            retry_after_attempts=retry_after_attempts,
         )
 
     async def close(self) -> None:
@@ -258,12 +274,29 @@ class Kube:
         body: Any = None,
         content_type: str = JSON,
     ) -> Answer:
-        """One request and its whole answer, whatever its status; :class:`ApiError` (status 0)
-        only when no answer came."""
-        async with self._open(
-            method, path, query=query, body=body, content_type=content_type, timeout=None
-        ) as response:
-            return await _whole(response)
+        """One request and its whole answer, whatever its status (after the retries an answer
+        asks for: the module docstring); :class:`ApiError` (status 0) only when no answer
+        came."""
+        attempt = 0
+        while True:
+            async with self._open(
+                method, path, query=query, body=body, content_type=content_type, timeout=None
+            ) as response:
+                answer = await _whole(response)
+                wait = retry_after(method, answer.status, response.headers.get("Retry-After"))
+            if wait is None or attempt >= self.retry_after_attempts:
+                return answer
+            attempt += 1
+            log.info(
+                "%s %s answered %s; retrying in %.1f s (attempt %d of %d)",
+                method,
+                path,
+                answer.status,
+                wait,
+                attempt,
+                self.retry_after_attempts,
+            )
+            await asyncio.sleep(wait)
 
     async def request(
         self,
@@ -445,6 +478,19 @@ class Kube:
             body=dict(body),
             content_type=APPLY_PATCH,
         )
+
+
+def retry_after(method: str, status: int, header: str | None) -> float | None:
+    """The seconds to wait before retrying an answer of ``status`` carrying ``Retry-After:
+    header``, or ``None`` when it is not to be retried: a 429 for any verb, a 5xx for a read,
+    and only with a header of whole seconds (at most :data:`MAX_RETRY_AFTER`)."""
+    if header is None or not (status == 429 or (status >= 500 and method == "GET")):
+        return None
+    try:
+        seconds = int(header.strip())
+    except ValueError:
+        return None
+    return float(min(max(seconds, 0), MAX_RETRY_AFTER))
 
 
 async def _whole(response: aiohttp.ClientResponse) -> Answer:

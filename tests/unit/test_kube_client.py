@@ -295,6 +295,67 @@ async def test_a_refused_answer_is_an_api_error_with_the_status_reason(
     assert caught.value.gone
 
 
+def _answers_in_turn(
+    api: Api, method: str, path: str, *answers: tuple[int, dict[str, str]]
+) -> None:
+    """``path`` answers each (status, headers) in turn, then 200 with an empty object."""
+    pending = list(answers)
+
+    async def answer(_: web.Request) -> web.StreamResponse:
+        if not pending:
+            return web.json_response({"metadata": {"name": "p"}})
+        status, headers = pending.pop(0)
+        body = {"kind": "Status", "code": status, "reason": "TooManyRequests"}
+        return web.json_response(body, status=status, headers=headers)
+
+    api.answers[(method, path)] = answer
+
+
+async def test_an_answer_asking_to_retry_is_retried_when_the_client_retries(
+    served: tuple[Api, Kube], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As client-go: 429 with Retry-After for any verb, 5xx with Retry-After for reads only,
+    each wait capped, at most ``retry_after_attempts`` times; by default never."""
+    api, kube = served
+    waits: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("gpustack_kube.client.asyncio.sleep", no_sleep)
+    path = "/api/v1/namespaces/ns/pods/p"
+    # The default client (the webhook's, the command line's) does not retry.
+    _answers_in_turn(api, "GET", path, (429, {"Retry-After": "1"}))
+    with pytest.raises(ApiError) as caught:
+        await kube.get(PODS, "p", "ns")
+    assert caught.value.status == 429
+    assert waits == []
+
+    kube.retry_after_attempts = 3
+    _answers_in_turn(api, "GET", path, (429, {"Retry-After": "1"}), (503, {"Retry-After": "60"}))
+    assert await kube.get(PODS, "p", "ns") == {"metadata": {"name": "p"}}
+    assert waits == [1.0, 10.0]  # the second wait capped
+    # A write refused with 429 was not served: retried. A write failing with 5xx may have
+    # been: not retried.
+    waits.clear()
+    _answers_in_turn(api, "POST", "/api/v1/namespaces/ns/pods", (429, {"Retry-After": "2"}))
+    assert await kube.create(PODS, {"metadata": {"name": "p"}}, "ns") == {"metadata": {"name": "p"}}
+    assert waits == [2.0]
+    waits.clear()
+    _answers_in_turn(api, "POST", "/api/v1/namespaces/ns/pods", (503, {"Retry-After": "2"}))
+    with pytest.raises(ApiError) as caught:
+        await kube.create(PODS, {"metadata": {"name": "p"}}, "ns")
+    assert (caught.value.status, waits) == (503, [])
+    # Without Retry-After, or past the attempts, the answer is the caller's.
+    _answers_in_turn(api, "GET", path, (429, {}))
+    with pytest.raises(ApiError):
+        await kube.get(PODS, "p", "ns")
+    _answers_in_turn(api, "GET", path, *[(429, {"Retry-After": "1"})] * 4)
+    with pytest.raises(ApiError) as caught:
+        await kube.get(PODS, "p", "ns")
+    assert (caught.value.status, waits) == (429, [1.0, 1.0, 1.0])
+
+
 async def test_an_undecodable_success_is_an_api_error(served: tuple[Api, Kube]) -> None:
     api, kube = served
     api.raw("GET", "/api/v1/namespaces/ns/pods/p", 200, '{"metadata": ')
