@@ -85,6 +85,17 @@ class Phase:
     server_cpu: float = float("nan")
     client_cpu: float = 0.0
 
+    def record(self, counted: bool, elapsed: float, problem: str) -> None:
+        """One answer: counted (after the warm-up) as a latency or an error."""
+        self.completed += 1
+        if not counted:
+            return
+        if problem:
+            self.errors += 1
+            self.first_error = self.first_error or problem
+        else:
+            self.latencies.append(elapsed)
+
     def percentile(self, q: float) -> float:
         if not self.latencies:
             return float("nan")
@@ -144,6 +155,27 @@ def check_validate(answer: dict[str, Any]) -> str:
     return ""
 
 
+async def post_review(
+    session: aiohttp.ClientSession, url: str, body: bytes, check: Any
+) -> tuple[float, str]:
+    """One AdmissionReview posted: its latency in seconds and the problem with its answer
+    (empty when it is the expected verdict)."""
+    started = time.perf_counter()
+    problem = ""
+    try:
+        async with session.post(
+            url, data=body, headers={"Content-Type": "application/json"}
+        ) as resp:
+            payload = await resp.read()
+            if resp.status != 200:
+                problem = f"HTTP {resp.status}: {payload[:200]!r}"
+            else:
+                problem = check(json.loads(payload))
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    return time.perf_counter() - started, problem
+
+
 async def run_phase(
     phase: Phase,
     session: aiohttp.ClientSession,
@@ -168,28 +200,7 @@ async def run_phase(
             if measuring:
                 issued += 1
             counted = measuring
-            started = time.perf_counter()
-            problem = ""
-            try:
-                async with session.post(
-                    url, data=body, headers={"Content-Type": "application/json"}
-                ) as resp:
-                    payload = await resp.read()
-                    if resp.status != 200:
-                        problem = f"HTTP {resp.status}: {payload[:200]!r}"
-                    else:
-                        problem = check(json.loads(payload))
-            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-            elapsed = time.perf_counter() - started
-            phase.completed += 1
-            if not counted:
-                continue
-            if problem:
-                phase.errors += 1
-                phase.first_error = phase.first_error or problem
-            else:
-                phase.latencies.append(elapsed)
+            phase.record(counted, *await post_review(session, url, body, check))
 
     tasks = [asyncio.create_task(worker()) for _ in range(clients)]
     await asyncio.sleep(warmup)
@@ -219,28 +230,7 @@ async def run_paced(
     end = measured_from + seconds
 
     async def one(counted: bool) -> None:
-        started = time.perf_counter()
-        problem = ""
-        try:
-            async with session.post(
-                url, data=body, headers={"Content-Type": "application/json"}
-            ) as resp:
-                payload = await resp.read()
-                if resp.status != 200:
-                    problem = f"HTTP {resp.status}: {payload[:200]!r}"
-                else:
-                    problem = check(json.loads(payload))
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-        elapsed = time.perf_counter() - started
-        phase.completed += 1
-        if not counted:
-            return
-        if problem:
-            phase.errors += 1
-            phase.first_error = phase.first_error or problem
-        else:
-            phase.latencies.append(elapsed)
+        phase.record(counted, *await post_review(session, url, body, check))
 
     tasks = []
     sent = 0
