@@ -54,8 +54,9 @@ resource while converging, the writes of the idle window (target 0), and the edi
 p50/p99 (target p99 <= 1 s). The last line is ``key=value`` pairs.
 
 Run: ``python -m bench.controller [--sizes 64,256,1024] [--replicas 2] [--idle-seconds 300]
-[--edits 20] [--profile DIR]`` (``--profile`` runs the controller under cProfile and writes one
-``controller-<size>.prof`` per size into DIR).
+[--edits 20] [--profile DIR] [--controller-arg=--workers=16 ...]`` (``--profile`` runs the
+controller under cProfile and writes one ``controller-<size>.prof`` per size into DIR;
+``--controller-arg`` passes one more flag to the controller).
 """
 
 from __future__ import annotations
@@ -427,7 +428,9 @@ def format_counts(counts: dict[tuple[str, str], int]) -> str:
 class ControllerProcess:
     """``python -m gpustack_controller`` against its own API server."""
 
-    def __init__(self, kubeconfig: Path, log: Path, profile: Path | None) -> None:
+    def __init__(
+        self, kubeconfig: Path, log: Path, profile: Path | None, extra: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
         self.log = log
         argv = [sys.executable]
@@ -442,6 +445,7 @@ class ControllerProcess:
             f"--health-port={self.port}",
             "--health-host=127.0.0.1",
             "--log-level=warning",
+            *extra,
         ]
         with log.open("ab") as out:
             self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -694,10 +698,13 @@ async def _controlled(
     edits: int,
     log_dir: Path,
     profile: Path | None,
+    controller_args: tuple[str, ...] = (),
 ) -> None:
     deployments = figures.deployments
     ns = await _namespace(kube, "ctl")
-    controller = ControllerProcess(kubeconfig, log_dir / f"controller-{deployments}.log", profile)
+    controller = ControllerProcess(
+        kubeconfig, log_dir / f"controller-{deployments}.log", profile, controller_args
+    )
     pods = NamespaceWatch(kube, PODS, ns)
     workloads = NamespaceWatch(kube, WORKLOADS, ns)
     try:
@@ -791,6 +798,7 @@ async def run(
     edits: int,
     log_dir: Path,
     profile_dir: Path | None,
+    controller_args: tuple[str, ...] = (),
 ) -> list[Figures]:
     kube = await Kube.connect(kubeconfig=str(cluster.kubeconfig))
     try:
@@ -832,6 +840,7 @@ async def run(
                 edits=edits,
                 log_dir=log_dir,
                 profile=profile,
+                controller_args=controller_args,
             )
             report(figures)
             results.append(figures)
@@ -940,6 +949,12 @@ def main(argv: list[str] | None = None) -> int:
         "--log-dir", type=Path, default=None, help="keep the controller's logs in DIR"
     )
     parser.add_argument(
+        "--controller-arg",
+        action="append",
+        default=[],
+        help="one more flag for the controller (repeatable), e.g. --controller-arg=--workers=32",
+    )
+    parser.add_argument(
         "--service-cidr", default=None, help="the API server's Service range (default a /12)"
     )
     args = parser.parse_args(argv)
@@ -970,6 +985,7 @@ def main(argv: list[str] | None = None) -> int:
                 edits=args.edits,
                 log_dir=args.log_dir or cluster.dir,
                 profile_dir=args.profile,
+                controller_args=tuple(args.controller_arg),
             )
         )
         start_s = cluster.startup_seconds
