@@ -30,7 +30,7 @@ from typing import Final
 from gpustack_controller import metrics
 from gpustack_controller.kube import ApiError
 from gpustack_render.core.errors import RenderError
-from gpustack_render.reconcile.servicesync import ServiceConflict
+from gpustack_render.core.ownerrefs import OwnedElsewhere
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +253,6 @@ class WorkQueue:
 
 
 def _expected(exc: BaseException) -> bool:
-    """Failures worth a line, not a traceback (API answers, render errors, a Service held by
-    another owner)."""
-    return isinstance(exc, ApiError | RenderError | ServiceConflict)
+    """Failures worth a line, not a traceback (API answers, render errors, a Service or router
+    object held by another owner)."""
+    return isinstance(exc, ApiError | RenderError | OwnedElsewhere)

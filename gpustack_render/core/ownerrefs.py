@@ -7,9 +7,29 @@ the planner's observations and the joint admission check all read references her
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from gpustack_render.core import jsonview
+
+
+class OwnedElsewhere(Exception):  # noqa: N818 (names the finding)
+    """A rendered object ``kind namespace/name`` is stored, controlled by another owner than the
+    ModelDeployment ``deployment`` that renders it: never written; the pass fails and is retried
+    (its other writes are made first) until the name is free."""
+
+    #: The reason the failure is counted under: what the API server answers a create of a name
+    #: that is taken.
+    REASON: Final = "AlreadyExists"
+
+    def __init__(self, kind: str, namespace: str, name: str, deployment: str) -> None:
+        super().__init__(
+            f"{kind} {namespace}/{name} exists and is not owned by "
+            f"ModelDeployment {namespace}/{deployment}"
+        )
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.deployment = deployment
 
 
 def references(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:

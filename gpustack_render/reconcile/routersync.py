@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from gpustack_render.core import jsonview, ownerrefs
 from gpustack_render.reconcile.servicesync import service_aligned
@@ -23,21 +23,8 @@ from gpustack_render.reconcile.servicesync import service_aligned
 ObjectKey = tuple[str, str]
 
 
-class RouterConflict(Exception):  # noqa: N818 (names the finding, as ServiceConflict does)
-    """A rendered router object is stored under another owner: never written; the pass fails
-    and is retried (its other writes are made first)."""
-
-    REASON: Final = "AlreadyExists"
-
-    def __init__(self, kind: str, namespace: str, name: str, deployment: str) -> None:
-        super().__init__(
-            f"{kind} {namespace}/{name} exists and is not owned by "
-            f"ModelDeployment {namespace}/{deployment}"
-        )
-        self.kind = kind
-        self.namespace = namespace
-        self.name = name
-        self.deployment = deployment
+class RouterConflict(ownerrefs.OwnedElsewhere):
+    """A rendered router object is stored under another owner."""
 
 
 @dataclass(frozen=True)

@@ -15,30 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from gpustack_render.core import jsonview, labels, ownerrefs
 from gpustack_render.reconcile.applied import apply_aligned
 from gpustack_render.reconcile.observed import ObservedPod
 
 
-class ServiceConflict(Exception):  # noqa: N818 (names the finding, as QueueConflict does)
-    """The rendered Service ``namespace/name`` is stored, controlled by another owner than the
-    ModelDeployment ``deployment`` that renders it: never written, the pass fails and is retried
-    (its other writes are made first)."""
-
-    #: The reason the failure is counted under: what the API server answers a create of a name
-    #: that is taken.
-    REASON: Final = "AlreadyExists"
+class ServiceConflict(ownerrefs.OwnedElsewhere):
+    """The rendered Service ``namespace/name`` is stored under another owner
+    (docs/contract/controller.md §11)."""
 
     def __init__(self, namespace: str, name: str, deployment: str) -> None:
-        super().__init__(
-            f"Service {namespace}/{name} exists and is not owned by "
-            f"ModelDeployment {namespace}/{deployment}"
-        )
-        self.namespace = namespace
-        self.name = name
-        self.deployment = deployment
+        super().__init__("Service", namespace, name, deployment)
 
 
 @dataclass(frozen=True)

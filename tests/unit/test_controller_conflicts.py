@@ -19,6 +19,7 @@ from gpustack_controller.reconciler import QUEUE_RECHECK_SECONDS
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.core.settings import Settings
+from gpustack_render.reconcile.routersync import RouterConflict
 from gpustack_render.reconcile.servicesync import ServiceConflict
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment, decode_model
@@ -118,5 +119,16 @@ def test_a_service_held_by_another_owner_fails_the_pass_and_is_never_written() -
     stored = kube.stored("Service", NS, name)
     assert stored is not None and stored["spec"] == theirs["spec"]
     # Counted, logged without a traceback and retried as the API server's refusal was.
+    assert error_labels(conflict) == ("api", "AlreadyExists")
+    assert workqueue._expected(conflict)
+
+
+def test_a_router_object_held_by_another_owner_is_counted_as_a_service_is() -> None:
+    """A router object under another owner is the same finding as a Service: counted as the
+    API server's refusal, logged without a traceback."""
+    conflict = RouterConflict("Deployment", NS, f"{NAME}-router", NAME)
+    assert str(conflict) == (
+        f"Deployment {NS}/{NAME}-router exists and is not owned by ModelDeployment {NS}/{NAME}"
+    )
     assert error_labels(conflict) == ("api", "AlreadyExists")
     assert workqueue._expected(conflict)
