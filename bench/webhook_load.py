@@ -26,7 +26,9 @@ The baseline is the library's own time for the same review, measured in this pro
 same run: ``review_pod`` on the same AdmissionRequest with the same objects (read from the API
 server, decoded once) as static lookups, CPU time per call over ``--library-iterations`` calls.
 The server's CPU per injection review is printed against it (target <= 1.5x), and the paced
-phase's p99 against 10 ms. The last line is ``key=value`` pairs.
+phase's p99 against 10 ms. Two floors say what those targets stand on: ``floor``, the same
+clients getting ``/healthz`` (TLS, HTTP and the event loop per request, no review) in a closed
+loop, and ``floor-paced``, the same at the paced rate. The last line is ``key=value`` pairs.
 
 Run: ``python -m bench.webhook_load [--seconds 30] [--count 200000] [--clients 16] [--rate 100]
 [--paced-seconds 30] [--live]``.
@@ -68,6 +70,7 @@ from gpustack_render.schema.lookups import StaticLookups, decode_stored
 
 INJECT_PATH = "/mutate-gpustack-worker-kvcache-core-v1-pod"
 VALIDATE_PATH = "/validate-worker-gpustack-ai-v1-modeldeployment"
+HEALTH_PATH = "/healthz"
 
 
 @dataclass
@@ -156,20 +159,23 @@ def check_validate(answer: dict[str, Any]) -> str:
 
 
 async def post_review(
-    session: aiohttp.ClientSession, url: str, body: bytes, check: Any
+    session: aiohttp.ClientSession, url: str, body: bytes | None, check: Any
 ) -> tuple[float, str]:
-    """One AdmissionReview posted: its latency in seconds and the problem with its answer
-    (empty when it is the expected verdict)."""
+    """One AdmissionReview posted (``body`` ``None``: a GET of ``url``, the HTTPS floor): its
+    latency in seconds and the problem with its answer (empty when it is the expected verdict;
+    with ``check`` ``None``, any 200)."""
     started = time.perf_counter()
     problem = ""
     try:
-        async with session.post(
-            url, data=body, headers={"Content-Type": "application/json"}
-        ) as resp:
+        if body is None:
+            request = session.get(url)
+        else:
+            request = session.post(url, data=body, headers={"Content-Type": "application/json"})
+        async with request as resp:
             payload = await resp.read()
             if resp.status != 200:
                 problem = f"HTTP {resp.status}: {payload[:200]!r}"
-            else:
+            elif check is not None:
                 problem = check(json.loads(payload))
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         problem = f"{type(exc).__name__}: {exc}"
@@ -180,7 +186,7 @@ async def run_phase(
     phase: Phase,
     session: aiohttp.ClientSession,
     url: str,
-    body: bytes,
+    body: bytes | None,
     check: Any,
     *,
     clients: int,
@@ -216,7 +222,7 @@ async def run_paced(
     phase: Phase,
     session: aiohttp.ClientSession,
     url: str,
-    body: bytes,
+    body: bytes | None,
     check: Any,
     *,
     rate: float,
@@ -307,10 +313,16 @@ async def drive(
         namespace,
     )
     phases = [Phase(f"inject{name_suffix}")]
-    plan = [(phases[0], INJECT_PATH, inject, check_inject)]
+    plan: list[tuple[Phase, str, dict[str, Any] | None, Any]] = [
+        (phases[0], INJECT_PATH, inject, check_inject)
+    ]
     if not inject_only:
         phases.append(Phase("validate"))
         plan.append((phases[1], VALIDATE_PATH, validate, check_validate))
+        # The HTTPS floor: the same server answering GET /healthz, nothing else, under the
+        # same load: what any request costs it before a review's own work.
+        phases.append(Phase("floor"))
+        plan.append((phases[2], HEALTH_PATH, None, None))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         for phase, path, body, check in plan:
             server_cpu, client_cpu = process_cpu(server.pid), time.process_time()
@@ -318,7 +330,7 @@ async def drive(
                 phase,
                 session,
                 server.url + path,
-                json.dumps(body).encode(),
+                None if body is None else json.dumps(body).encode(),
                 check,
                 clients=args.clients,
                 count=args.count,
@@ -345,6 +357,23 @@ async def drive(
             paced.client_cpu = time.process_time() - client_cpu
             report(paced)
             phases.append(paced)
+            # The latency floor of the paced phase: GET /healthz at the same rate.
+            floor_paced = Phase("floor-paced")
+            server_cpu, client_cpu = process_cpu(server.pid), time.process_time()
+            await run_paced(
+                floor_paced,
+                session,
+                server.url + HEALTH_PATH,
+                None,
+                None,
+                rate=args.rate,
+                seconds=args.paced_seconds,
+                warmup=args.warmup,
+            )
+            floor_paced.server_cpu = process_cpu(server.pid) - server_cpu
+            floor_paced.client_cpu = time.process_time() - client_cpu
+            report(floor_paced)
+            phases.append(floor_paced)
     return phases
 
 
@@ -434,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"paced {args.rate:g}/s for {args.paced_seconds:g} s",
                 flush=True,
             )
-            inject, validate, paced = asyncio.run(
+            inject, validate, floor, paced, floor_paced = asyncio.run(
                 drive(server, namespace, binding, instance_type, args)
             )
         finally:
@@ -471,19 +500,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{live_review / library:.2f}x the library's (every read a GET)",
             flush=True,
         )
+    floor_request = floor.server_cpu / max(floor.completed, 1)
+    print(
+        f"floor: server CPU per GET /healthz {floor_request * 1000:.3f} ms under the same load; "
+        f"library + floor = {(library + floor_request) / library:.2f}x the library "
+        "(what the target stands on: TLS, HTTP and the event loop per request)",
+        flush=True,
+    )
     print(
         f"paced: {paced.count} reviews at {args.rate:g}/s, p99 {paced.percentile(0.99):.2f} ms "
-        f"(target <= 10 ms)",
+        f"(target <= 10 ms); GET /healthz at the same rate: p99 "
+        f"{floor_paced.percentile(0.99):.2f} ms",
         flush=True,
     )
     print(f"load average at start (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    errors = inject.errors + validate.errors + paced.errors + (live.errors if live else 0)
+    errors = sum(p.errors for p in (inject, validate, floor, paced, floor_paced))
+    errors += live.errors if live else 0
     print(
         f"inject_p99_ms={inject.percentile(0.99):.2f} inject_rps={inject.rps:.0f} "
         f"inject_cpu_ms={per_review * 1000:.3f} library_cpu_ms={library * 1000:.3f} "
         f"inject_cpu_ratio={ratio:.2f} "
         f"validate_p99_ms={validate.percentile(0.99):.2f} validate_rps={validate.rps:.0f} "
-        f"paced_p99_ms={paced.percentile(0.99):.2f} errors={errors}",
+        f"paced_p99_ms={paced.percentile(0.99):.2f} floor_cpu_ms={floor_request * 1000:.3f} "
+        f"floor_paced_p99_ms={floor_paced.percentile(0.99):.2f} errors={errors}",
         flush=True,
     )
     return 1 if errors else 0
