@@ -341,39 +341,27 @@ async def drive(
             phase.client_cpu = time.process_time() - client_cpu
             report(phase)
         if not inject_only:
-            paced = Phase("paced")
-            server_cpu, client_cpu = process_cpu(server.pid), time.process_time()
-            await run_paced(
-                paced,
-                session,
-                server.url + INJECT_PATH,
-                json.dumps(inject).encode(),
-                check_inject,
-                rate=args.rate,
-                seconds=args.paced_seconds,
-                warmup=args.warmup,
-            )
-            paced.server_cpu = process_cpu(server.pid) - server_cpu
-            paced.client_cpu = time.process_time() - client_cpu
-            report(paced)
-            phases.append(paced)
-            # The latency floor of the paced phase: GET /healthz at the same rate.
-            floor_paced = Phase("floor-paced")
-            server_cpu, client_cpu = process_cpu(server.pid), time.process_time()
-            await run_paced(
-                floor_paced,
-                session,
-                server.url + HEALTH_PATH,
-                None,
-                None,
-                rate=args.rate,
-                seconds=args.paced_seconds,
-                warmup=args.warmup,
-            )
-            floor_paced.server_cpu = process_cpu(server.pid) - server_cpu
-            floor_paced.client_cpu = time.process_time() - client_cpu
-            report(floor_paced)
-            phases.append(floor_paced)
+            # The paced review, then its latency floor: GET /healthz at the same rate.
+            paced_plan = [
+                (Phase("paced"), INJECT_PATH, json.dumps(inject).encode(), check_inject),
+                (Phase("floor-paced"), HEALTH_PATH, None, None),
+            ]
+            for phase, path, data, check in paced_plan:
+                server_cpu, client_cpu = process_cpu(server.pid), time.process_time()
+                await run_paced(
+                    phase,
+                    session,
+                    server.url + path,
+                    data,
+                    check,
+                    rate=args.rate,
+                    seconds=args.paced_seconds,
+                    warmup=args.warmup,
+                )
+                phase.server_cpu = process_cpu(server.pid) - server_cpu
+                phase.client_cpu = time.process_time() - client_cpu
+                report(phase)
+                phases.append(phase)
     return phases
 
 
