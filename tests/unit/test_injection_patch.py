@@ -7,6 +7,8 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpustack_render.injection import patch as p
 
@@ -44,20 +46,17 @@ def test_same_patch_as_make_patch(src: Any, dst: Any) -> None:
 
 def test_placeholders_never_leak(monkeypatch: pytest.MonkeyPatch) -> None:
     # Force the pruned diff to write a placeholder: the module falls back to the full diff.
-    real = jsonpatch.make_patch
     calls: list[int] = []
 
-    def leaky(src: Any, dst: Any) -> jsonpatch.JsonPatch:
+    def leaky(src: Any, dst: Any) -> list[dict[str, Any]]:
         calls.append(1)
-        if len(calls) == 1:
-            return jsonpatch.JsonPatch([{"op": "add", "path": "/x", "value": [p._SHARED + "0"]}])
-        return real(src, dst)
+        return [{"op": "add", "path": "/x", "value": [p._SHARED + "0"]}]
 
-    monkeypatch.setattr(jsonpatch, "make_patch", leaky)
+    monkeypatch.setattr(p, "_additions", leaky)
     src = {"env": [A]}
     dst = {"env": [A, B]}
-    assert p.make_patch(src, dst) == real(src, dst).patch
-    assert len(calls) == 2
+    assert p.make_patch(src, dst) == jsonpatch.make_patch(src, dst).patch
+    assert len(calls) == 1
 
 
 def test_writes_placeholder() -> None:
@@ -86,9 +85,9 @@ def test_in_place_env_beside_valueless_entry() -> None:
 
 def test_coarse_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     # Both diffs wrong: the coarse patch replaces what differs and never diffs inside an array.
-    monkeypatch.setattr(
-        jsonpatch, "make_patch", lambda s, d: jsonpatch.JsonPatch([{"op": "remove", "path": "/a"}])
-    )
+    wrong = [{"op": "remove", "path": "/a"}]
+    monkeypatch.setattr(p, "_diff", lambda s, d: wrong)
+    monkeypatch.setattr(jsonpatch, "make_patch", lambda s, d: jsonpatch.JsonPatch(wrong))
     src = {"a/b": {"k": [1, 2]}, "gone": 1, "same": [A]}
     dst = {"a/b": {"k": [2, 1], "n": "x"}, "same": [A]}
     ops = p.make_patch(src, dst)
@@ -140,3 +139,147 @@ def test_a_diff_that_names_a_marker_in_its_path_is_not_taken() -> None:
     ops = p.make_patch(src, dst)
     assert not [op for op in ops if "\x00" in op["path"]]
     assert jsonpatch.apply_patch(json.loads(json.dumps(src)), ops) == dst
+
+
+# ---- the diff through jsonpatch's DiffBuilder, and the patch's own check -------------------
+
+#: JSON documents: objects, arrays and scalars, nested a few levels, keys that need escaping.
+_scalars = (
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "a", "b", "~", "/"])
+)
+_json = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.sampled_from(["a", "b", "c", "x/y", "m~n", "0"]), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def test_the_installed_jsonpatch_takes_the_builder_diff() -> None:
+    # make_patch drives jsonpatch's DiffBuilder itself (its entry point is not public) when it
+    # gives make_patch's own operations on this jsonpatch; otherwise it uses the public API, a
+    # third slower. This fails when a jsonpatch release changes the builder, so the slower path
+    # is noticed and the builder call revisited.
+    assert p._diff is p._builder_diff
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json, _json)
+def test_builder_diff_is_make_patch(src: Any, dst: Any) -> None:
+    assert p._builder_diff(src, dst) == jsonpatch.make_patch(src, dst).patch
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json, _json)
+def test_own_apply_agrees_with_jsonpatch(src: Any, dst: Any) -> None:
+    ops = jsonpatch.make_patch(src, dst).patch
+    assert p._apply(json.loads(json.dumps(src)), ops) == jsonpatch.apply_patch(src, ops)
+    assert p._applies(src, ops, dst)
+
+
+@pytest.mark.parametrize(
+    ("doc", "op"),
+    [
+        pytest.param({"a": [1]}, {"op": "add", "path": "/a/2", "value": 0}, id="index-past-end"),
+        pytest.param({"a": [1]}, {"op": "add", "path": "/a/01", "value": 0}, id="leading-zero"),
+        pytest.param({"a": [1]}, {"op": "replace", "path": "/a/-", "value": 0}, id="dash-replace"),
+        pytest.param({"a": [1]}, {"op": "remove", "path": "/b"}, id="remove-missing"),
+        pytest.param({"a": [1]}, {"op": "replace", "path": "/b", "value": 0}, id="replace-missing"),
+        pytest.param(
+            {"a": [1]}, {"op": "add", "path": "a", "value": 0}, id="pointer-without-slash"
+        ),
+        pytest.param(
+            {"a": {"b": 1}}, {"op": "move", "from": "/a", "path": "/a/c"}, id="move-inside"
+        ),
+        pytest.param(
+            {"a": 1}, {"op": "test", "path": "/a", "value": True}, id="test-true-is-not-1"
+        ),
+        pytest.param({"a": 1}, {"op": "add", "path": "/a/b/c", "value": 0}, id="through-a-scalar"),
+        pytest.param({"a": 1}, {"op": "add", "path": "/b"}, id="add-without-value"),
+        pytest.param({"a": 1}, {"op": "frobnicate", "path": "/a"}, id="unknown-op"),
+    ],
+)
+def test_own_apply_refuses_what_jsonpatch_refuses(doc: Any, op: dict[str, Any]) -> None:
+    with pytest.raises((jsonpatch.JsonPatchException, jsonpatch.JsonPointerException)):
+        jsonpatch.apply_patch(json.loads(json.dumps(doc)), [op])
+    assert not p._applies(doc, [op], doc)
+
+
+def test_applies_tells_true_from_one() -> None:
+    ops = [{"op": "replace", "path": "/a", "value": 1}]
+    assert p._applies({"a": 0}, ops, {"a": 1})
+    assert not p._applies({"a": 0}, ops, {"a": True})
+
+
+def test_applied_values_are_copies() -> None:
+    # An add of a list, then an add inside it: the patch's own value (a branch of the mutated
+    # Pod) must not be what the second operation grows.
+    value = [1]
+    ops: list[dict[str, Any]] = [
+        {"op": "add", "path": "/l", "value": value},
+        {"op": "add", "path": "/l/-", "value": 2},
+    ]
+    assert p._applies({}, ops, {"l": [1, 2]})
+    assert value == [1]
+
+
+@st.composite
+def _grown(draw: st.DrawFn) -> tuple[Any, Any]:
+    """A document and a copy grown by additions only, as injection grows a Pod: members added,
+    items appended (copies of existing items among them), items changed in place by additions."""
+    src = draw(_json)
+
+    def grow(value: Any) -> Any:
+        if isinstance(value, dict):
+            grown = {k: grow(v) if draw(st.booleans()) else v for k, v in value.items()}
+            for key in draw(st.lists(st.sampled_from(["a", "n", "x/y", "q~"]), max_size=2)):
+                grown.setdefault(key, draw(_json))
+            return grown
+        if isinstance(value, list):
+            out = [grow(v) if draw(st.booleans()) else v for v in value]
+            for _ in range(draw(st.integers(0, 2))):
+                pool = [draw(_json), *value]
+                out.append(json.loads(json.dumps(draw(st.sampled_from(pool)))))
+            return out
+        return value
+
+    return src, grow(src)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_grown())
+def test_additions_are_make_patch(pair: tuple[Any, Any]) -> None:
+    src, dst = pair
+    ops = p._additions(src, dst)
+    if ops is not None:
+        assert ops == jsonpatch.make_patch(src, dst).patch
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json, _json)
+def test_additions_of_unrelated_documents_are_make_patch(src: Any, dst: Any) -> None:
+    ops = p._additions(src, dst)
+    if ops is not None:
+        assert ops == jsonpatch.make_patch(src, dst).patch
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "taken"),
+    [
+        pytest.param({"l": ["a"]}, {"l": ["a", "b"], "m": 1}, True, id="append-and-member"),
+        pytest.param([{"k": 1}, "s"], [{"k": 1, "j": 2}, "s"], True, id="item-grown-in-place"),
+        pytest.param({"l": [A, B]}, {"l": [A, B, A]}, True, id="append-a-copy-after-prefix"),
+        pytest.param({"l": [A, B]}, {"l": [{**A, "x": 1}, B, B]}, False, id="common-end"),
+        pytest.param({"l": [A, B]}, {"l": [{**A, "x": 1}, {**B, "x": 1}, A]}, False, id="moved"),
+        pytest.param({"a": 1}, {"a": True}, False, id="one-to-true"),
+        pytest.param({"a": 1}, {}, False, id="member-removed"),
+    ],
+)
+def test_additions_take_only_what_they_can_pair(src: Any, dst: Any, taken: bool) -> None:
+    ops = p._additions(src, dst)
+    assert (ops is not None) is taken
+    if ops is not None:
+        assert ops == jsonpatch.make_patch(src, dst).patch
+    assert jsonpatch.apply_patch(json.loads(json.dumps(src)), p.make_patch(src, dst)) == dst
