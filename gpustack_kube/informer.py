@@ -15,6 +15,15 @@ index values; :meth:`Informer.by_index` answers the objects holding a value in t
 proportional to the answer (client-go's Indexer), so a reader that needs "this deployment's
 Services" or "the Workloads owning these Pods" never walks the whole cache.
 
+A quiet stream is not a dead one. The API server's watch cache sends a bookmark about once a
+minute and two seconds before the stream's own timeout (``nextBookmarkTime`` in
+k8s.io/apiserver's ``cache_watcher.go``), and nothing else while nothing changes. An informer
+whose inactivity bound is shorter than that minute therefore asks for streams that end before
+the bound (:func:`stream_timeout`): a quiet stream ends on time, with its bookmark, and is
+resumed from its version, never taken for a half-open connection. A stream that ran and then
+fell silent all the same is resumed at once, without the back-off meant for an API server that
+refuses connections.
+
 Why it is written here and not taken from kubernetes_asyncio: docs/design/0005-kube-client.md.
 """
 
@@ -23,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -44,6 +54,21 @@ def _same(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _ignore(resource: str) -> None:
     return None
+
+
+#: Seconds between the bookmarks the API server sends on a quiet stream, with a margin (its
+#: ``defaultBookmarkFrequency`` is a minute, scheduled in one-second buckets).
+BOOKMARK_INTERVAL = 62.0
+
+
+def stream_timeout(watch_timeout: int, inactivity: float) -> int:
+    """The ``timeoutSeconds`` to ask for: ``watch_timeout``, shortened below ``inactivity``
+    when the API server's periodic bookmark would come later than that bound, so that a quiet
+    stream ends (with the bookmark sent two seconds before its end) before it counts as
+    silent."""
+    if inactivity > BOOKMARK_INTERVAL:
+        return watch_timeout
+    return max(1, min(watch_timeout, math.ceil(inactivity) - 1))
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
@@ -202,21 +227,25 @@ class Informer:
         self.synced.set()
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
         backoff = 0.5
         need_list = True
+        timeout = stream_timeout(self.watch_timeout, self.inactivity)
         while True:
+            opened = loop.time()
             try:
                 if need_list:
                     await self._relist()
                     need_list = False
                 self.current = not need_list and self.synced.is_set()
+                opened = loop.time()
                 async for event in self.kube.watch(
                     self.resource,
                     namespace=self.namespace,
                     label_selector=self.label_selector,
                     field_selector=self.field_selector,
                     resource_version=self._rv,
-                    timeout_seconds=self.watch_timeout,
+                    timeout_seconds=timeout,
                     inactivity_seconds=self.inactivity,
                 ):
                     self.current = True
@@ -241,6 +270,11 @@ class Informer:
                 )
                 # A 0 status is a silent or broken stream: resume from the last version seen.
                 need_list = exc.status != 0
+                if exc.status == 0 and loop.time() - opened >= self.inactivity:
+                    # It ran, then fell silent: resume at once (a connection lost, not an API
+                    # server refusing them, which the back-off is for).
+                    backoff = 0.5
+                    continue
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
             except Exception:  # keep the informer alive whatever happened

@@ -28,7 +28,10 @@ Staleness, bounded and one-sided:
   once (an error, a closed connection); one that falls silent without failing (a half-open
   connection) is dropped after ``inactivity`` seconds (10 by default) and reads go live until
   it is followed again. That is the bound on serving a deleted object when the network loses
-  the delete's event: ``inactivity`` seconds, never more.
+  the delete's event: ``inactivity`` seconds, never more. A stream that is quiet because
+  nothing changes is not silent in that sense: the informers ask for streams that end before
+  the bound (``gpustack_kube.informer.stream_timeout``: 9 s, each ending with the API server's
+  bookmark) and resume them from their version, so in a quiet cluster the cache stays in use.
 
 Decoding an object into its model costs more than finding it, so each stored version is decoded
 once (a cache of ``(resourceVersion, model)`` per object, replaced by the next event); an object

@@ -12,6 +12,7 @@ import pytest
 from gpustack_controller.kube import CONFIGMAPS, ApiError, Kube
 from gpustack_controller.watches import Informer
 from gpustack_controller.workqueue import WorkQueue
+from gpustack_kube import informer as shared
 
 from .controller_fixtures import eventually, new_namespace
 
@@ -91,6 +92,28 @@ async def test_a_silent_stream_is_restarted_by_the_inactivity_watchdog(kube: Kub
         await asyncio.sleep(2)  # several silent periods: the stream is dropped and resumed
         await kube.create(CONFIGMAPS, config_map("late"), ns)
         await eventually(lambda: _true("late" in seen), timeout=10, what="an event after silence")
+    finally:
+        await informer.stop()
+
+
+async def test_a_quiet_stream_keeps_the_cache_current(kube: Kube) -> None:
+    # Nothing changes in the namespace for several inactivity windows: the informer must keep
+    # following its stream (the webhook's cache serves reads only while it does), with no
+    # failed stream reported. It asks for streams that end before the inactivity bound; before
+    # that, each quiet window ended in a "silent stream" error and a growing back-off during
+    # which the cache was not used (half of the webhook's paced reviews read live).
+    ns = await new_namespace(kube, "still")
+    errors: list[str] = []
+    informer = shared.Informer(kube, CONFIGMAPS, namespace=ns, inactivity=3, on_error=errors.append)
+    informer.start()
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        samples = []
+        for _ in range(240):  # 12 s: four inactivity windows
+            samples.append(informer.current)
+            await asyncio.sleep(0.05)
+        assert errors == []
+        assert all(samples), f"not following its stream in {samples.count(False)} of 240 samples"
     finally:
         await informer.stop()
 

@@ -537,3 +537,21 @@ async def test_a_silent_watch_ends_in_status_0(served: tuple[Api, Kube]) -> None
         async for _ in kube.watch(PODS, resource_version="1", inactivity_seconds=0.2):
             pass
     assert caught.value.status == 0
+
+
+@pytest.mark.parametrize(
+    ("watch_timeout", "inactivity", "asked"),
+    [
+        (300, 70.0, 300),  # the controller's: the API server's minute bookmark comes in time
+        (300, 10.0, 9),  # the webhook cache's: streams end (bookmark first) before the bound
+        (300, 3.0, 2),
+        (300, 0.5, 1),
+        (5, 10.0, 5),  # already shorter
+    ],
+)
+def test_a_stream_ends_before_it_could_count_as_silent(
+    watch_timeout: int, inactivity: float, asked: int
+) -> None:
+    from gpustack_kube.informer import stream_timeout
+
+    assert stream_timeout(watch_timeout, inactivity) == asked
