@@ -7,6 +7,7 @@ names; ``/metrics`` renders that registry.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -77,6 +78,11 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        # Each labelled child, found once: ``labels()`` validates and locks on every call, and a
+        # review observes three lookups and itself. (A bounded set: webhooks x verdicts, kinds
+        # x results.)
+        self._review_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._lookup_children: dict[tuple[str, str], Any] = {}
         self.cert_reloads = Counter(
             "gpustack_webhook_certificate_reloads",
             f"Serving certificate reloads, by result ({', '.join(RELOAD_RESULTS)}).",
@@ -93,14 +99,23 @@ class Metrics:
 
     def observe_review(self, webhook: str, verdict: str, seconds: float) -> None:
         """Count one answered request and record how long it took."""
-        self.reviews.labels(webhook, verdict).inc()
-        self.latency.labels(webhook, verdict).observe(seconds)
+        children = self._review_children.get((webhook, verdict))
+        if children is None:
+            children = self._review_children[(webhook, verdict)] = (
+                self.reviews.labels(webhook, verdict),
+                self.latency.labels(webhook, verdict),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def observe_closed(self, reason: str) -> None:
         self.connections_closed.labels(reason).inc()
 
     def observe_lookup(self, kind: str, result: str) -> None:
-        self.lookups.labels(kind, result).inc()
+        child = self._lookup_children.get((kind, result))
+        if child is None:
+            child = self._lookup_children[(kind, result)] = self.lookups.labels(kind, result)
+        child.inc()
 
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format."""

@@ -52,6 +52,7 @@ from gpustack_webhook.logs import LOGGER_NAME, fields, frames
 from gpustack_webhook.lookups import (
     NeedRead,
     ReadKey,
+    Resolver,
     ResolvingSources,
     ReviewReads,
     Sources,
@@ -353,6 +354,8 @@ class WebhookServer:
             Guard(self.limits, observe=self.metrics.observe_closed),
         )
         self._runners: list[web.AppRunner] = []
+        #: id(sources) → (sources, its resolver or None): see :meth:`_resolver`.
+        self._resolvers: dict[int, tuple[Sources, Resolver | None]] = {}
 
     # ---- applications ----------------------------------------------------------------------
 
@@ -494,7 +497,7 @@ class WebhookServer:
         sources = self.sources
         if hook.cached and self.cached_sources is not None:
             sources = self.cached_sources
-        reads = ReviewReads(sources.resolve if isinstance(sources, ResolvingSources) else None)
+        reads = ReviewReads(self._resolver(sources))
         try:
             async with asyncio.timeout(self.review_timeout):
                 settings = await sources.settings()
@@ -541,6 +544,15 @@ class WebhookServer:
                 f"the {hook.name} webhook failed while reviewing this request "
                 f"({type(exc).__name__}); the request was not judged"
             )
+
+    def _resolver(self, sources: Sources) -> Resolver | None:
+        """``sources``'s synchronous side, if it has one (asked once per sources object: an
+        ``isinstance`` against a runtime-checkable protocol inspects its members each time)."""
+        found = self._resolvers.get(id(sources))
+        if found is None or found[0] is not sources:
+            resolver = sources.resolve if isinstance(sources, ResolvingSources) else None
+            found = self._resolvers[id(sources)] = (sources, resolver)
+        return found[1]
 
     async def _read(
         self, sources: Sources, key: ReadKey, began: float, deadline: float

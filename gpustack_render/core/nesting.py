@@ -105,9 +105,34 @@ def _mark(value: Any) -> Any:
     return value
 
 
+def _within(data: Any, max_depth: int) -> bool:
+    """Whether nothing in ``data`` is nested deeper than ``max_depth`` or cut: the walk of
+    :func:`too_deep` without the paths it keeps to name the culprit (every review walks a
+    whole Pod; only a refused one needs the path)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        elif isinstance(node, TooDeep):
+            return False
+        else:
+            continue
+        if depth >= max_depth:
+            return False
+        for child in children:
+            if isinstance(child, (dict, list, TooDeep)):
+                stack.append((child, depth + 1))
+    return True
+
+
 def too_deep(data: Any, *, max_depth: int = MAX_DEPTH) -> FieldPath | None:
     """The path of the first value nested deeper than ``max_depth`` (or cut by :func:`loads`),
     ``None`` when there is none. Iterative: any depth is walked without recursion."""
+    if _within(data, max_depth):
+        return None
     stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(data, 0, ())]
     while stack:
         node, depth, parts = stack.pop()

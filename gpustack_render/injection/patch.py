@@ -269,28 +269,19 @@ def _apply(doc: Any, ops: list[dict[str, Any]]) -> Any:
                 value = _fresh(_walk(doc, source))
             doc = _add(doc, path, value)
         elif kind == "test":
-            if not _json_equal(_walk(doc, path), op["value"]):
+            if not _same_json(_walk(doc, path), op["value"]):
                 raise _NotApplicable("test")
         else:
             raise _NotApplicable(kind)
     return doc
 
 
-def _json_equal(a: Any, b: Any) -> bool:
-    """Equal as JSON values: as ``==``, except that ``true`` is not ``1`` (nor ``false`` ``0``)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(v, b[k]) for k, v in a.items())
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
-
-
 def _applies(original: Any, ops: list[dict[str, Any]], mutated: Any) -> bool:
-    """Whether ``ops`` turn (a fresh copy of) ``original`` into ``mutated``, JSON-equal."""
+    """Whether ``ops`` turn (a fresh copy of) ``original`` into ``mutated``. Compared with
+    ``==`` (``1 == True``): the diffs themselves tell ``1`` from ``true`` (by type, or by
+    serialising), and every value the patch writes is the mutated Pod's own."""
     try:
-        return _json_equal(_apply(_fresh(original), ops), mutated)
+        return bool(_apply(_fresh(original), ops) == mutated)
     except (_NotApplicable, IndexError, KeyError, TypeError):
         return False
 

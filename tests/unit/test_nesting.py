@@ -196,3 +196,17 @@ def test_pod_reviews_bound_nesting_before_they_read_the_pod() -> None:
         AdmissionRequest("UPDATE", named, old_object=old, namespace="team-a"), **world
     )
     assert not renamed.allowed and [e.origin for e in renamed.errors] == ["schema.nesting-too-deep"]
+
+
+@pytest.mark.parametrize("depth", [0, 1, 5, nesting.MAX_DEPTH - 1, nesting.MAX_DEPTH, 200])
+@pytest.mark.parametrize("container", ["dict", "list", "mixed"])
+def test_the_quick_pass_agrees_with_the_path_walk(depth: int, container: str) -> None:
+    # too_deep first walks without building paths; it must say "within" exactly when the walk
+    # that names the path finds nothing, at the bound and on either side of it.
+    value: Any = "leaf"
+    for level in range(depth):
+        as_dict = container == "dict" or (container == "mixed" and level % 2 == 0)
+        value = {"k": value, "s": 1} if as_dict else [1, value]
+    found = nesting.too_deep(value, max_depth=nesting.MAX_DEPTH)
+    assert nesting._within(value, nesting.MAX_DEPTH) is (found is None)
+    assert (found is None) is (depth <= nesting.MAX_DEPTH)
