@@ -17,6 +17,7 @@ import yaml
 from yaml import YAMLError
 
 from gpustack_render.cli import yamlread
+from gpustack_render.core import nesting
 
 
 class DocumentError(ValueError):
@@ -234,7 +235,7 @@ def _load_json(text: str, *, source: str) -> list[Any]:
         while end < len(text):
             doc, end = decoder.raw_decode(text, end)
             end = _skip_space(text, end)
-            if yamlread.depth(doc) > MAX_DEPTH:
+            if not nesting.within(doc, MAX_DEPTH):
                 raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels")
             docs.extend(doc if isinstance(doc, list) else [doc])
     except _JSONError as exc:

@@ -750,20 +750,3 @@ def load_all(text: str, *, max_documents: int, max_depth: int, max_nodes: int) -
         if "maximum nesting depth" in str(exc):
             raise LimitError(f"nested deeper than {max_depth} levels") from exc
         raise
-
-
-def depth(value: Any) -> int:
-    """How deep ``value`` nests (a scalar is 0), without recursion."""
-    deepest = 0
-    todo: list[tuple[Any, int]] = [(value, 0)]
-    while todo:
-        item, level = todo.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level + 1)
-        todo.extend((child, level + 1) for child in children)
-    return deepest

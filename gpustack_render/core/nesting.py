@@ -105,10 +105,11 @@ def _mark(value: Any) -> Any:
     return value
 
 
-def _within(data: Any, max_depth: int) -> bool:
-    """Whether nothing in ``data`` is nested deeper than ``max_depth`` or cut: the walk of
-    :func:`too_deep` without the paths it keeps to name the culprit (every review walks a
-    whole Pod; only a refused one needs the path)."""
+def within(data: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether nothing in ``data`` is nested deeper than ``max_depth`` levels of objects and
+    lists, or cut by :func:`loads`: the walk of :func:`too_deep` without the paths it keeps to
+    name the culprit (every review walks a whole Pod; only a refused one needs the path).
+    Iterative, and it stops at the first level past the bound."""
     stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
         node, depth = stack.pop()
@@ -131,7 +132,7 @@ def _within(data: Any, max_depth: int) -> bool:
 def too_deep(data: Any, *, max_depth: int = MAX_DEPTH) -> FieldPath | None:
     """The path of the first value nested deeper than ``max_depth`` (or cut by :func:`loads`),
     ``None`` when there is none. Iterative: any depth is walked without recursion."""
-    if _within(data, max_depth):
+    if within(data, max_depth):
         return None
     stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(data, 0, ())]
     while stack:

@@ -208,5 +208,5 @@ def test_the_quick_pass_agrees_with_the_path_walk(depth: int, container: str) ->
         as_dict = container == "dict" or (container == "mixed" and level % 2 == 0)
         value = {"k": value, "s": 1} if as_dict else [1, value]
     found = nesting.too_deep(value, max_depth=nesting.MAX_DEPTH)
-    assert nesting._within(value, nesting.MAX_DEPTH) is (found is None)
+    assert nesting.within(value, nesting.MAX_DEPTH) is (found is None)
     assert (found is None) is (depth <= nesting.MAX_DEPTH)
