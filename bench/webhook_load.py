@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import ssl
@@ -50,7 +51,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -371,23 +372,18 @@ async def drive(
         plan.append((phases[2], HEALTH_PATH, None, None))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         for phase, path, body, check in plan:
-            server_cpu, client_cpu = process_cpu(server.pid), time.process_time()
-            others, began = components_cpu(components), time.monotonic()
-            await run_phase(
-                phase,
-                session,
-                server.url + path,
-                None if body is None else json.dumps(body).encode(),
-                check,
-                clients=args.clients,
-                count=args.count,
-                seconds=args.seconds,
-                warmup=args.warmup,
-            )
-            phase.server_cpu = process_cpu(server.pid) - server_cpu
-            phase.client_cpu = time.process_time() - client_cpu
-            phase.others_cpu = _spent(others, components_cpu(components))
-            phase.cpu_wall = time.monotonic() - began
+            with measured(phase, server.pid, components):
+                await run_phase(
+                    phase,
+                    session,
+                    server.url + path,
+                    None if body is None else json.dumps(body).encode(),
+                    check,
+                    clients=args.clients,
+                    count=args.count,
+                    seconds=args.seconds,
+                    warmup=args.warmup,
+                )
             report(phase)
         if not inject_only:
             # The paced review, then its latency floor: GET /healthz at the same rate.
@@ -397,28 +393,36 @@ async def drive(
             ]
             for phase, path, data, check in paced_plan:
                 buckets = await inject_buckets(session, server.url)
-                server_cpu, client_cpu = process_cpu(server.pid), time.process_time()
-                others, began = components_cpu(components), time.monotonic()
-                await run_paced(
-                    phase,
-                    session,
-                    server.url + path,
-                    data,
-                    check,
-                    rate=args.rate,
-                    seconds=args.paced_seconds,
-                    warmup=args.warmup,
-                )
-                phase.server_cpu = process_cpu(server.pid) - server_cpu
-                phase.client_cpu = time.process_time() - client_cpu
-                phase.others_cpu = _spent(others, components_cpu(components))
-                phase.cpu_wall = time.monotonic() - began
+                with measured(phase, server.pid, components):
+                    await run_paced(
+                        phase,
+                        session,
+                        server.url + path,
+                        data,
+                        check,
+                        rate=args.rate,
+                        seconds=args.paced_seconds,
+                        warmup=args.warmup,
+                    )
                 if path == INJECT_PATH:
                     after = await inject_buckets(session, server.url)
                     phase.server_buckets = _spent(buckets, after)
                 report(phase)
                 phases.append(phase)
     return phases
+
+
+@contextlib.contextmanager
+def measured(phase: Phase, server_pid: int, components: dict[str, int]) -> Iterator[None]:
+    """Fill ``phase``'s CPU figures over the block: the server's, this process's, each of the
+    control plane's ``components``', and the wall time they cover."""
+    server_cpu, client_cpu = process_cpu(server_pid), time.process_time()
+    others, began = components_cpu(components), time.monotonic()
+    yield
+    phase.server_cpu = process_cpu(server_pid) - server_cpu
+    phase.client_cpu = time.process_time() - client_cpu
+    phase.others_cpu = _spent(others, components_cpu(components))
+    phase.cpu_wall = time.monotonic() - began
 
 
 K = TypeVar("K")
