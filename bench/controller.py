@@ -49,14 +49,23 @@ DELETECOLLECTION.
 
 Figures per size: converge seconds and the ratio to the bare loop (target <= 1.2), the
 controller's CPU per deployment (the per-deployment cost; target at the largest size within
-1.2x of the smallest), its peak RSS (target <= 300 MiB at 1,024), its requests by verb and
-resource while converging, the writes of the idle window (target 0), and the edit latency
-p50/p99 (target p99 <= 1 s). The last line is ``key=value`` pairs.
+1.2x of the smallest) and per pass, its peak RSS (target <= 300 MiB at 1,024), its requests by
+verb and resource while converging, the writes of the idle window (target 0) and the
+controller's CPU rate in it, the watch events its informers were sent while converging (by
+resource, with their size: the API server's ``apiserver_watch_events_total`` and
+``apiserver_watch_events_sizes``), and the edit latency p50/p99 (target p99 <= 1 s). The last
+line is ``key=value`` pairs.
+
+The smallest size's CPU per deployment is the figure the growth divides by, and it is the
+noisiest: a few seconds of CPU, and how many passes a deployment takes depends on how its
+events happen to coalesce in the queue. So the smallest size is converged ``--repeats`` more
+times (default 2; controller phase only, each with a fresh controller and namespace) and its
+figure is the median of all its converges.
 
 Run: ``python -m bench.controller [--sizes 64,256,1024] [--replicas 2] [--idle-seconds 300]
-[--edits 20] [--profile DIR] [--controller-arg=--workers=16 ...]`` (``--profile`` runs the
-controller under cProfile and writes one ``controller-<size>.prof`` per size into DIR;
-``--controller-arg`` passes one more flag to the controller).
+[--edits 20] [--repeats 2] [--profile DIR] [--controller-arg=--workers=16 ...]``
+(``--profile`` runs the controller under cProfile and writes one ``controller-<size>.prof`` per
+size into DIR; ``--controller-arg`` passes one more flag to the controller).
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ import contextlib
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -403,6 +413,43 @@ def request_counts(metrics_text: str) -> Counter[tuple[str, str]]:
     return counts
 
 
+_WATCH_EVENTS = re.compile(r"^apiserver_watch_events_(total|sizes_sum)\{(.*)\} (\S+)$")
+
+
+def controller_watches() -> frozenset[str]:
+    """The resources (``plural[.group]``) deploy/controller/rbac.yaml lets the controller watch."""
+    watched = set()
+    for doc in load_yaml_documents(CONTROLLER_RBAC):
+        for rule in doc.get("rules") or ():
+            if "watch" in rule.get("verbs", ()):
+                for group in rule.get("apiGroups") or ("",):
+                    watched |= {f"{r}.{group}" if group else r for r in rule["resources"]}
+    return frozenset(watched)
+
+
+def watch_events(metrics_text: str, only: frozenset[str]) -> Counter[tuple[str, str]]:
+    """(``events`` or ``bytes``, resource) → what the API server sent to its watchers of the
+    resources ``only`` names, from its ``apiserver_watch_events_total`` and
+    ``apiserver_watch_events_sizes`` (labelled by group, version and resource, not by client).
+    On the controller's own API server the watchers are the controller's informers and the
+    server's own loopback informers; ``only`` leaves out what the controller may not watch
+    (EndpointSlices, IPAddresses, ...), but the server's own Service informer is counted with
+    the controller's."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for line in metrics_text.splitlines():
+        match = _WATCH_EVENTS.match(line)
+        if match is None:
+            continue
+        part, body, value = match.groups()
+        lab = dict(_LABEL.findall(body))
+        resource = lab.get("resource", "")
+        if lab.get("group"):
+            resource += f".{lab['group']}"
+        if resource in only:
+            counts[("events" if part == "total" else "bytes", resource)] += int(float(value))
+    return counts
+
+
 def diff(
     after: Counter[tuple[str, str]], before: Counter[tuple[str, str]]
 ) -> dict[tuple[str, str], int]:
@@ -507,11 +554,19 @@ class Figures:
     cpu_s: float = 0.0
     peak_rss_mib: float = 0.0
     converge_requests: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (``events`` or ``bytes``, resource) → what the controller's informers were sent while
+    #: converging.
+    converge_watch: dict[tuple[str, str], int] = field(default_factory=dict)
     #: Queue name → (passes, seconds) while converging, from the controller's own metrics.
     passes: dict[str, tuple[int, float]] = field(default_factory=dict)
     #: Verb → (requests, seconds) its API server took for the controller while converging.
     latency: dict[str, tuple[int, float]] = field(default_factory=dict)
     idle_s: float = 0.0
+    #: The controller's CPU seconds over the idle window (its background rate, nothing changing).
+    idle_cpu_s: float = 0.0
+    #: Controller CPU seconds of the extra converges at this size (``--repeats``), each with a
+    #: fresh controller; the per-deployment cost is their median with the first.
+    cpu_repeats: list[float] = field(default_factory=list)
     idle_requests: dict[tuple[str, str], int] = field(default_factory=dict)
     #: Per edit: (total, controller deletes, Kueue and KWOK retire, controller creates) seconds.
     edits: list[tuple[float, float, float, float]] = field(default_factory=list)
@@ -524,7 +579,13 @@ class Figures:
 
     @property
     def cpu_ms_per_deployment(self) -> float:
-        return self.cpu_s * 1000 / self.deployments
+        """The median over this size's converges (one unless it was repeated)."""
+        return statistics.median([self.cpu_s, *self.cpu_repeats]) * 1000 / self.deployments
+
+    @property
+    def cpu_ms_per_pass(self) -> float:
+        passes = sum(n for n, _ in self.passes.values())
+        return self.cpu_s * 1000 / passes if passes else float("nan")
 
     def edit_percentile(self, q: float, part: int = 0) -> float:
         values = sorted(e[part] for e in self.edits if e[part] == e[part])  # NaN: missed
@@ -713,6 +774,8 @@ async def _controlled(
         await workloads.start()
         text = await asyncio.to_thread(server.metrics)
         before, latency_before = request_counts(text), request_seconds(text)
+        watched = controller_watches()
+        watch_before = watch_events(text, watched)
         kueue_before = await _kueue_counts(kueue)
         cpu_before = controller.cpu_seconds()
         started = time.perf_counter()
@@ -748,11 +811,14 @@ async def _controlled(
         }
         await _quiet(server)
         figures.cpu_s = controller.cpu_seconds() - cpu_before
-        after = request_counts(await asyncio.to_thread(server.metrics))
+        text = await asyncio.to_thread(server.metrics)
+        after = request_counts(text)
         figures.converge_requests = diff(after, before)
-        idle_started = time.perf_counter()
+        figures.converge_watch = diff(watch_events(text, watched), watch_before)
+        idle_started, idle_cpu = time.perf_counter(), controller.cpu_seconds()
         await asyncio.sleep(idle_seconds)
         figures.idle_s = time.perf_counter() - idle_started
+        figures.idle_cpu_s = controller.cpu_seconds() - idle_cpu
         figures.idle_requests = diff(request_counts(await asyncio.to_thread(server.metrics)), after)
         await _edits(kube, ns, pods, workloads, deployments, replicas, edits, figures)
         figures.peak_rss_mib = controller.peak_rss_mib()
@@ -799,6 +865,7 @@ async def run(
     log_dir: Path,
     profile_dir: Path | None,
     controller_args: tuple[str, ...] = (),
+    repeats: int = 0,
 ) -> list[Figures]:
     kube = await Kube.connect(kubeconfig=str(cluster.kubeconfig))
     try:
@@ -842,6 +909,28 @@ async def run(
                 profile=profile,
                 controller_args=controller_args,
             )
+            for n in range(repeats if size == sizes[0] else 0):
+                again = Figures(deployments=size, pods=size * replicas)
+                await _controlled(
+                    kube,
+                    server,
+                    kueue,
+                    kubeconfig,
+                    again,
+                    replicas=replicas,
+                    idle_seconds=0.0,
+                    edits=0,
+                    log_dir=log_dir,
+                    profile=None,
+                    controller_args=controller_args,
+                )
+                figures.cpu_repeats.append(again.cpu_s)
+                print(
+                    f"[{size}] converge again ({n + 2} of {repeats + 1}): "
+                    f"{again.controller_s:.1f} s, controller CPU {again.cpu_s:.1f} s, "
+                    f"{sum(p for p, _ in again.passes.values())} passes",
+                    flush=True,
+                )
             report(figures)
             results.append(figures)
         return results
@@ -869,10 +958,18 @@ def report(f: Figures) -> None:
     if f.controlled is not None:
         print(f"     {f.controlled.timeline.line()}")
         print(f"     {f.controlled.kueue_line(f.pods)}")
+    repeated = (
+        f"; median of {len(f.cpu_repeats) + 1} converges, each "
+        + ", ".join(f"{c * 1000 / n:.1f}" for c in (f.cpu_s, *f.cpu_repeats))
+        + " ms"
+        if f.cpu_repeats
+        else ""
+    )
     print(
         f"   per deployment: {f.controller_s * 1000 / n:.0f} ms of converge time, "
         f"{f.cpu_ms_per_deployment:.1f} ms of controller CPU "
-        f"({f.cpu_s:.1f} s over the converge)"
+        f"({f.cpu_s:.1f} s over the converge{repeated}); "
+        f"{f.cpu_ms_per_pass:.1f} ms of CPU per pass"
     )
     if f.passes:
         print(
@@ -892,13 +989,29 @@ def report(f: Figures) -> None:
             )
         )
     print(f"   controller peak RSS: {f.peak_rss_mib:.0f} MiB (its own process, VmHWM)")
+    if f.converge_watch:
+        sent = sorted(
+            ((r, v) for (part, r), v in f.converge_watch.items() if part == "events"),
+            key=lambda kv: (-kv[1], kv[0]),
+        )
+        events = sum(v for _, v in sent)
+        size = sum(v for (part, _), v in f.converge_watch.items() if part == "bytes")
+        print(
+            f"   watch events sent to the controller while converging: {events} "
+            f"({events / n:.1f} per deployment, {size / n / 1024:.1f} KiB per deployment): "
+            + ", ".join(
+                f"{r} {v} ({f.converge_watch.get(('bytes', r), 0) / max(v, 1) / 1024:.1f} KiB)"
+                for r, v in sent
+            )
+        )
     total = sum(f.converge_requests.values())
     print(
         f"   API requests while converging: {total} ({total / n:.1f} per deployment), "
         f"{writes(f.converge_requests)} writes: {format_counts(f.converge_requests)}"
     )
     print(
-        f"   idle {f.idle_s:.0f} s converged: {writes(f.idle_requests)} writes (target 0); "
+        f"   idle {f.idle_s:.0f} s converged: {writes(f.idle_requests)} writes (target 0), "
+        f"controller CPU {f.idle_cpu_s * 1000 / max(f.idle_s, 1e-9):.1f} ms/s; "
         f"requests: {format_counts(f.idle_requests)}"
     )
     if f.edits:
@@ -943,6 +1056,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--edits", type=int, default=20, help="edits timed per size (default 20)")
     parser.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="converge the smallest size this many more times, each with a fresh controller; "
+        "its CPU per deployment is the median (default 2)",
+    )
+    parser.add_argument(
         "--profile", type=Path, default=None, help="cProfile the controller into DIR"
     )
     parser.add_argument(
@@ -986,6 +1106,7 @@ def main(argv: list[str] | None = None) -> int:
                 log_dir=args.log_dir or cluster.dir,
                 profile_dir=args.profile,
                 controller_args=tuple(args.controller_arg),
+                repeats=args.repeats,
             )
         )
         start_s = cluster.startup_seconds
@@ -1005,7 +1126,8 @@ def main(argv: list[str] | None = None) -> int:
     small, large = results[0], results[-1]
     growth = large.cpu_ms_per_deployment / small.cpu_ms_per_deployment
     print(
-        f"per-deployment controller CPU at {large.deployments} / at {small.deployments}: "
+        f"per-deployment controller CPU at {large.deployments} / at {small.deployments} "
+        f"(median of {len(small.cpu_repeats) + 1} converges): "
         f"{growth:.2f}x (target <= 1.2)"
     )
     pairs = [f"growth={growth:.2f}", f"cluster_start_s={start_s:.1f}"]
@@ -1016,6 +1138,10 @@ def main(argv: list[str] | None = None) -> int:
             f"bare_s_{n}={f.bare_s:.1f}",
             f"ratio_{n}={f.ratio:.2f}",
             f"cpu_ms_per_deployment_{n}={f.cpu_ms_per_deployment:.1f}",
+            f"cpu_ms_per_pass_{n}={f.cpu_ms_per_pass:.1f}",
+            f"watch_events_per_deployment_{n}="
+            f"{sum(v for (p, _), v in f.converge_watch.items() if p == 'events') / n:.1f}",
+            f"idle_cpu_ms_per_s_{n}={f.idle_cpu_s * 1000 / max(f.idle_s, 1e-9):.1f}",
             f"rss_mib_{n}={f.peak_rss_mib:.0f}",
             f"idle_writes_{n}={writes(f.idle_requests)}",
             f"edit_p99_s_{n}={f.edit_percentile(0.99):.2f}",
