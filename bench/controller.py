@@ -393,6 +393,13 @@ def pass_times(metrics_text: str) -> dict[str, tuple[int, float]]:
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
+def _resource(lab: dict[str, str]) -> str:
+    """``plural[.group]`` from an API server metric's labels."""
+    return (
+        f"{lab.get('resource', '')}.{lab['group']}" if lab.get("group") else lab.get("resource", "")
+    )
+
+
 def request_counts(metrics_text: str) -> Counter[tuple[str, str]]:
     """(verb, resource) → requests, from one ``/metrics`` text: ``apiserver_request_total``
     minus ``apiserver_selfrequest_total``. The resource is ``plural[.group][/subresource]``."""
@@ -403,9 +410,7 @@ def request_counts(metrics_text: str) -> Counter[tuple[str, str]]:
             continue
         name, body, value = match.groups()
         lab = dict(_LABEL.findall(body))
-        resource = lab.get("resource", "")
-        if lab.get("group"):
-            resource += f".{lab['group']}"
+        resource = _resource(lab)
         if lab.get("subresource"):
             resource += f"/{lab['subresource']}"
         sign = -1 if name == "apiserver_selfrequest_total" else 1
@@ -441,10 +446,7 @@ def watch_events(metrics_text: str, only: frozenset[str]) -> Counter[tuple[str, 
         if match is None:
             continue
         part, body, value = match.groups()
-        lab = dict(_LABEL.findall(body))
-        resource = lab.get("resource", "")
-        if lab.get("group"):
-            resource += f".{lab['group']}"
+        resource = _resource(dict(_LABEL.findall(body)))
         if resource in only:
             counts[("events" if part == "total" else "bytes", resource)] += int(float(value))
     return counts

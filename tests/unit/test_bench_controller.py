@@ -7,7 +7,13 @@ import math
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from bench.controller import Figures, controller_watches, pass_times, watch_events
+from bench.controller import (
+    Figures,
+    controller_watches,
+    pass_times,
+    request_counts,
+    watch_events,
+)
 from gpustack_controller.metrics import RECONCILE_BUCKETS, RECONCILE_SECONDS, RESULTS
 
 
@@ -71,4 +77,22 @@ def test_watch_events_count_only_what_the_controller_may_watch() -> None:
         ("events", "pods"): 160,
         ("events", "workloads.kueue.x-k8s.io"): 80,
         ("bytes", "pods"): 1_200_000,
+    }
+
+
+def test_request_counts_leave_out_the_servers_own_requests() -> None:
+    text = "\n".join(
+        [
+            'apiserver_request_total{code="201",component="apiserver",dry_run="",group="",'
+            'resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 10',
+            'apiserver_request_total{code="200",component="apiserver",dry_run="",'
+            'group="worker.gpustack.ai",resource="modeldeployments",scope="resource",'
+            'subresource="status",verb="APPLY",version="v1alpha1"} 4',
+            'apiserver_selfrequest_total{group="",resource="pods",subresource="",verb="POST",'
+            'version="v1"} 3',
+        ]
+    )
+    assert request_counts(text) == {
+        ("POST", "pods"): 7,
+        ("APPLY", "modeldeployments.worker.gpustack.ai/status"): 4,
     }
