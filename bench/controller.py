@@ -83,7 +83,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -356,6 +356,14 @@ _PASSES = re.compile(
 )
 
 
+def _matches(pattern: re.Pattern[str], metrics_text: str) -> Iterator[tuple[str, ...]]:
+    """The groups of every line of a ``/metrics`` text that ``pattern`` matches."""
+    for line in metrics_text.splitlines():
+        match = pattern.match(line)
+        if match is not None:
+            yield match.groups()
+
+
 _LATENCY = re.compile(r"^apiserver_request_duration_seconds_(sum|count)\{(.*)\} (\S+)$")
 
 
@@ -364,11 +372,7 @@ def request_seconds(metrics_text: str) -> dict[str, tuple[int, float]]:
     ``apiserver_request_duration_seconds``."""
     sums: dict[str, float] = {}
     counts: dict[str, float] = {}
-    for line in metrics_text.splitlines():
-        match = _LATENCY.match(line)
-        if match is None:
-            continue
-        part, body, value = match.groups()
+    for part, body, value in _matches(_LATENCY, metrics_text):
         verb = dict(_LABEL.findall(body)).get("verb", "")
         if verb in ("WATCH", "CONNECT", ""):
             continue
@@ -381,12 +385,9 @@ def pass_times(metrics_text: str) -> dict[str, tuple[int, float]]:
     """Queue name → (passes, seconds) from the controller's own ``/metrics``."""
     sums: dict[str, float] = {}
     counts: dict[str, float] = {}
-    for line in metrics_text.splitlines():
-        match = _PASSES.match(line)
-        if match is not None:
-            part, queue, value = match.groups()
-            into = sums if part == "sum" else counts
-            into[queue] = into.get(queue, 0.0) + float(value)
+    for part, queue, value in _matches(_PASSES, metrics_text):
+        into = sums if part == "sum" else counts
+        into[queue] = into.get(queue, 0.0) + float(value)
     return {q: (int(counts.get(q, 0)), sums.get(q, 0.0)) for q in sorted(set(sums) | set(counts))}
 
 
@@ -404,11 +405,7 @@ def request_counts(metrics_text: str) -> Counter[tuple[str, str]]:
     """(verb, resource) → requests, from one ``/metrics`` text: ``apiserver_request_total``
     minus ``apiserver_selfrequest_total``. The resource is ``plural[.group][/subresource]``."""
     counts: Counter[tuple[str, str]] = Counter()
-    for line in metrics_text.splitlines():
-        match = _SAMPLE.match(line)
-        if match is None:
-            continue
-        name, body, value = match.groups()
+    for name, body, value in _matches(_SAMPLE, metrics_text):
         lab = dict(_LABEL.findall(body))
         resource = _resource(lab)
         if lab.get("subresource"):
@@ -441,11 +438,7 @@ def watch_events(metrics_text: str, only: frozenset[str]) -> Counter[tuple[str, 
     (EndpointSlices, IPAddresses, ...), but the server's own Service informer is counted with
     the controller's."""
     counts: Counter[tuple[str, str]] = Counter()
-    for line in metrics_text.splitlines():
-        match = _WATCH_EVENTS.match(line)
-        if match is None:
-            continue
-        part, body, value = match.groups()
+    for part, body, value in _matches(_WATCH_EVENTS, metrics_text):
         resource = _resource(dict(_LABEL.findall(body)))
         if resource in only:
             counts[("events" if part == "total" else "bytes", resource)] += int(float(value))

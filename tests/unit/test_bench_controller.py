@@ -12,6 +12,7 @@ from bench.controller import (
     controller_watches,
     pass_times,
     request_counts,
+    request_seconds,
     watch_events,
 )
 from gpustack_controller.metrics import RECONCILE_BUCKETS, RECONCILE_SECONDS, RESULTS
@@ -96,3 +97,19 @@ def test_request_counts_leave_out_the_servers_own_requests() -> None:
         ("POST", "pods"): 7,
         ("APPLY", "modeldeployments.worker.gpustack.ai/status"): 4,
     }
+
+
+def test_request_seconds_leave_out_watches() -> None:
+    text = "\n".join(
+        [
+            'apiserver_request_duration_seconds_sum{component="apiserver",dry_run="",group="",'
+            'resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 3.5',
+            'apiserver_request_duration_seconds_count{component="apiserver",dry_run="",group="",'
+            'resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 10',
+            'apiserver_request_duration_seconds_sum{component="apiserver",dry_run="",group="",'
+            'resource="pods",scope="namespace",subresource="",verb="WATCH",version="v1"} 900',
+            'apiserver_request_duration_seconds_count{component="apiserver",dry_run="",group="",'
+            'resource="pods",scope="namespace",subresource="",verb="WATCH",version="v1"} 3',
+        ]
+    )
+    assert request_seconds(text) == {"LIST": (10, 3.5)}
