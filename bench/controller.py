@@ -578,9 +578,22 @@ class Figures:
         return statistics.median([self.cpu_s, *self.cpu_repeats]) * 1000 / self.deployments
 
     @property
+    def pass_count(self) -> int:
+        """Passes of every queue while converging."""
+        return sum(n for n, _ in self.passes.values())
+
+    @property
     def cpu_ms_per_pass(self) -> float:
-        passes = sum(n for n, _ in self.passes.values())
+        passes = self.pass_count
         return self.cpu_s * 1000 / passes if passes else float("nan")
+
+    @property
+    def idle_cpu_ms_per_s(self) -> float:
+        return self.idle_cpu_s * 1000 / max(self.idle_s, 1e-9)
+
+    def watched(self, part: str) -> int:
+        """The ``events`` or ``bytes`` the controller's informers were sent while converging."""
+        return sum(v for (p, _), v in self.converge_watch.items() if p == part)
 
     def edit_percentile(self, q: float, part: int = 0) -> float:
         values = sorted(e[part] for e in self.edits if e[part] == e[part])  # NaN: missed
@@ -923,7 +936,7 @@ async def run(
                 print(
                     f"[{size}] converge again ({n + 2} of {repeats + 1}): "
                     f"{again.controller_s:.1f} s, controller CPU {again.cpu_s:.1f} s, "
-                    f"{sum(p for p, _ in again.passes.values())} passes",
+                    f"{again.pass_count} passes",
                     flush=True,
                 )
             report(figures)
@@ -989,8 +1002,7 @@ def report(f: Figures) -> None:
             ((r, v) for (part, r), v in f.converge_watch.items() if part == "events"),
             key=lambda kv: (-kv[1], kv[0]),
         )
-        events = sum(v for _, v in sent)
-        size = sum(v for (part, _), v in f.converge_watch.items() if part == "bytes")
+        events, size = f.watched("events"), f.watched("bytes")
         print(
             f"   watch events sent to the controller while converging: {events} "
             f"({events / n:.1f} per deployment, {size / n / 1024:.1f} KiB per deployment): "
@@ -1006,7 +1018,7 @@ def report(f: Figures) -> None:
     )
     print(
         f"   idle {f.idle_s:.0f} s converged: {writes(f.idle_requests)} writes (target 0), "
-        f"controller CPU {f.idle_cpu_s * 1000 / max(f.idle_s, 1e-9):.1f} ms/s; "
+        f"controller CPU {f.idle_cpu_ms_per_s:.1f} ms/s; "
         f"requests: {format_counts(f.idle_requests)}"
     )
     if f.edits:
@@ -1134,9 +1146,8 @@ def main(argv: list[str] | None = None) -> int:
             f"ratio_{n}={f.ratio:.2f}",
             f"cpu_ms_per_deployment_{n}={f.cpu_ms_per_deployment:.1f}",
             f"cpu_ms_per_pass_{n}={f.cpu_ms_per_pass:.1f}",
-            f"watch_events_per_deployment_{n}="
-            f"{sum(v for (p, _), v in f.converge_watch.items() if p == 'events') / n:.1f}",
-            f"idle_cpu_ms_per_s_{n}={f.idle_cpu_s * 1000 / max(f.idle_s, 1e-9):.1f}",
+            f"watch_events_per_deployment_{n}={f.watched('events') / n:.1f}",
+            f"idle_cpu_ms_per_s_{n}={f.idle_cpu_ms_per_s:.1f}",
             f"rss_mib_{n}={f.peak_rss_mib:.0f}",
             f"idle_writes_{n}={writes(f.idle_requests)}",
             f"edit_p99_s_{n}={f.edit_percentile(0.99):.2f}",
