@@ -118,9 +118,10 @@ async def test_kubectl_scales_a_ratio_group_by_whole_units_within_quota_and_boun
             if sorted(seats_of(pods)) != _units(3):
                 return None
             obj = await scaler_status(desired=3, ready=2, admitted=2, quotaPending=1)
-            # Kueue writes why each of the unit's three groups waits once it has tried them.
+            # Kueue writes why each of the unit's three groups waits once it has tried them;
+            # until then the status names the replicas but not yet the resource they lack.
             message = _condition(obj or {}, "QuotaReserved").get("message", "")
-            return obj if "cannot hold 3 replica(s)" in message else None
+            return obj if "cannot hold 3 replica(s)" in message and "it lacks" in message else None
 
         obj = await eventually(third_waits, timeout=60, what="the third unit queued")
         quota = _condition(obj, "QuotaReserved")
