@@ -218,3 +218,34 @@ class Context:
 
     def router_label(self) -> str:
         return f" and router {self.router}" if self.router else ""
+
+
+#: Stands in for the suffix the API server appends to ``generateName`` (5 characters).
+_GENERATED_SUFFIX: Final = "xxxxx"
+
+
+def _rule_name(md: ModelDeployment, fallback: str) -> str:
+    """The name Service and Pod names are built from.
+
+    Without ``metadata.name`` (a ``generateName`` create reaching the mutating webhook), the
+    prefix plus a 5-character placeholder for the suffix the API server appends.
+    """
+    meta = md.metadata
+    if meta.name or fallback:
+        return meta.name or fallback
+    return meta.generate_name + _GENERATED_SUFFIX if meta.generate_name else ""
+
+
+def request_context(
+    md: ModelDeployment, *, lookups: Lookups, settings: Settings, name: str, namespace: str
+) -> Context:
+    """``md`` as the rules of one request see it (``name`` and ``namespace`` stand in for what
+    its metadata lacks)."""
+    return Context(
+        md=md,
+        lookups=memoised(lookups),
+        settings=settings,
+        name=_rule_name(md, name),
+        namespace=md.metadata.namespace or namespace or "default",
+        deleting=md.metadata.deletion_timestamp is not None,
+    )

@@ -7,6 +7,7 @@ Rule ids (``origin``) are listed in ``docs/rules.md`` with the old ids they repl
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Final
 
@@ -164,7 +165,7 @@ def validate_shm_size(role: RoleSpec, path: FieldPath) -> ErrorList:
     return out
 
 
-def _operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList) -> dict[str, str]:
+def operator_mount_paths(ctx: Context, i: int, role: RoleSpec, errs: ErrorList) -> dict[str, str]:
     """Paths the renderer mounts on this role's ``main`` container (docs/contract/render.md §14),
     with why."""
     out: dict[str, str] = {}
@@ -242,13 +243,14 @@ def _source_problems(vol: AdditionalVolume, vpath: FieldPath) -> ErrorList:
 
 def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> ErrorList:
     """``volumes.*``: one source per entry, unique mount paths, no ``..`` in ``subPath``, no mount
-    at a path the operator mounts (D22; ``/dev/shm`` and the compile cache take precedence), a
-    source a Pod volume can carry."""
+    at a path the operator mounts (D22: at it, not above it, where kubelet mounts the operator's
+    path on top, nor inside it, which :func:`volume_warnings` reports; ``/dev/shm`` and the
+    compile cache take precedence), a source a Pod volume can carry."""
     out = ErrorList()
     volumes = role.additional_volumes or []
     if not volumes:
         return out
-    operator_paths = _operator_mount_paths(ctx, i, role, out)
+    operator_paths = operator_mount_paths(ctx, i, role, out)
     seen: dict[str, int] = {}
     for j, vol in enumerate(volumes):
         vpath = path.child("additionalVolumes").index(j)
@@ -301,22 +303,57 @@ def validate_volumes(ctx: Context, i: int, role: RoleSpec, path: FieldPath) -> E
                     origin="volumes.path-traversal",
                 )
             )
-        owned = next((p for p in operator_paths if mountpaths.overlap(vol.mount_path, p)), None)
-        if owned is not None:
-            relation = (
-                "two mounts at one path"
-                if mountpaths.normalize(vol.mount_path) == owned
-                else "a mount inside or above the other, which shadows or hides it"
-            )
+        owned = mountpaths.normalize(vol.mount_path)
+        if owned in operator_paths:
             out.append(
                 errors.invalid(
                     vpath.child("mountPath"),
                     vol.mount_path,
                     f"the operator mounts {operator_paths[owned]} at {owned} on this role; "
-                    f"the Pod would carry {relation}. Mount the volume elsewhere",
+                    f"a container cannot carry two mounts at one path. Mount the volume "
+                    f"elsewhere (a parent such as {posixpath.dirname(owned)} is allowed)",
                     origin="volumes.operator-mount-path",
                 )
             )
+    return out
+
+
+def volume_warnings(ctx: Context) -> list[str]:
+    """What a managed role's volume beside a path the operator mounts does, as warnings (D22
+    amended: only a mount *at* that path is refused).
+
+    - *Inside* it (a ``subPath`` file over the KV-cache client file, say): admitted, as the seed
+      documents the hazard, but it replaces what the operator put there without a word.
+    - *Above* it, on a read-only ``hostPath``: the container runtime must create the operator's
+      mount point inside the user's volume, which fails on a read-only one unless the node
+      directory already holds it (a ConfigMap or Secret is fine: kubelet creates nested mount
+      points in those itself, ``pkg/volume/util/nested_volumes.go``; a writable ``hostPath``
+      gets the directory created on the node).
+    """
+    out: list[str] = []
+    for i, role in enumerate(ctx.md.spec.roles):
+        if not role.additional_volumes:
+            continue
+        owned = operator_mount_paths(ctx, i, role, ErrorList())
+        for j, vol in enumerate(role.additional_volumes):
+            where = ROLES.index(i).child("additionalVolumes").index(j).child("mountPath")
+            path = mountpaths.normalize(vol.mount_path)
+            inside = next((p for p in owned if mountpaths.inside(path, p)), None)
+            if inside is not None:
+                out.append(
+                    f"{where}: {vol.mount_path} lies inside {inside}, where the operator mounts "
+                    f"{owned[inside]}; your volume replaces what is there. Mount it elsewhere "
+                    f"unless that is what you want"
+                )
+            above = next((p for p in owned if mountpaths.inside(p, path)), None)
+            if above is not None and vol.host_path is not None and vol.read_only:
+                out.append(
+                    f"{where}: the operator mounts {owned[above]} at {above}, inside this "
+                    f"read-only hostPath volume; the container runtime cannot create that mount "
+                    f"point in a read-only volume, so the container will not start unless "
+                    f"{vol.host_path.path}{above[len(path) :]} exists on every node. Mount it "
+                    f"writable, or elsewhere"
+                )
     return out
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpustack_render.admission.arguments import validate_kv_cache_dtype, validate_served_name
 from gpustack_render.admission.cache import validate_interfaces, validate_pool_transport
-from gpustack_render.admission.context import GROUP_KIND, Context, memoised
+from gpustack_render.admission.context import GROUP_KIND, memoised, request_context
 from gpustack_render.admission.hostaccess import validate_host_access
 from gpustack_render.admission.identity import validate_identity
 from gpustack_render.admission.instancetypes import validate_instance_types
@@ -40,33 +40,6 @@ from gpustack_render.schema.lookups import Lookups
 
 #: Operations the webhooks judge; every other one is allowed untouched.
 JUDGED = ("CREATE", "UPDATE")
-#: Stands in for the suffix the API server appends to ``generateName`` (5 characters).
-_GENERATED_SUFFIX = "xxxxx"
-
-
-def _rule_name(md: ModelDeployment, fallback: str) -> str:
-    """The name Service and Pod names are built from.
-
-    Without ``metadata.name`` (a ``generateName`` create reaching the mutating webhook), the
-    prefix plus a 5-character placeholder for the suffix the API server appends.
-    """
-    meta = md.metadata
-    if meta.name or fallback:
-        return meta.name or fallback
-    return meta.generate_name + _GENERATED_SUFFIX if meta.generate_name else ""
-
-
-def _context(
-    md: ModelDeployment, *, lookups: Lookups, settings: Settings, name: str, namespace: str
-) -> Context:
-    return Context(
-        md=md,
-        lookups=memoised(lookups),
-        settings=settings,
-        name=_rule_name(md, name),
-        namespace=md.metadata.namespace or namespace or "default",
-        deleting=md.metadata.deletion_timestamp is not None,
-    )
 
 
 def validate_model_deployment(
@@ -85,9 +58,9 @@ def validate_model_deployment(
     stand in when the object's metadata lacks them. Never raises.
     """
     memo = memoised(lookups)
-    ctx = _context(md, lookups=memo, settings=settings, name=name, namespace=namespace)
+    ctx = request_context(md, lookups=memo, settings=settings, name=name, namespace=namespace)
     old_ctx = (
-        _context(old, lookups=memo, settings=settings, name=name, namespace=namespace)
+        request_context(old, lookups=memo, settings=settings, name=name, namespace=namespace)
         if old is not None
         else None
     )

@@ -1,11 +1,14 @@
 """Router rules (``docs/contract/admission.md`` §7), only with ``spec.router``.
 
-Rules 1–6 refuse a router that cannot front the roles as declared. Three more (D26) refuse what
-would leave the router's own objects unrendered or ambiguous (``rendering/router/``): no image
-(``router.image-missing``), roles listening on different ports (``router.listener-ports-differ``)
-and a field's flag repeated in ``extraArgs`` (``router.timeout-flag-twice``). Like the port
-rules of §6, each leaves a stored deployment alone until an edit creates the problem: an update
-whose stored object already had it is not refused for it.
+Rules 1–6 refuse a router that cannot front the roles as declared. The router's own objects
+(``rendering/router/``, D26) are this project's addition, so what would leave them unrendered is
+never a reason to refuse a deployment the seed allows: no image (``router.image-missing``) and
+roles listening on different container ports (``router.listener-ports-differ``) are admission
+*warnings* (:func:`router_warnings`): the engines render and run, the router is not created, and
+``RouterReady`` says why. One refusal stays: the timeout flag repeated in ``extraArgs`` while
+``spec.router.requestTimeoutSeconds`` (this project's own field) is set
+(``router.timeout-flag-twice``); like the port rules of §6 it leaves a stored deployment alone
+until an edit creates the problem.
 """
 
 from __future__ import annotations
@@ -146,53 +149,56 @@ def validate_router(ctx: Context, *, old_ctx: Context | None = None) -> ErrorLis
                 origin="router.serving-ports-differ",
             )
         )
-    out.extend(validate_router_objects(ctx, old_ctx=old_ctx, ports_differ=len(ports) > 1))
+    out.extend(validate_router_objects(ctx, old_ctx=old_ctx))
     return out
 
 
-def validate_router_objects(
-    ctx: Context, *, old_ctx: Context | None = None, ports_differ: bool = False
-) -> ErrorList:
-    """What the router's objects need (D26), skipped while deleting; each problem the stored
-    object (``old_ctx``) already had is left alone. ``ports_differ``: rule 6 refused already
-    (different serving ports), which says all the listener rule would."""
+def validate_router_objects(ctx: Context, *, old_ctx: Context | None = None) -> ErrorList:
+    """The one refusal about the router's objects (D26): the timeout flag in ``extraArgs`` twice,
+    skipped while deleting and when the stored object (``old_ctx``) already had it."""
     out = ErrorList()
     if ctx.md.spec.router is None or ctx.deleting:
         return out
     stored = {p.origin for p in _object_problems(old_ctx)} if old_ctx is not None else set()
-    for problem in _object_problems(ctx):
-        if problem.origin in stored:
-            continue
-        if ports_differ and problem.origin == "router.listener-ports-differ":
-            continue
-        out.append(problem)
+    out.extend(p for p in _object_problems(ctx) if p.origin not in stored)
     return out
 
 
 def _object_problems(ctx: Context) -> ErrorList:
     out = ErrorList()
     router = ctx.md.spec.router
-    if router is None:
+    if router is None or router.request_timeout_seconds is None:
         return out
-    image = router_image_failure(router, ctx.settings)
-    if image is not None:
-        out.append(errors.required(image.field, image.message, origin=image.origin))
-    listeners = listener_ports_failure(router, _listeners(ctx))
-    if listeners is not None:
-        out.append(
-            errors.invalid(listeners.field, router.name, listeners.message, origin=listeners.origin)
+    out.extend(
+        _repeated_flags(
+            router,
+            FIELD_FLAGS.get(router.name, ()),
+            "is rendered from spec.router.requestTimeoutSeconds on router {router}",
+            "Remove one",
+            origin="router.timeout-flag-twice",
         )
-    if router.request_timeout_seconds is not None:
-        out.extend(
-            _repeated_flags(
-                router,
-                FIELD_FLAGS.get(router.name, ()),
-                "is rendered from spec.router.requestTimeoutSeconds on router {router}",
-                "Remove one",
-                origin="router.timeout-flag-twice",
-            )
-        )
+    )
     return out
+
+
+def router_warnings(ctx: Context) -> list[str]:
+    """Why the router's objects would not be rendered (D26 amended), as admission warnings: the
+    deployment is admitted, its engines render and run, the router is not created and
+    ``RouterReady`` is ``False`` (``RenderFailed``) saying the same. Each names the field and the
+    way out. Nothing while deleting; the listener rule is silent while rule 6 (different serving
+    ports) refuses, which says all it would."""
+    router = ctx.md.spec.router
+    if router is None or ctx.deleting:
+        return []
+    failures = [router_image_failure(router, ctx.settings)]
+    if len({serving_port(role) for role in ctx.md.spec.roles}) <= 1:
+        failures.append(listener_ports_failure(router, _listeners(ctx)))
+    return [
+        f"{f.field}: the router is not rendered ({f.origin}): {f.message}; the engine roles "
+        "run without it"
+        for f in failures
+        if f is not None
+    ]
 
 
 def _repeated_flags(

@@ -6,13 +6,20 @@ what it seems to say. A warning never changes the verdict.
   backend) is missing or not Ready, so the Pods render without a pool until it is;
 - a take-over role's ``extraArgs`` are inert (its ``command`` owns the whole argv);
 - an image that looks like a placeholder (``<…>``) left in from a template;
-- a ``min-render-version`` annotation outside the supported range, clamped into it.
+- a ``min-render-version`` annotation outside the supported range, clamped into it;
+- a role's volume mounted inside a path the operator mounts replaces what the operator put
+  there (``admission/objectrules.py``);
+- the router's objects cannot be rendered (no image, roles listening on different ports): the
+  engines run without it (``admission/router.py``).
 """
 
 from __future__ import annotations
 
 import re
 
+from gpustack_render.admission.context import request_context
+from gpustack_render.admission.objectrules import volume_warnings
+from gpustack_render.admission.router import router_warnings
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.labels import MIN_RENDER_VERSION
 from gpustack_render.core.paths import ENGINE, KV_CACHE, METADATA, ROLES, FieldPath
@@ -43,6 +50,9 @@ def deployment_warnings(
     out.extend(_images(md))
     out.extend(_cache(md, lookups=lookups, settings=settings, namespace=namespace))
     out.extend(_inert_extra_args(md))
+    ctx = request_context(md, lookups=lookups, settings=settings, name="", namespace=namespace)
+    out.extend(volume_warnings(ctx))
+    out.extend(router_warnings(ctx))
     return out
 
 

@@ -24,6 +24,8 @@ class Bundle:
     pods: list[dict[str, Any]] = field(default_factory=list)
     inputs: list[InputObject] = field(default_factory=list)
     settings: Settings = field(default_factory=Settings)
+    #: The files carried a ``gpustack-settings`` ConfigMap (``settings`` is not only defaults).
+    has_settings: bool = False
 
     def lookups(self, *, default_namespace: str = "default") -> StaticLookups:
         return StaticLookups.of(self.inputs, default_namespace=default_namespace)
@@ -49,6 +51,7 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
                 raise DocumentError(f"{where}: has no apiVersion and kind")
             if api_version == "v1" and kind == "ConfigMap":
                 bundle.settings = _settings(doc, where)
+                bundle.has_settings = True
                 continue
             if namespace and (
                 (api_version == "v1" and kind == "Pod")

@@ -20,6 +20,13 @@ DEFAULT_ROUTING_SIDECAR_IMAGE = "gpustack/mirrored-llm-d-router-disagg-sidecar:v
 #: Inference Extension v1.4.0 runs beside its picker in standalone mode (its
 #: ``config/charts/standalone/values.yaml``, the module hack/envtest fetches).
 DEFAULT_ROUTER_PROXY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.33.2"
+#: Each router's default image (D26 amended): the release its project publishes for the version
+#: this command line was written against and the tests run (docs/decisions.md, "Router images by
+#: default", says where each was read). ``spec.router.image`` wins; an administrator may set
+#: another image, or empty the Setting (the router is then not rendered, the engines are).
+DEFAULT_ROUTER_IMAGE_LLM_D_ROUTER = "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"
+DEFAULT_ROUTER_IMAGE_VLLM_ROUTER = "vllm/vllm-router:v0.1.17"
+DEFAULT_ROUTER_IMAGE_SGLANG_GATEWAY = "lmsysorg/sgl-model-gateway:v0.3.2"
 #: Requests and limits of each container of a router Pod (D26).
 DEFAULT_ROUTER_CPU = "500m"
 DEFAULT_ROUTER_MEMORY = "512Mi"
@@ -46,12 +53,13 @@ class Settings:
     #: whole number of seconds).
     park_after_seconds: int = DEFAULT_PARK_AFTER_SECONDS
     #: ``model-deployment-router-image-llm-d-router``: the endpoint picker's image when
-    #: ``spec.router.image`` is unset. Empty: no default, ``spec.router.image`` is required.
-    router_image_llm_d_router: str = ""
+    #: ``spec.router.image`` is unset. Empty: no default; a deployment naming no image is still
+    #: admitted (with a warning) and its engines run, but its router is not rendered.
+    router_image_llm_d_router: str = DEFAULT_ROUTER_IMAGE_LLM_D_ROUTER
     #: ``model-deployment-router-image-vllm-router``: as above, for vllm-router.
-    router_image_vllm_router: str = ""
+    router_image_vllm_router: str = DEFAULT_ROUTER_IMAGE_VLLM_ROUTER
     #: ``model-deployment-router-image-sglang-gateway``: as above, for sglang-gateway.
-    router_image_sglang_gateway: str = ""
+    router_image_sglang_gateway: str = DEFAULT_ROUTER_IMAGE_SGLANG_GATEWAY
     #: ``model-deployment-router-proxy-image``: the HTTP proxy (Envoy) beside llm-d-router's
     #: endpoint picker.
     router_proxy_image: str = DEFAULT_ROUTER_PROXY_IMAGE

@@ -1,9 +1,11 @@
-"""Mount paths compared as paths: one mount at, above or below another shadows or hides it.
+"""Mount paths compared as paths: one mount at, above or below another.
 
-A mount below an owned path (``/etc/gpustack/kvcache/mooncake.json`` with a ``subPath``)
-shadows the owned file; a mount above it (``/etc/gpustack``) hides what the owner expects to
-find beside it. Both ways are refused where a path is owned, so the rule reads simply: nothing
-of yours at, above or below that path.
+Two mounts at one path make an invalid container. A mount below another
+(``/etc/gpustack/kvcache/mooncake.json`` with a ``subPath``) shadows what the outer one put
+there; a mount above it (``/etc/gpustack``) is mounted first and the inner one on top of it, as
+kubelet sorts mounts by depth. Each caller says which of these it refuses: the Pod injection
+refuses all three where a path is held; a deployment's own volumes are refused only at an
+operator path (D22 amended, ``admission/objectrules.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ def overlap(a: object, b: object) -> bool:
     if x == y:
         return True
     return _inside(x, y) or _inside(y, x)
+
+
+def inside(inner: object, outer: object) -> bool:
+    """Whether a mount at ``inner`` lies strictly below one at ``outer``."""
+    x, y = normalize(inner), normalize(outer)
+    return bool(x and y) and x != y and _inside(x, y)
 
 
 def _inside(inner: str, outer: str) -> bool:

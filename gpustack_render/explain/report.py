@@ -101,13 +101,16 @@ def explain_deployment(
     settings: Settings,
     old: Mapping[str, Any] | None = None,
     old_lookups: Lookups | None = None,
+    old_settings: Settings | None = None,
     observed: ObservedState | None = None,
     replicas: Sequence[tuple[str, int]] = (),
 ) -> Explanation:
     """Explain creating ``new`` or, with ``old`` (the stored object), updating it.
 
     ``lookups`` serve the objects ``new`` names; ``old_lookups`` those the stored object was
-    rendered with (an InstanceType before its edit), defaulting to ``lookups``. ``observed``
+    rendered with (an InstanceType before its edit), defaulting to ``lookups``; ``old_settings``
+    the Settings it was rendered with (what a Settings change does), defaulting to
+    ``settings``. ``observed``
     adds the observed-state part: the planner's next pass on the live Pods and Workloads.
     ``replicas`` asks, per (role or ratio group, count), what that count would need from the
     queue (``--replicas``, :mod:`gpustack_render.explain.scaling`).
@@ -140,7 +143,7 @@ def explain_deployment(
         return replace(answer, problems=(rendered,))
     notes: list[str] = []
     problems: list[RenderProblem] = []
-    previous = _previous(old, lookups=old_lookups or lookups, settings=settings)
+    previous = _previous(old, lookups=old_lookups or lookups, settings=old_settings or settings)
     old_floor: int | None = None
     roles: tuple[RoleExplanation, ...]
     entrances: tuple[EntranceLoad, ...]

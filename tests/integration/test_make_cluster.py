@@ -8,7 +8,10 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,8 +135,92 @@ def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None
         )
         assert metrics.returncode == 0, metrics.stderr
         assert json.loads(metrics.stdout)["kind"] == "PodMetricsList"
+        _pair_runs_without_its_router(envtest_binaries, state / "kubeconfig")
     finally:
         down = run("down", 120)
     assert down.returncode == 0, down.stdout + down.stderr
     assert not state.exists()
     assert [p for p in pids if _alive(p)] == []
+
+
+def _pair_runs_without_its_router(binaries: ClusterBinaries, kubeconfig: Path) -> None:
+    """Issue 31: with the administrator's llm-d-router default image emptied, the bundled pair
+    (which names no router image) is admitted with a warning, every engine replica runs, its
+    plain Service has ready endpoints, no router object is created, and RouterReady is False
+    RenderFailed naming both ways out."""
+
+    def kubectl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(binaries.kubectl), f"--kubeconfig={kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=120,
+        )
+
+    def until(check: Callable[[], Any], what: str, timeout: float = 180) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = check()
+            if found:
+                return found
+            time.sleep(1)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    key = "model-deployment-router-image-llm-d-router"
+    patched = kubectl(
+        "-n", "gpustack-system", "patch", "configmap", "gpustack-settings", "--type=merge",
+        "-p", json.dumps({"data": {key: ""}}),
+    )  # fmt: skip
+    assert patched.returncode == 0, patched.stderr
+    gone = kubectl("-n", "team-a", "delete", "md", "qwen3-pd", "--wait=true", "--timeout=120s")
+    assert gone.returncode == 0, gone.stderr
+    example = (REPO_ROOT / "examples" / "pd-vllm-llm-d.yaml").read_text()
+    pair = next(d for d in example.split("\n---\n") if "kind: ModelDeployment" in d)
+
+    def warned_dry_run() -> bool:
+        # The webhook reads the Settings from its cache: wait until it has the emptied value.
+        dry = kubectl("apply", "--dry-run=server", "-f", "-", stdin=pair)
+        return dry.returncode == 0 and "spec.router.image" in dry.stderr
+
+    until(warned_dry_run, "the webhook to warn about the router image", timeout=60)
+    applied = kubectl("apply", "-f", "-", stdin=pair)
+    assert applied.returncode == 0, applied.stderr
+    assert "Warning: spec.router.image" in applied.stderr and key in applied.stderr
+
+    def status() -> dict[str, Any] | None:
+        got = kubectl("-n", "team-a", "get", "md", "qwen3-pd", "-o", "json")
+        if got.returncode != 0:
+            return None
+        found: dict[str, Any] = json.loads(got.stdout).get("status") or {}
+        conditions = {c["type"]: c for c in found.get("conditions") or ()}
+        router = conditions.get("RouterReady") or {}
+        # Two prefillers and two decoders ready; no router Pod (none is created).
+        ready = found.get("roleSummary") == "0R2P2D"
+        return found if ready and router.get("reason") == "RenderFailed" else None
+
+    found = until(status, "every engine replica ready and RouterReady RenderFailed")
+    conditions = {c["type"]: c for c in found["conditions"]}
+    router = conditions["RouterReady"]
+    assert router["status"] == "False"
+    assert "spec.router.image" in router["message"] and key in router["message"]
+    assert conditions["Ready"]["status"] == "False"
+    assert found["endpoint"] == "http://qwen3-pd.team-a.svc:8000"
+
+    def endpoints() -> int:
+        got = kubectl(
+            "-n", "team-a", "get", "endpointslices",
+            "-l", "kubernetes.io/service-name=qwen3-pd", "-o", "json",
+        )  # fmt: skip
+        slices = json.loads(got.stdout)["items"] if got.returncode == 0 else []
+        return sum(
+            1
+            for s in slices
+            for e in s.get("endpoints") or ()
+            if (e.get("conditions") or {}).get("ready")
+        )
+
+    # The plain Service selects every serving Pod: two prefillers and two decoders.
+    assert until(lambda: endpoints() == 4, "four ready endpoints behind the plain Service")
+    router_dep = kubectl("-n", "team-a", "get", "deployment", "qwen3-pd-router")
+    assert router_dep.returncode != 0 and "NotFound" in router_dep.stderr

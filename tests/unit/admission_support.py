@@ -44,8 +44,8 @@ def deployment(
     }
     body.update(spec)
     if isinstance(body.get("router"), dict):
-        # A router needs an image (router.image-missing): one is given unless the test says
-        # otherwise ("image": None leaves it out).
+        # A router gets an image of the test's own so messages and objects name it; "image": None
+        # leaves it out (the Settings default then applies, or router.image-missing warns).
         router = body["router"] = dict(body["router"])
         router.setdefault("image", ROUTER_IMAGES.get(str(router.get("name")), ROUTER_IMAGE))
         if router["image"] is None:

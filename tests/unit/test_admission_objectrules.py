@@ -321,7 +321,21 @@ CASES = [
         [("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[0].mountPath", INV)],
         id="volumes.operator-mount-path-client-config-path",
     ),
-    # Paths compare as paths, both ways: a subPath file over the projected file, a parent.
+    # D22 amended: only a mount *at* the operator's path is refused. A subPath file inside it
+    # (a warning, tested below), a parent and a sibling with a similar name are all admitted;
+    # paths compare as paths (a trailing slash or a ``.`` is the same path).
+    pytest.param(
+        deployment(
+            role(
+                additionalVolumes=[
+                    {"mountPath": "/etc/gpustack/./kvcache", "secret": {"name": "s"}}
+                ]
+            ),
+            **CACHE,
+        ),
+        [("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[0].mountPath", INV)],
+        id="volumes.operator-mount-path-same-path-spelt-differently",
+    ),
     pytest.param(
         deployment(
             role(
@@ -337,11 +351,8 @@ CASES = [
             ),
             **CACHE,
         ),
-        [
-            ("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[0].mountPath", INV),
-            ("volumes.operator-mount-path", "spec.roles[0].additionalVolumes[1].mountPath", INV),
-        ],
-        id="volumes.operator-mount-path-inside-and-above",
+        [],
+        id="volumes.operator-mount-path-inside-and-above-admitted",
     ),
     # ports.reserved-port-declared
     pytest.param(
@@ -511,6 +522,58 @@ def test_object_rules(obj: dict[str, Any], expected: list[tuple[str, str, str]])
     verdict = review(obj, [*default_objects(), *cache_chain()])
     assert causes(verdict) == expected
     assert verdict.allowed is (not expected)
+
+
+def test_a_mount_inside_an_operator_path_is_admitted_with_a_warning() -> None:
+    """D22 amended: the seed documents the hazard of a volume over the client configuration; it is
+    admitted, and the warning names the field, the operator's path and what it replaces. A parent
+    and an unrelated path get no warning; without a pool nothing is mounted there, so no warning."""
+    volumes = [
+        {
+            "mountPath": "/etc/gpustack/kvcache/mooncake.json",
+            "subPath": "m",
+            "secret": {"name": "s"},
+        },
+        {"mountPath": "/etc/gpustack", "configMap": {"name": "c"}},
+        {"mountPath": "/etc/gpustack-kvcache", "configMap": {"name": "d"}},
+    ]
+    verdict = review(
+        deployment(role(additionalVolumes=volumes), **CACHE), [*default_objects(), *cache_chain()]
+    )
+    assert verdict.allowed
+    (warning,) = [w for w in verdict.warnings if "additionalVolumes" in w]
+    assert warning.startswith("spec.roles[0].additionalVolumes[0].mountPath: ")
+    assert "/etc/gpustack/kvcache" in warning and "KV-cache client configuration" in warning
+    plain = review(deployment(role(additionalVolumes=volumes)), default_objects())
+    assert plain.allowed and not [w for w in plain.warnings if "additionalVolumes" in w]
+
+
+@pytest.mark.parametrize(
+    ("volume", "warned"),
+    [
+        pytest.param({"hostPath": {"path": "/srv/gp"}, "readOnly": True}, True, id="ro-hostpath"),
+        pytest.param({"hostPath": {"path": "/srv/gp"}}, False, id="writable-hostpath"),
+        # kubelet creates nested mount points in API-data volumes itself (nested_volumes.go).
+        pytest.param({"configMap": {"name": "c"}, "readOnly": True}, False, id="configmap"),
+        pytest.param({"secret": {"name": "s"}}, False, id="secret"),
+    ],
+)
+def test_a_parent_of_an_operator_path_is_admitted(volume: dict[str, Any], warned: bool) -> None:
+    """D22 amended: a mount above /etc/gpustack/kvcache is admitted; only a read-only hostPath,
+    where the runtime cannot create the nested mount point, gets a warning naming the node path
+    that must exist."""
+    vol = {"mountPath": "/etc/gpustack", **volume}
+    verdict = review(
+        deployment(role(additionalVolumes=[vol]), **CACHE), [*default_objects(), *cache_chain()]
+    )
+    assert verdict.allowed, causes(verdict)
+    found = [w for w in verdict.warnings if "additionalVolumes" in w]
+    if warned:
+        (warning,) = found
+        assert warning.startswith("spec.roles[0].additionalVolumes[0].mountPath: ")
+        assert "/srv/gp/kvcache" in warning and "read-only" in warning
+    else:
+        assert found == []
 
 
 def test_duplicate_role_name_backstop() -> None:

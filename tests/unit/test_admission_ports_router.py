@@ -16,6 +16,8 @@ from admission_support import (
     role,
 )
 
+from gpustack_render.core.settings import Settings
+
 INV = "FieldValueInvalid"
 REQ = "FieldValueRequired"
 LLMD = {"name": "llm-d-router"}
@@ -67,14 +69,11 @@ CASES = [
         id="port-flag.differs-from-declared-direct-decoder-exempt",
     ),
     # §6.2 --port inside the reserved set on a role without ports
-    # A prefiller on its own --port while the decoder serves on 8000 is also refused by
-    # router.listener-ports-differ (a router dials every serving Pod on one port; D26).
+    # A prefiller on its own --port while the decoder serves on 8000 also leaves the router
+    # unrendered (router.listener-ports-differ), which is a warning, not a refusal (D26 amended).
     pytest.param(
         _pair({"extraArgs": ["--port", "5557"]}, {}, router=LLMD),
-        [
-            ("router.listener-ports-differ", "spec.router", INV),
-            ("port-flag.reserved", "spec.router", INV),
-        ],
+        [("port-flag.reserved", "spec.router", INV)],
         id="port-flag.reserved-kv-events-with-router",
     ),
     pytest.param(
@@ -180,15 +179,16 @@ CASES = [
         [],
         id="router.serving-ports-differ-default-port-equal",
     ),
-    # The router's own objects (D26)
+    # The router's own objects (D26 amended): what would leave them unrendered is a warning
+    # (test_router_object_problems_are_warnings), never a refusal.
     pytest.param(
         deployment(router={"name": "vllm-router", "image": None}),
-        [("router.image-missing", "spec.router.image", REQ)],
-        id="router.image-missing",
+        [],
+        id="router.image-missing-default-image",
     ),
     pytest.param(
         deployment(role("a", extraArgs=["--port", "9000"]), role("b"), router=LLMD),
-        [("router.listener-ports-differ", "spec.router", INV)],
+        [],
         id="router.listener-ports-differ",
     ),
     pytest.param(
@@ -230,3 +230,38 @@ def test_port_and_router_rules(obj: dict[str, Any], expected: list[tuple[str, st
     objects = [*default_objects(), instance_type(ASCEND, manufacturer="ascend"), *cache_chain()]
     verdict = review(obj, objects)
     assert causes(verdict) == expected
+
+
+@pytest.mark.parametrize(
+    ("obj", "settings", "origin", "field"),
+    [
+        pytest.param(
+            deployment(router={"name": "vllm-router", "image": None}),
+            Settings(router_image_vllm_router=""),
+            "router.image-missing",
+            "spec.router.image",
+            id="image-missing",
+        ),
+        pytest.param(
+            deployment(role("a", extraArgs=["--port", "9000"]), role("b"), router=LLMD),
+            Settings(),
+            "router.listener-ports-differ",
+            "spec.router",
+            id="listener-ports-differ",
+        ),
+    ],
+)
+def test_router_object_problems_are_warnings(
+    obj: dict[str, Any], settings: Settings, origin: str, field: str
+) -> None:
+    """D26 amended: the deployment is admitted; one warning names the field, the rule and the way
+    out; the same document with the problem gone has no warning."""
+    verdict = review(obj, default_objects(), settings=settings)
+    assert verdict.allowed and causes(verdict) == []
+    (warning,) = [w for w in verdict.warnings if origin in w]
+    assert warning.startswith(f"{field}: ")
+    if origin == "router.image-missing":
+        assert "spec.router.image" in warning
+        assert "model-deployment-router-image-vllm-router" in warning
+    clean = review(deployment(router={"name": "vllm-router", "image": None}), default_objects())
+    assert clean.allowed and list(clean.warnings) == []

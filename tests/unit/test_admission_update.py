@@ -270,12 +270,12 @@ def test_reserved_port_collision_stored_vs_created() -> None:
     bare = edit(stored)
     del bare["spec"]["router"]
     assert review(bare, OBJECTS).allowed
-    # Adding the router also leaves the roles listening on two ports (the prefiller on its
-    # own 5557, the decoder's proxy on 8000): a router dials every serving Pod on one.
-    assert causes(review(stored, OBJECTS, old=as_stored(bare))) == [
-        ("router.listener-ports-differ", "spec.router", INV),
-        ("port-flag.reserved", "spec.router", INV),
-    ]
+    # Adding the router collides with the reserved port; it also leaves the roles listening on
+    # two ports (the prefiller on its own 5557, the decoder's proxy on 8000), which is only a
+    # warning: the router would not be rendered, the engines would run (D26 amended).
+    added = review(stored, OBJECTS, old=as_stored(bare))
+    assert causes(added) == [("port-flag.reserved", "spec.router", INV)]
+    assert any("router.listener-ports-differ" in w for w in added.warnings)
 
 
 def test_served_name_grandfathered_when_unchanged() -> None:
@@ -341,24 +341,26 @@ def test_undecodable_stored_object_is_treated_as_absent() -> None:
     assert review(edit(BASE, model={"name": "other"}), OBJECTS, old=old).allowed
 
 
-def test_router_image_from_the_settings_or_left_alone_when_stored() -> None:
+def test_a_router_without_an_image_is_never_refused() -> None:
+    """D26 amended: the seed's router block names no image. Under the default Settings each router
+    has one; with the Setting emptied the deployment is still admitted (a warning names the field
+    and the Setting), on create, on an edit, and when the router is added by an UPDATE."""
     bare = pd(router={"name": "vllm-router", "image": None})
-    assert causes(review(bare, OBJECTS)) == [
-        ("router.image-missing", "spec.router.image", "FieldValueRequired")
-    ]
-    # The Settings key is the other way out.
-    defaulted = Settings(router_image_vllm_router="registry.example.com/vllm-router:1")
-    assert review(bare, OBJECTS, settings=defaulted).allowed
-    # A deployment stored before the image was required keeps being editable: its router is not
-    # rendered (RouterReady RenderFailed) until an image is set.
-    scaled = edit_role(bare, 0, replicas=2)
-    assert review(scaled, OBJECTS, old=as_stored(bare)).allowed
-    # Adding the router without an image is refused.
+    verdict = review(bare, OBJECTS)
+    assert verdict.allowed and list(verdict.warnings) == []
+    emptied = Settings(router_image_vllm_router="")
     without = edit(bare)
     del without["spec"]["router"]
-    assert causes(review(bare, OBJECTS, old=as_stored(without))) == [
-        ("router.image-missing", "spec.router.image", "FieldValueRequired")
-    ]
+    for obj, old in (
+        (bare, None),
+        (edit_role(bare, 0, replicas=2), as_stored(bare)),
+        (bare, as_stored(without)),
+    ):
+        verdict = review(obj, OBJECTS, old=old, settings=emptied)
+        assert verdict.allowed, causes(verdict)
+        (warning,) = verdict.warnings
+        assert warning.startswith("spec.router.image: ")
+        assert "model-deployment-router-image-vllm-router" in warning
 
 
 def test_router_timeout_flag_left_alone_when_stored_refused_when_created() -> None:
@@ -370,14 +372,15 @@ def test_router_timeout_flag_left_alone_when_stored_refused_when_created() -> No
     assert review(edit_role(timed, 0, replicas=2), OBJECTS, old=as_stored(timed)).allowed
 
 
-def test_deleting_skips_the_router_object_rules() -> None:
+def test_deleting_skips_the_router_object_warnings() -> None:
     stored = pd(router={"name": "vllm-router"})
     deleting = edit(stored, router={"name": "vllm-router"})
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     deleting["metadata"]["finalizers"] = ["gpustack.ai/controlled"]
     assert "image" not in deleting["spec"]["router"]
-    assert review(deleting, OBJECTS, old=as_stored(stored)).allowed
+    emptied = Settings(router_image_vllm_router="")
+    verdict = review(deleting, OBJECTS, old=as_stored(stored), settings=emptied)
+    assert verdict.allowed and list(verdict.warnings) == []
     deleting["metadata"].pop("deletionTimestamp")
-    assert causes(review(deleting, OBJECTS, old=as_stored(stored))) == [
-        ("router.image-missing", "spec.router.image", "FieldValueRequired")
-    ]
+    verdict = review(deleting, OBJECTS, old=as_stored(stored), settings=emptied)
+    assert verdict.allowed and len(verdict.warnings) == 1

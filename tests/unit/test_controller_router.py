@@ -19,6 +19,7 @@ from gpustack_controller.reconciler import DeploymentReconciler
 from gpustack_controller.routers import RouterCaches, RouterSyncer
 from gpustack_controller.watches import Informer, object_key
 from gpustack_render.cli.yamlio import load_documents
+from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile.routersync import RouterConflict
 from gpustack_render.schema.resources import ROUTER_RESOURCES
 
@@ -137,15 +138,30 @@ def test_removing_the_router_block_prunes_its_objects() -> None:
     assert (ready["status"], ready["reason"]) == ("True", "NotApplicable")
 
 
+#: The administrator emptied vllm-router's default image (D26 amended).
+NO_DEFAULT_IMAGE = Settings(router_image_vllm_router="")
+
+
 def test_a_router_without_an_image_is_reported_and_nothing_of_it_applied() -> None:
     kube = _cluster({"name": "vllm-router"})
-    _run(_reconciler(kube))
+    pass_ = _reconciler(kube)
+    pass_.settings = lambda: NO_DEFAULT_IMAGE
+    _run(pass_)
     assert _router_objects(kube) == []
     ready = _condition(kube, "RouterReady")
     assert (ready["status"], ready["reason"]) == ("False", "RenderFailed")
     assert "spec.router.image" in ready["message"]
+    assert "model-deployment-router-image-vllm-router" in ready["message"]
     # The engine Pods are there all the same.
     assert kube.of_kind("Pod")
+
+
+def test_a_router_naming_no_image_runs_the_default_image() -> None:
+    kube = _cluster({"name": "vllm-router"})
+    _run(_reconciler(kube))
+    (deployment,) = kube.of_kind("Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == Settings().router_image_vllm_router
 
 
 def test_a_router_that_stops_rendering_is_left_running() -> None:
@@ -157,6 +173,7 @@ def test_a_router_that_stops_rendering_is_left_running() -> None:
     assert md is not None
     del md["spec"]["router"]["image"]
     md["metadata"]["generation"] += 1
+    pass_.settings = lambda: NO_DEFAULT_IMAGE
     _watch(kube, pass_)
     _run(pass_)
     assert _router_objects(kube) == before

@@ -6,13 +6,16 @@ from typing import Any
 
 from property.strategies import Case, deployment, instance_type, render_case, role
 
+from gpustack_render.core.settings import Settings
 from gpustack_render.explain.router import explain_router
 from gpustack_render.rendering.renderer import Rendering
 
 
-def _render(router: dict[str, Any] | None) -> Rendering:
+def _render(router: dict[str, Any] | None, settings: Settings | None = None) -> Rendering:
     rendering: Rendering = render_case(
-        Case(deployment([role(replicas=2)], router=router), [instance_type()])
+        Case(
+            deployment([role(replicas=2)], router=router), [instance_type()], settings or Settings()
+        )
     )
     return rendering
 
@@ -49,6 +52,7 @@ def test_scaled_rolled_unchanged_and_removed() -> None:
 
 
 def test_a_router_that_cannot_render_says_why() -> None:
-    answer = explain_router(None, _render({"name": "vllm-router", "image": None}))
+    emptied = Settings(router_image_vllm_router="")
+    answer = explain_router(None, _render({"name": "vllm-router", "image": None}, emptied))
     assert answer is not None and answer.changes == ()
     assert "spec.router.image" in answer.failure

@@ -12,7 +12,7 @@ import pytest
 from property.strategies import ROUTER_IMAGES, Case, deployment, instance_type, render_case, role
 
 from gpustack_render.core import labels
-from gpustack_render.core.settings import Settings, settings_from_data
+from gpustack_render.core.settings import ROUTER_IMAGE_ATTRS, Settings, settings_from_data
 from gpustack_render.engines.owned import ROUTER_OWNED_ARGS
 from gpustack_render.rendering.renderer import Rendering
 from gpustack_render.rendering.router.commandline import FIELD_FLAGS
@@ -319,8 +319,28 @@ def test_the_settings_default_image_and_the_inference_pool() -> None:
 # ---- what is not rendered ----------------------------------------------------------------------
 
 
-def test_no_image_renders_no_router_but_every_engine_pod() -> None:
-    rendering = _case({"name": "vllm-router", "image": None})
+def test_no_image_renders_the_routers_default_image() -> None:
+    """D26 amended: the seed's router block names no image; each router's Settings default is
+    its own release's image; ``router.image`` wins over it."""
+    for name, attr in ROUTER_IMAGE_ATTRS.items():
+        engine = "SGLang" if name == "sglang-gateway" else "vLLM"
+        rendering = _case({"name": name, "image": None}, engine=engine)
+        assert rendering.router is not None and rendering.router.failure is None
+        (deployment_obj,) = [o for o in rendering.router.objects if o["kind"] == "Deployment"]
+        first = deployment_obj["spec"]["template"]["spec"]["containers"][0]
+        assert first["image"] == getattr(Settings(), attr) != ""
+    own = _case({"name": "vllm-router", "image": "example.org/router:1"})
+    assert own.router is not None
+    (deployment_obj,) = [o for o in own.router.objects if o["kind"] == "Deployment"]
+    assert deployment_obj["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "example.org/router:1"
+    )
+
+
+def test_no_image_and_no_default_renders_no_router_but_every_engine_pod() -> None:
+    rendering = _case(
+        {"name": "vllm-router", "image": None}, settings=Settings(router_image_vllm_router="")
+    )
     assert rendering.router is not None and rendering.router.objects == ()
     failure = rendering.router.failure
     assert failure is not None and failure.origin == "router.image-missing"

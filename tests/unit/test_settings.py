@@ -68,10 +68,13 @@ def test_a_config_map_is_read_over_the_defaults_of_its_system_namespace() -> Non
 
 
 def test_the_router_settings() -> None:
-    """D26 (docs/routers.md): no default router image, quantities checked, an empty image is
-    "no default"."""
+    """D26 amended (docs/routers.md): each router's default image is its own pinned release,
+    quantities are checked, an empty image is "no default"."""
     s = Settings()
-    assert s.router_image("vllm-router") == "" and s.router_image("no-such-router") == ""
+    assert s.router_image("llm-d-router") == "ghcr.io/llm-d/llm-d-inference-scheduler:v0.7.1"
+    assert s.router_image("vllm-router") == "vllm/vllm-router:v0.1.17"
+    assert s.router_image("sglang-gateway") == "lmsysorg/sgl-model-gateway:v0.3.2"
+    assert s.router_image("no-such-router") == ""
     assert s.router_proxy_image == "docker.io/envoyproxy/envoy:distroless-v1.33.2"
     assert (s.router_cpu, s.router_memory, s.inference_pool) == ("500m", "512Mi", False)
     s, errs = settings_from_data(

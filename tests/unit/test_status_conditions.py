@@ -126,8 +126,13 @@ def lookups(*, binding: dict[str, Any] | None = None, pool: bool = True) -> Stat
     return StaticLookups.of(objects)
 
 
-def rendered(md: ModelDeployment, *, binding: dict[str, Any] | None = BINDING) -> Rendering:
-    return render(md, lookups=lookups(binding=binding), settings=Settings())
+def rendered(
+    md: ModelDeployment,
+    *,
+    binding: dict[str, Any] | None = BINDING,
+    settings: Settings | None = None,
+) -> Rendering:
+    return render(md, lookups=lookups(binding=binding), settings=settings or Settings())
 
 
 def pods_of(rendering: Rendering, **overrides: Any) -> list[ObservedPod]:
@@ -558,7 +563,7 @@ ROUTER_DEPLOYMENT = "Deployment team-a/qwen-router"
             False,
             ("False", "RenderFailed"),
             "2R2S",
-            id="no-image",
+            id="no-image-and-the-setting-emptied",
         ),
     ],
 )
@@ -575,7 +580,8 @@ def test_router_ready_phase_summary_and_endpoint(
                 )
             }
         )
-    rendering = rendered(md)
+    # Without an image the router's default applies, unless the administrator emptied it.
+    rendering = rendered(md, settings=None if image else Settings(router_image_vllm_router=""))
     pods = pods_of(rendering)
     status = compute(md, rendering, pods, workloads_of(pods), router=observed)
     assert condition(status, cond.ROUTER_READY) == expected

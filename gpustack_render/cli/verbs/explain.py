@@ -85,6 +85,7 @@ def _explain_one(
     old_inputs: Sequence[InputObject],
     observed: list[dict[str, Any]] | None,
     replicas: Sequence[tuple[str, int]] = (),
+    old_settings: Settings | None = None,
 ) -> Explanation:
     from gpustack_render.explain.report import explain_deployment
 
@@ -107,6 +108,7 @@ def _explain_one(
         settings=settings,
         old=old,
         old_lookups=old_lookups,
+        old_settings=old_settings,
         observed=state,
         replicas=replicas,
     )
@@ -169,6 +171,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             # against itself ("why is it stuck"), as live mode does without an edited file.
             old=old_doc if old_doc is not None or observed is None else doc,
             old_inputs=old_bundle.inputs if old_bundle is not None else [],
+            old_settings=(
+                old_bundle.settings if old_bundle is not None and old_bundle.has_settings else None
+            ),
             observed=observed,
             replicas=tuple(args.replicas),
         )
@@ -186,6 +191,7 @@ def _result(
     old_inputs: Sequence[InputObject],
     observed: list[dict[str, Any]] | None,
     replicas: Sequence[tuple[str, int]] = (),
+    old_settings: Settings | None = None,
 ) -> _Result:
     answer = _explain_one(
         doc,
@@ -193,6 +199,7 @@ def _result(
         bundle.settings,
         old=old,
         old_inputs=old_inputs,
+        old_settings=old_settings,
         observed=observed,
         replicas=replicas,
     )
