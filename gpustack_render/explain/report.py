@@ -54,6 +54,17 @@ def _meta(doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
+def updated_identity(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``new`` as the API server stores an update of ``old``: an edited file (from Git, say)
+    carries no ``metadata.uid``, but the update keeps the stored object's, and every owner
+    reference the renderer writes names it. Without this, each owned object would differ from
+    the stored rendering by its owner reference alone and read as changed."""
+    uid = _meta(old).get("uid")
+    if old is None or not uid or _meta(new).get("uid"):
+        return new
+    return {**new, "metadata": {**_meta(new), "uid": uid}}
+
+
 def _admission(verdict: Verdict, operation: Literal["CREATE", "UPDATE"]) -> Admission:
     return Admission(
         operation=operation,
@@ -117,6 +128,7 @@ def explain_deployment(
     Never raises for bad input: a refusal or a render problem is part of the answer.
     """
     operation: Literal["CREATE", "UPDATE"] = "UPDATE" if old is not None else "CREATE"
+    new = updated_identity(new, old)
     meta = _meta(new) or _meta(old)
     namespace = str(meta.get("namespace") or naming.DEFAULT_NAMESPACE)
     name = str(meta.get("name") or "")

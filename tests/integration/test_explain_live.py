@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_controller.kube import CONFIGMAPS, Kube
+from gpustack_controller.kube import CONFIGMAPS, MODEL_DEPLOYMENTS, Kube
 from gpustack_render.cli import __main__ as cli
 from gpustack_render.cli.documents import read_bundle
 from gpustack_render.cli.live import (
@@ -309,3 +309,65 @@ async def test_errors_are_one_line_naming_what_failed(
         await asyncio.to_thread(
             read_live, kubeconfig=str(reader), context="elsewhere", namespace=ns, name="chat"
         )
+
+
+def _explain_offline(argv: list[str]) -> dict[str, Any]:
+    """``gpustack-render explain … -o json`` offline; exit 0 and its JSON."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["explain", *argv, "-o", "json"])
+    assert code == 0, err.getvalue()
+    answer: dict[str, Any] = json.loads(out.getvalue())
+    return answer
+
+
+async def test_live_explain_of_a_file_from_git_equals_the_offline_answer(
+    kube: Kube, reader: Path, cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue 37 item 2: the edited file comes from Git, so it has no ``metadata.uid``; the stored
+    object has one. Explained live, a ``router.replicas`` edit scales the router's Deployment and
+    leaves its ServiceAccount, Role, RoleBinding and Service alone, exactly as the offline form
+    answers for the same stored object and edit."""
+    ns = await new_namespace(kube, "explain-git")
+    system = await new_namespace(kube, "explain-git-sys")
+    cluster.apply(_role_binding(ns))
+    await ensure_instance_type(kube)
+    body = deployment("chat", ns)
+    body["spec"]["router"] = {"name": "vllm-router"}
+    await kube.create(MODEL_DEPLOYMENTS, body, ns)
+    edited = tmp_path / "edited.yaml"
+    body["spec"]["router"]["replicas"] = 2
+    assert "uid" not in body["metadata"]
+    edited.write_text(json.dumps(body))
+
+    async def readable() -> dict[str, Any] | None:
+        try:
+            return await asyncio.to_thread(
+                _explain_verb,
+                ["md/chat", str(edited), "-n", ns, "--kubeconfig", str(reader)],
+                system,
+            )
+        except AssertionError:
+            return None  # the reader's RoleBinding may take a moment
+
+    live = await eventually(readable, what="a live explain of the edit")
+    docs = await asyncio.to_thread(
+        explain_live_documents,
+        "md/chat",
+        namespace=ns,
+        kubeconfig=str(reader),
+        edited_path=str(edited),
+        system_namespace=system,
+    )
+    stored = tmp_path / "stored.yaml"
+    stored.write_text(json.dumps(docs.old))
+    inputs = tmp_path / "inputs.yaml"
+    inputs.write_text("\n---\n".join(text for _, text in docs.input_sources()))
+    offline = _explain_offline([str(edited), str(inputs), "--old", str(stored)])
+
+    assert live["router"]["changes"] == [
+        {"kind": "Deployment", "name": "chat-router", "change": "scaled 1 -> 2"}
+    ]
+    assert not live["router"]["enginePodsRoll"]
+    live.pop("observed", None)
+    assert live == offline

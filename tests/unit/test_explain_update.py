@@ -214,3 +214,25 @@ def test_an_update_that_cannot_be_compared_trips_the_gates() -> None:
     assert answer.replaced() == 2 and answer.rolls()
     failed = gate_failures(answer, max_replaced=0, fail_on=["roll"])
     assert len(failed) == 2 and "cannot be rendered" in failed[1]
+
+
+def test_an_edited_file_without_a_uid_is_the_stored_object_updated() -> None:
+    """Issue 37 item 2: a file kept in Git has no ``metadata.uid``; explained against the stored
+    object (which has one, as live mode reads it), a ``router.replicas`` edit only scales the
+    router's Deployment: the ServiceAccount, Role, RoleBinding and Service are unchanged, the
+    same answer as when both sides carry the uid."""
+    text = (ROOT / "golden" / "render-router-default-image" / "input.yaml").read_text()
+    stored = yamlio.load_documents(text)[0]
+    assert stored["metadata"]["uid"]
+    lookups = read_bundle([("input.yaml", text)]).lookups(default_namespace="team-a")
+    edited = copy.deepcopy(stored)
+    edited["spec"]["router"]["replicas"] = 3
+    with_uid = explain_deployment(edited, lookups=lookups, settings=Settings(), old=stored)
+    del edited["metadata"]["uid"]
+    from_git = explain_deployment(edited, lookups=lookups, settings=Settings(), old=stored)
+    for answer in (with_uid, from_git):
+        assert answer.router is not None
+        assert [(c.kind, c.change) for c in answer.router.changes] == [
+            ("Deployment", "scaled 1 -> 3")
+        ]
+    assert from_git == with_uid
