@@ -1,7 +1,8 @@
 """Fuzzing the library entry points and the webhook's request parser: no input crashes them.
 
 Every golden case seeds a mutation stream (:mod:`fuzz.corpus`); each entry point must answer
-as it documents for any input: ``render`` a Rendering or a ``RenderError``, the reviews a
+as it documents for any input: ``render`` a Rendering or a ``RenderError`` that names a real
+problem (``render`` wraps any crash as ``render.internal``, which fails here), the reviews a
 verdict (never an internal error: no lookup fails here), the request parser a decoded review
 or ``BadReview``, the JSON reader a value or ``ValueError``. The default budget is derandomized
 and runs in CI; ``make fuzz`` runs a long random one.
@@ -9,7 +10,6 @@ and runs in CI; ``make fuzz`` runs a long random one.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from typing import Any
 
@@ -51,17 +51,44 @@ def _judged(verdict: Any) -> None:
     assert verdict.kind is not VerdictKind.INTERNAL, verdict.message
 
 
+def renders_or_refuses(seed: Seed, obj: dict[str, Any]) -> None:
+    """``obj`` renders, or ``render`` refuses it with a ``RenderError`` naming a problem of the
+    input: an internal error (a crash ``render`` wrapped, origin ``render.internal``) fails."""
+    md, _errs = decode_deployment(obj)
+    if md is None:
+        return
+    try:
+        render(md, lookups=seed.lookups(), settings=seed.bundle.settings)
+    except RenderError as exc:
+        assert exc.origin != INTERNAL_RENDER_ERROR, str(exc)
+
+
+#: The origin ``render`` gives a crash it wrapped (``rendering/renderer.py``).
+INTERNAL_RENDER_ERROR = "render.internal"
+
+
 @FUZZ
 @given(case=mangled("ModelDeployment"))
 def test_render_answers_a_rendering_or_a_render_error(
     case: tuple[Seed, dict[str, Any], dict[str, Any]],
 ) -> None:
     seed, obj, _ = case
-    md, _errs = decode_deployment(obj)
-    if md is None:
-        return
-    with contextlib.suppress(RenderError):
-        render(md, lookups=seed.lookups(), settings=seed.bundle.settings)
+    renders_or_refuses(seed, obj)
+
+
+def test_a_crash_inside_render_fails_the_render_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: a crash injected into the renderer (as a bug would be) comes
+    back from ``render`` as a ``RenderError`` and the check rejects it."""
+    from gpustack_render.rendering import renderer
+
+    def crash(*_: Any, **__: Any) -> Any:
+        raise ZeroDivisionError("injected")
+
+    seed = DEPLOYMENTS[0]
+    renders_or_refuses(seed, seed.subject)  # the seed itself renders
+    monkeypatch.setattr(renderer, "_render", crash)
+    with pytest.raises(AssertionError, match="internal error: ZeroDivisionError"):
+        renders_or_refuses(seed, seed.subject)
 
 
 @FUZZ

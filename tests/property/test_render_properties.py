@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from gpustack_render.core.naming import is_dns1035_label, is_dns1123_label
 
@@ -338,6 +337,10 @@ def test_hash_ignores_everything_else(case: Case, mutation: Mutation) -> None:
 
 
 def test_strategies_module_builders_are_usable_alone() -> None:
+    """The strategies' InstanceType builder gives an object the project's model reads as given."""
+    from gpustack_render.api.inputs import InstanceType
+
     it = instance_type("x", acceleratable=False)
     assert it["spec"]["acceleratable"] is False
-    assert st is not None
+    model = InstanceType.model_validate(it)
+    assert model.metadata.name == "x" and model.spec.acceleratable is False
