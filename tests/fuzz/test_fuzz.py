@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from gpustack_render.admission import mutate_deployment, validate_deployment
@@ -51,16 +51,19 @@ def _judged(verdict: Any) -> None:
     assert verdict.kind is not VerdictKind.INTERNAL, verdict.message
 
 
-def renders_or_refuses(seed: Seed, obj: dict[str, Any]) -> None:
+def renders_or_refuses(seed: Seed, obj: dict[str, Any]) -> str:
     """``obj`` renders, or ``render`` refuses it with a ``RenderError`` naming a problem of the
-    input: an internal error (a crash ``render`` wrapped, origin ``render.internal``) fails."""
+    input: an internal error (a crash ``render`` wrapped, origin ``render.internal``) fails.
+    Returns what happened, for the run's statistics."""
     md, _errs = decode_deployment(obj)
     if md is None:
-        return
+        return "refused by the schema"
     try:
         render(md, lookups=seed.lookups(), settings=seed.bundle.settings)
     except RenderError as exc:
         assert exc.origin != INTERNAL_RENDER_ERROR, str(exc)
+        return f"render error {exc.origin}"
+    return "rendered"
 
 
 #: The origin ``render`` gives a crash it wrapped (``rendering/renderer.py``).
@@ -73,7 +76,7 @@ def test_render_answers_a_rendering_or_a_render_error(
     case: tuple[Seed, dict[str, Any], dict[str, Any]],
 ) -> None:
     seed, obj, _ = case
-    renders_or_refuses(seed, obj)
+    event(renders_or_refuses(seed, obj))
 
 
 def test_a_crash_inside_render_fails_the_render_check(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,279 @@
+"""The one owned-object path: what a pass writes for every kind the controller keeps beside a
+ModelDeployment (docs/architecture.md, "Owned objects"; docs/contract/controller.md §10–§11).
+
+Every kind goes through :func:`plan_owned` with a per-kind :class:`OwnedPolicy`, as Kueue's
+``jobframework`` runs every job kind through one reconciler: a new kind adds a policy (and, in
+the shell, one line of the pass), never a new sync function, write loop, cache rule or conflict
+type. The function turns the objects the rendering wants, the ones stored under those names,
+and the others the pass knows of into an :class:`OwnedPlan`: creates, applies, kept-field
+patches, prunes and conflicts, each object in exactly one of them or none (already in line).
+
+The policies (:data:`POLICIES`):
+
+- **Services** (``apply``): server-side apply when the stored one is not aligned
+  (:func:`~gpustack_render.reconcile.applied.apply_aligned`: a value differs, or the field
+  manager still owns a field the rendering dropped); pruned when no longer rendered, except an
+  instance Service while a Pod of its ordinal remains (peers of a terminating instance still
+  resolve one another).
+- **The router's objects** (``apply``): as Services, without the instance guard.
+- **LocalQueues** (``create-only``): created when missing, never patched, pruned or adopted
+  (several deployments share one, D16; ``spec.clusterQueue`` is immutable). A stored one that
+  feeds another ClusterQueue is a conflict.
+- **ModelDeploymentScalers** (``kept-fields``): created as rendered; afterwards only the kept
+  fields (bounds, target, labels) are patched, never ``spec.replicas``, which the autoscaler
+  owns (D27); pruned when no target renders them. The stored objects are found by name, so the
+  cache answers alone once synced (``cache_authoritative``).
+
+A rendered name stored under another owner (or, for a create-only kind, stored incompatible) is
+a :class:`OwnedConflict`: never written, reported, and it fails the pass once the rest is done,
+so the pass is retried until the name is free. Prunes carry the stored uid: the delete's
+precondition, so a same-named successor is never deleted.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from gpustack_render.core import jsonview, labels, ownerrefs
+from gpustack_render.reconcile.applied import apply_aligned
+from gpustack_render.reconcile.observed import ObservedPod
+from gpustack_render.reconcile.queues import queue_conflict
+from gpustack_render.rendering.scalers import KEPT_SPEC_FIELDS
+
+
+class WriteMode(enum.Enum):
+    """How a kind's objects are written."""
+
+    #: Server-side apply (by the controller's field manager) whenever not aligned.
+    APPLY = "apply"
+    #: Created when missing; a stored object is never written.
+    CREATE_ONLY = "create-only"
+    #: Created when missing; afterwards only the policy's kept fields are merge-patched.
+    KEPT_FIELDS = "kept-fields"
+
+
+@dataclass(frozen=True)
+class PassFacts:
+    """What a pass observed that a policy's prune guard may need."""
+
+    #: The deployment's Pods, as observed after the pass's Pod writes.
+    pods: Sequence[ObservedPod] = ()
+
+
+#: A prune guard: keep this stored object for now (``True``) although it is no longer rendered.
+PruneGuard = Callable[[Mapping[str, Any], PassFacts], bool]
+#: The merge patch bringing a stored object's kept fields in line with the rendered one (empty:
+#: in line).
+KeptFields = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+#: Why a stored object cannot serve as the rendered one (``""``: it can), for a kind nobody owns.
+Compatibility = Callable[[Mapping[str, Any], Mapping[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class OwnedPolicy:
+    """One kind's rules on the owned-object path."""
+
+    kind: str
+    write: WriteMode
+    #: Prune the stored objects the deployment controls that are no longer rendered.
+    prune: bool = True
+    #: Keep a stored object although no longer rendered (``prune`` only).
+    keep_while: PruneGuard | None = None
+    #: ``KEPT_FIELDS``: the patch of the kept fields.
+    kept_fields: KeptFields | None = None
+    #: ``CREATE_ONLY``: the objects are shared, not owned; whether a stored one can serve.
+    compatible: Compatibility | None = None
+    #: The objects are looked up by name and a synced cache answers for the API server alone
+    #: (a miss is absent): most names looked up do not exist, and a live read of each would
+    #: cost a request per name per pass. A create the cache had not seen answers 409, and the
+    #: object's watch event brings the deployment back.
+    cache_authoritative: bool = False
+
+
+class OwnedConflict(ownerrefs.OwnedElsewhere):
+    """A rendered object's name is held: stored under another owner, or (a kind nobody owns)
+    stored in a way that cannot serve (``detail`` says how). Never written; the pass fails once
+    the rest is done and is retried until the name is free."""
+
+    def __init__(
+        self, kind: str, namespace: str, name: str, deployment: str, *, detail: str = ""
+    ) -> None:
+        super().__init__(kind, namespace, name, deployment)
+        self.detail = detail
+        if detail:
+            self.args = (detail,)
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The ModelDeployment a pass renders for."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class OwnedPlan:
+    """The writes of one kind in one pass, in the order they are carried out: creates and
+    applies (in rendering order), kept-field patches, then prunes. Conflicts are never
+    written."""
+
+    policy: OwnedPolicy
+    creates: tuple[dict[str, Any], ...] = ()
+    applies: tuple[dict[str, Any], ...] = ()
+    #: (name, merge patch) of stored objects whose kept fields moved.
+    patches: tuple[tuple[str, dict[str, Any]], ...] = ()
+    #: (name, uid) of stored objects to delete, the uid their precondition.
+    prunes: tuple[tuple[str, str], ...] = ()
+    conflicts: tuple[OwnedConflict, ...] = field(default_factory=tuple)
+
+    @property
+    def writes(self) -> int:
+        return len(self.creates) + len(self.applies) + len(self.patches) + len(self.prunes)
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    return str(jsonview.view(obj.get("metadata")).get("name") or "")
+
+
+def plan_owned(
+    policy: OwnedPolicy,
+    wanted: Sequence[Mapping[str, Any]],
+    *,
+    stored: Mapping[str, Mapping[str, Any] | None],
+    others: Iterable[Mapping[str, Any]] = (),
+    owner: Owner,
+    manager: str,
+    facts: PassFacts | None = None,
+) -> OwnedPlan:
+    """The writes of one kind for one pass (see the module docstring).
+
+    ``wanted`` are the rendered objects of ``policy.kind``; ``stored`` holds the stored object
+    under each rendered name (``None``: absent); ``others`` the stored objects of the kind the
+    pass knows of besides (any namespace, any owner: only the ones ``owner`` controls, in its
+    namespace and no longer rendered, are pruned)."""
+    names = {name_of(o) for o in wanted}
+    creates: list[dict[str, Any]] = []
+    applies: list[dict[str, Any]] = []
+    patches: list[tuple[str, dict[str, Any]]] = []
+    conflicts: list[OwnedConflict] = []
+    for obj in wanted:
+        name = name_of(obj)
+        existing = stored.get(name)
+        if existing is None:
+            (applies if policy.write is WriteMode.APPLY else creates).append(dict(obj))
+            continue
+        if policy.write is WriteMode.CREATE_ONLY:
+            why = policy.compatible(obj, existing) if policy.compatible is not None else ""
+            if why:
+                conflicts.append(
+                    OwnedConflict(policy.kind, owner.namespace, name, owner.name, detail=why)
+                )
+            continue
+        if not ownerrefs.controlled_by(existing, owner.uid):
+            conflicts.append(OwnedConflict(policy.kind, owner.namespace, name, owner.name))
+        elif policy.write is WriteMode.APPLY:
+            if not apply_aligned(existing, obj, manager):
+                applies.append(dict(obj))
+        elif policy.kept_fields is not None and (patch := policy.kept_fields(obj, existing)):
+            patches.append((name, patch))
+    prunes: list[tuple[str, str]] = []
+    if policy.prune:
+        seen: set[str] = set()
+        for existing in (*(s for s in stored.values() if s is not None), *others):
+            meta = jsonview.view(existing.get("metadata"))
+            name = str(meta.get("name") or "")
+            if meta.get("namespace") != owner.namespace or name in names or name in seen:
+                continue
+            if str(existing.get("kind") or policy.kind) != policy.kind:
+                continue
+            if not ownerrefs.controlled_by(existing, owner.uid):
+                continue
+            if policy.keep_while is not None and policy.keep_while(existing, facts or PassFacts()):
+                continue
+            seen.add(name)
+            prunes.append((name, str(meta.get("uid") or "")))
+    return OwnedPlan(
+        policy=policy,
+        creates=tuple(creates),
+        applies=tuple(applies),
+        patches=tuple(patches),
+        prunes=tuple(prunes),
+        conflicts=tuple(conflicts),
+    )
+
+
+# ---- the policies ----------------------------------------------------------------------------
+
+
+def _int(text: object) -> int | None:
+    try:
+        return int(str(text))
+    except ValueError:
+        return None
+
+
+def instance_in_use(service: Mapping[str, Any], facts: PassFacts) -> bool:
+    """An instance Service (its selector names an ordinal) while a Pod of that ordinal of the
+    deployment remains: peers of a terminating instance still resolve one another."""
+    selector = jsonview.view(jsonview.view(service.get("spec")).get("selector"))
+    ordinal = selector.get(labels.POD_ORDINAL)
+    if ordinal is None:
+        return False
+    held = {(p.role, p.ordinal) for p in facts.pods if p.owned}
+    return (selector.get(labels.COMPONENT), _int(ordinal)) in held
+
+
+def scaler_kept_fields(rendered: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch aligning a stored scaler's kept fields (bounds, target, labels) with the
+    rendered one; never ``spec.replicas`` (D27)."""
+    want_spec = jsonview.view(rendered.get("spec"))
+    have_spec = jsonview.view(stored.get("spec"))
+    spec = {k: want_spec.get(k) for k in KEPT_SPEC_FIELDS if want_spec.get(k) != have_spec.get(k)}
+    want_labels = jsonview.strings(jsonview.view(rendered.get("metadata")).get("labels"))
+    have_labels = jsonview.strings(jsonview.view(stored.get("metadata")).get("labels"))
+    patch: dict[str, Any] = {}
+    if spec:
+        patch["spec"] = spec
+    moved = {k: v for k, v in want_labels.items() if have_labels.get(k) != v}
+    if moved:
+        patch["metadata"] = {"labels": moved}
+    return patch
+
+
+def local_queue_compatible(rendered: Mapping[str, Any], stored: Mapping[str, Any]) -> str:
+    """``""`` when the stored LocalQueue feeds the rendered one's ClusterQueue, else why not
+    (:func:`~gpustack_render.reconcile.queues.queue_conflict`)."""
+    conflict = queue_conflict(rendered, stored)
+    return conflict.message if conflict is not None else ""
+
+
+SERVICE_POLICY: Final = OwnedPolicy("Service", WriteMode.APPLY, keep_while=instance_in_use)
+LOCAL_QUEUE_POLICY: Final = OwnedPolicy(
+    "LocalQueue", WriteMode.CREATE_ONLY, prune=False, compatible=local_queue_compatible
+)
+SCALER_POLICY: Final = OwnedPolicy(
+    "ModelDeploymentScaler",
+    WriteMode.KEPT_FIELDS,
+    kept_fields=scaler_kept_fields,
+    cache_authoritative=True,
+)
+#: The router's kinds (D26), in the order they are applied.
+ROUTER_KINDS: Final = (
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ConfigMap",
+    "Service",
+    "Deployment",
+    "InferencePool",
+)
+ROUTER_POLICIES: Final = {kind: OwnedPolicy(kind, WriteMode.APPLY) for kind in ROUTER_KINDS}
