@@ -66,7 +66,8 @@ async def test_the_reader_goes_live_only_when_the_cache_cannot_answer() -> None:
     live = _Live()
     reader = CachedReader(cast(Kube, live))
     informer = _informer()
-    assert (await reader.get(SERVICES, "a", "ns", informer=informer))["metadata"]["name"] == "a"
+    held = await reader.get(SERVICES, "a", "ns", informer=informer)
+    assert held is not None and held["metadata"]["name"] == "a"
     assert await reader.get(SERVICES, "b", "ns", informer=informer, authoritative=True) is None
     assert live.gets == []
     assert await reader.get(SERVICES, "b", "ns", informer=informer) == {"live": "b"}
