@@ -44,7 +44,12 @@ PortProtocol = Literal["TCP", "UDP", "SCTP"]
 #: role's ModelDeploymentScaler (``External``; docs/autoscaling.md).
 ScalingMode = Literal["Replicas", "External"]
 
+#: A DNS-1123 label: role and scaling-group names (schema.decoding words it for a refusal).
 ROLE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: An absolute path of one or more segments, no empty one, no trailing '/'.
+ABSOLUTE_PATH_PATTERN = r"^(/[^/]+)+$"
+#: A relative path: not starting with '/'.
+RELATIVE_PATH_PATTERN = r"^[^/].*$"
 #: The startup budget of a role that names none, seconds (per seed).
 DEFAULT_STARTUP_TIMEOUT_SECONDS = 1800
 MAX_ROLES = 10
@@ -191,12 +196,16 @@ class AdditionalVolume(SpecModel):
 
     mount_path: Annotated[
         str,
-        Field(max_length=1024, pattern=r"^(/[^/]+)+$", description="Absolute path in main."),
+        Field(max_length=1024, pattern=ABSOLUTE_PATH_PATTERN, description="Absolute path in main."),
     ]
     read_only: Annotated[bool | None, Field(description="Mount read-only.")] = None
     sub_path: Annotated[
         str | None,
-        Field(max_length=1024, pattern=r"^[^/].*$", description="Relative path in the volume."),
+        Field(
+            max_length=1024,
+            pattern=RELATIVE_PATH_PATTERN,
+            description="Relative path in the volume.",
+        ),
     ] = None
     config_map: Annotated[
         LocalObjectReference | None, Field(description="A ConfigMap in this namespace.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpustack_render.api.common import API_VERSION
+from gpustack_render.api.common import API_VERSION, GROUP
 from gpustack_render.api.inputs import InputObject
 from gpustack_render.api.scaler import KIND as SCALER_KIND
 from gpustack_render.cli.yamlio import DocumentError, load_located
@@ -26,6 +26,10 @@ class Bundle:
     settings: Settings = field(default_factory=Settings)
     #: The files carried a ``gpustack-settings`` ConfigMap (``settings`` is not only defaults).
     has_settings: bool = False
+    #: One line per document of a kind the command line does not read (a Namespace, a
+    #: Deployment...), naming the file, the document and the kind: skipped, printed as a
+    #: warning, never an error.
+    skipped: list[str] = field(default_factory=list)
 
     def lookups(self, *, default_namespace: str = "default") -> StaticLookups:
         return StaticLookups.of(self.inputs, default_namespace=default_namespace)
@@ -37,9 +41,14 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
     ``namespace`` (``-n``) is given to every namespaced object that names none, as kubectl
     does; without it such an object is in ``default``.
 
+    A document of a kind the command line does not read (:func:`skipped_kind`: a Namespace, a
+    Deployment, a Secret, a ConfigMap other than ``gpustack-settings``...) is left out and
+    listed in :attr:`Bundle.skipped`, as manifests kept for ``kubectl apply`` hold them.
+
     Raises :class:`DocumentError` naming the file and document for anything unreadable: a
-    document without apiVersion/kind, a kind the project does not know, an input object that
-    does not decode, or a bad Settings value.
+    document without apiVersion/kind, a kind of the project's group it does not know (or one of
+    its kinds under another apiVersion), a ModelDeploymentScaler, an input object that does
+    not decode, or a bad Settings value.
     """
     bundle = Bundle()
     for source, text in sources:
@@ -49,6 +58,10 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
             kind = doc.get("kind")
             if not isinstance(api_version, str) or not isinstance(kind, str):
                 raise DocumentError(f"{where}: has no apiVersion and kind")
+            skipped = skipped_kind(doc)
+            if skipped is not None:
+                bundle.skipped.append(f"{where}: {skipped}")
+                continue
             if api_version == "v1" and kind == "ConfigMap":
                 bundle.settings = _settings(doc, where)
                 bundle.has_settings = True
@@ -62,11 +75,7 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
                 bundle.pods.append(doc)
                 continue
             if api_version != API_VERSION or kind not in MODELS:
-                known = ", ".join(sorted(MODELS))
-                raise DocumentError(
-                    f"{where}: unknown kind {api_version}/{kind}; expected one of {known} "
-                    f"({API_VERSION}), a v1 Pod or the {CONFIGMAP_NAME} ConfigMap"
-                )
+                raise DocumentError(f"{where}: {_not_ours(api_version, kind)}")
             if kind == "ModelDeployment":
                 bundle.deployments.append(doc)
                 continue
@@ -85,19 +94,57 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
     return bundle
 
 
+def skipped_kind(doc: dict[str, Any]) -> str | None:
+    """Why the command line skips ``doc`` (a warning's words, naming its kind and name), or
+    None when it reads the document or refuses it.
+
+    Read: the project's kinds (``worker.gpustack.ai``), a ``v1`` Pod and the ``v1`` ConfigMap
+    ``gpustack-settings``. Refused, not skipped (:func:`read_bundle` says why): any other kind
+    or version of the project's group, and a kind of the project's under another apiVersion
+    (a typo there would drop the deployment or an input it names without a word). Skipped:
+    every other kind, a ConfigMap of another name included.
+    """
+    api_version, kind = str(doc.get("apiVersion")), str(doc.get("kind"))
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if api_version == "v1" and kind == "ConfigMap":
+        if (meta is not None and not isinstance(meta, dict)) or name == CONFIGMAP_NAME:
+            return None  # the Settings, or refused as unreadable
+        return (
+            f"skipped ConfigMap {name or '(no name)'}: only the ConfigMap {CONFIGMAP_NAME} "
+            "carries Settings"
+        )
+    if (api_version == "v1" and kind == "Pod") or kind in MODELS:
+        return None
+    if api_version.partition("/")[0] == GROUP:
+        return None
+    shown = f"{kind} {name}" if isinstance(name, str) and name else kind
+    return f"skipped {shown} ({api_version}): gpustack-render does not read this kind"
+
+
+def _not_ours(api_version: str, kind: str) -> str:
+    """Why a document of the project's group, or of one of its kinds, is refused."""
+    if kind in MODELS:
+        return (
+            f"{api_version}/{kind}: {kind} is a kind of {API_VERSION}; correct the apiVersion "
+            "(the command line reads only that version)"
+        )
+    known = ", ".join(sorted(MODELS))
+    return (
+        f"unknown kind {api_version}/{kind}; the kinds of {GROUP} are {known} ({API_VERSION}) "
+        "(a kind of another group is skipped; one of this group must be spelled as these)"
+    )
+
+
 def _settings(doc: dict[str, Any], where: str) -> Settings:
-    """The Settings of the ``gpustack-settings`` ConfigMap ``doc``; any other ConfigMap, or one
-    whose ``metadata`` or ``data`` is no object, is a :class:`DocumentError`."""
+    """The Settings of the ``gpustack-settings`` ConfigMap ``doc`` (:func:`skipped_kind` skips
+    a ConfigMap of another name); one whose ``metadata`` or ``data`` is no object is a
+    :class:`DocumentError`."""
     meta, data = doc.get("metadata"), doc.get("data")
     for field_name, value in (("metadata", meta), ("data", data)):
         if value is not None and not isinstance(value, dict):
             err = errors.invalid(field_name, value, "must be an object")
             raise DocumentError(f"{where}: ConfigMap cannot be read: {err.message()}")
-    name = (meta or {}).get("name")
-    if name != CONFIGMAP_NAME:
-        raise DocumentError(
-            f"{where}: ConfigMap {name!r} is not read; only {CONFIGMAP_NAME!r} carries Settings"
-        )
     settings, errs = settings_from_data(data or {})
     if errs:
         msgs = "; ".join(e.message() for e in errs)

@@ -41,8 +41,9 @@ from urllib.parse import urlencode
 
 from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.cli.documents import skipped_kind
 from gpustack_render.cli.sources import read_source
-from gpustack_render.cli.yamlio import DocumentError, dump_yaml, load_documents
+from gpustack_render.cli.yamlio import DocumentError, dump_yaml, load_located
 from gpustack_render.core import naming
 from gpustack_render.core.settings import (
     CONFIGMAP_NAME,
@@ -540,15 +541,32 @@ def read_live(
 # ---- the command line's entry ---------------------------------------------------------------
 
 
-def edited_deployment(path: str, stdin: TextIO, *, namespace: str, name: str) -> dict[str, Any]:
+def edited_deployment(
+    path: str,
+    stdin: TextIO,
+    *,
+    namespace: str,
+    name: str,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
     """The one ModelDeployment of the edited file ``path`` (``-`` for stdin), in ``namespace``
-    when it names none. Raises :class:`LiveError` when the file cannot be read, holds anything
-    else, or names another deployment."""
+    when it names none. A document of a kind the command line does not read (a Namespace...,
+    :func:`~gpustack_render.cli.documents.skipped_kind`) is skipped, with a line appended to
+    ``warnings``. Raises :class:`LiveError` when the file cannot be read, holds anything else,
+    or names another deployment."""
     try:
         source, text = read_source(path, stdin)
-        docs = load_documents(text, source=source)
+        located = load_located(text, source=source)
     except (ValueError, DocumentError) as exc:
         raise LiveError(str(exc)) from exc
+    docs = []
+    for position, doc in located:
+        typed = isinstance(doc.get("apiVersion"), str) and isinstance(doc.get("kind"), str)
+        skipped = skipped_kind(doc) if typed else None
+        if skipped is None:
+            docs.append(doc)
+        elif warnings is not None:
+            warnings.append(f"{source}: {position}: {skipped}")
     kinds = [f"{d.get('apiVersion')}/{d.get('kind')}" for d in docs]
     if kinds != [f"{API_VERSION}/ModelDeployment"]:
         raise LiveError(
@@ -592,8 +610,11 @@ def explain_live_documents(
     files = kubeconfig_files(kubeconfig)
     ns = namespace or context_namespace(files, context) or naming.DEFAULT_NAMESPACE
     edited = None
+    skipped: list[str] = []
     if edited_path is not None:
-        edited = edited_deployment(edited_path, stdin or sys.stdin, namespace=ns, name=name)
+        edited = edited_deployment(
+            edited_path, stdin or sys.stdin, namespace=ns, name=name, warnings=skipped
+        )
     live = read_live(
         kubeconfig=kubeconfig,
         context=context,
@@ -607,6 +628,6 @@ def explain_live_documents(
         old=live.deployment if edited is not None else None,
         inputs=live.inputs,
         observed=live.observed,
-        warnings=live.warnings,
+        warnings=[*skipped, *live.warnings],
         settings=live.settings,
     )

@@ -16,12 +16,25 @@ from gpustack_render.cli.sources import Group, collect, read_source
 from gpustack_render.cli.yamlio import DocumentError
 
 
-def read_files(paths: Sequence[str], stdin: TextIO, *, namespace: str = "") -> Bundle:
-    """Every object of ``paths`` (``-`` is ``stdin``), read together into one bundle."""
+def read_files(
+    paths: Sequence[str], stdin: TextIO, *, namespace: str = "", err: TextIO | None = None
+) -> Bundle:
+    """Every object of ``paths`` (``-`` is ``stdin``), read together into one bundle; a
+    warning on ``err`` (standard error when None) per document skipped."""
     try:
-        return read_bundle([read_source(p, stdin) for p in paths], namespace=namespace)
+        bundle = read_bundle([read_source(p, stdin) for p in paths], namespace=namespace)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    return warn_skipped(bundle, err)
+
+
+def warn_skipped(bundle: Bundle, err: TextIO | None) -> Bundle:
+    """``bundle``, once ``Warning: <file>: <document>: skipped <kind> ...`` is written on
+    ``err`` (standard error when None) for each document it left out."""
+    stream = sys.stderr if err is None else err
+    for message in bundle.skipped:
+        stream.write(f"Warning: {message}\n")
+    return bundle
 
 
 def input_groups(args: argparse.Namespace, verb: str) -> list[Group]:
@@ -45,7 +58,7 @@ def each_deployment(
         try:
             if group.error:
                 raise UsageError(group.error)
-            bundle = read_group(group, namespace)
+            bundle = read_group(group, namespace, err)
             if not bundle.deployments and group.named:
                 raise UsageError(f"{verb}: no ModelDeployment in {group.label}")
         except UsageError as exc:
@@ -58,19 +71,23 @@ def each_deployment(
     return found, worst
 
 
-def read_group(group: Group, namespace: str) -> Bundle:
-    """The bundle of one group's files, already read from disk."""
+def read_group(group: Group, namespace: str, err: TextIO | None = None) -> Bundle:
+    """The bundle of one group's files, already read from disk; a warning on ``err``
+    (standard error when None) per document skipped."""
     try:
-        return read_bundle(group.sources, namespace=namespace)
+        bundle = read_bundle(group.sources, namespace=namespace)
     except DocumentError as exc:
         raise UsageError(str(exc)) from exc
+    return warn_skipped(bundle, err)
 
 
-def old_object(path: str | None, kind: str, stdin: TextIO) -> dict[str, Any] | None:
+def old_object(
+    path: str | None, kind: str, stdin: TextIO, err: TextIO | None = None
+) -> dict[str, Any] | None:
     """The first ``kind`` (``ModelDeployment`` or ``Pod``) in ``--old``'s file, or None."""
     if not path:
         return None
-    old_bundle = read_files([path], stdin)
+    old_bundle = read_files([path], stdin, err=err)
     found = old_bundle.deployments if kind == "ModelDeployment" else old_bundle.pods
     if not found:
         raise UsageError(f"--old {path}: no {kind} in it")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from gpustack_render.cli.exits import EXIT_OK, EXIT_USAGE
@@ -32,6 +32,46 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+class _VerbParser(_Parser):
+    """A verb's parser: options and operands in any order, as kubectl takes them
+    (``explain md/NAME -n NS edited.yaml``), and what it does not know refused with the verb's
+    own usage.
+
+    The top-level parser hands the verb everything after its name through
+    ``parse_known_args``; argparse's default there stops filling ``PATH...`` at the first
+    option and passes a later operand back up, where the top level calls it unrecognized
+    under its own usage. Here the verb reads its arguments intermixed (every operand, wherever
+    it stands, fills ``PATH...``) and refuses any left over itself. ``--`` still ends the
+    options: every word after it is an operand (``render -- -odd.yaml``).
+    """
+
+    _reading = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._reading:  # the intermixed reading's own passes (3.11 and 3.12 call back here)
+            return super().parse_known_args(args, namespace)
+        words = list(sys.argv[1:] if args is None else args)
+        operands: list[str] = []
+        if "--" in words and any(a.dest == "files" for a in self._actions):
+            # The intermixed reading would read the words after ``--`` as options again.
+            cut = words.index("--")
+            words, operands = words[:cut], words[cut + 1 :]
+        self._reading = True
+        try:
+            parsed, extras = self.parse_known_intermixed_args(words, namespace)
+        finally:
+            self._reading = False
+        if extras:
+            # An unknown option is the cause; the words after it are only left over with it.
+            unknown = [a for a in extras if a.startswith("-") and a != "-"] or extras
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        if operands:
+            parsed.files = [*parsed.files, *operands]
+        return parsed, []
 
 
 class _Version(argparse.Action):
@@ -75,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=0,
         help="print the package version and the render version, then exit",
     )
-    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser, metavar="VERB")
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_VerbParser, metavar="VERB")
 
     def files(sp: argparse.ArgumentParser, *, batch: bool = False, names: bool = False) -> None:
         sp.add_argument(

@@ -10,12 +10,20 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentSpec
+from gpustack_render.api.inputs import DNS1123_SUBDOMAIN_PATTERN
+from gpustack_render.api.modeldeployment import (
+    ABSOLUTE_PATH_PATTERN,
+    RELATIVE_PATH_PATTERN,
+    ROLE_NAME_PATTERN,
+    ModelDeployment,
+    ModelDeploymentSpec,
+)
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, FieldError
 from gpustack_render.core.nesting import MAX_DEPTH, too_deep
@@ -47,7 +55,6 @@ _DETAILS: dict[str, str] = {
     "greater_than_equal": "must be greater than or equal to {ge}",
     "less_than": "must be less than {lt}",
     "greater_than": "must be greater than {gt}",
-    "string_pattern_mismatch": "must match the pattern '{pattern}'",
     "string_too_short": "must be at least {min_length} characters long",
     "too_short": "must have at least {min_length} items",
     "int_type": "must be an integer",
@@ -61,6 +68,72 @@ _DETAILS: dict[str, str] = {
     "model_type": "must be an object",
     "model_attributes_type": "must be an object",
 }
+
+
+#: Each pattern the models check → what it allows, in words. The API server's own refusal
+#: quotes the expression; a person needs the rule (and :func:`pattern_detail` adds what is wrong
+#: with the value). Every pattern of the models has an entry (tests/unit/test_decoding.py).
+PATTERN_WORDS: dict[str, str] = {
+    # Role and scaling-group names (and DNS1123_LABEL_PATTERN, the same expression).
+    ROLE_NAME_PATTERN: (
+        "must consist of lower-case letters, digits and '-', start and end with a letter or "
+        "digit, and be at most 63 characters (a DNS-1123 label)"
+    ),
+    DNS1123_SUBDOMAIN_PATTERN: (
+        "must consist of lower-case letters, digits, '-' and '.', each part between dots "
+        "starting and ending with a letter or digit, and be at most 253 characters (a "
+        "DNS-1123 subdomain, such as 'dram-pool')"
+    ),
+    ABSOLUTE_PATH_PATTERN: (
+        "must be an absolute path: start with '/', with no empty part ('//') and no '/' at the end"
+    ),
+    RELATIVE_PATH_PATTERN: (
+        "must be a relative path on one line: not empty and not starting with '/'"
+    ),
+}
+
+#: A DNS-1123 label, matched whole (``fullmatch``: ``$`` alone also matches before a newline).
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def pattern_detail(pattern: str, value: Any) -> str:
+    """The refusal of ``value`` by ``pattern``: the rule in words (:data:`PATTERN_WORDS`; the
+    expression itself for a pattern without words) and, for a DNS-1123 label, what is wrong
+    with this value and a name that would do."""
+    words = PATTERN_WORDS.get(pattern)
+    if words is None:
+        return f"must match the pattern '{pattern}'"
+    if pattern == ROLE_NAME_PATTERN and isinstance(value, str):
+        faults = _label_faults(value)
+        if faults:
+            words += f"; it {faults}"
+        fixed = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-")[:63].rstrip("-")
+        if fixed != value and _DNS_LABEL.fullmatch(fixed):
+            words += f" ('{fixed}' would do)"
+    return words
+
+
+def _label_faults(value: str) -> str:
+    """What keeps ``value`` from being a DNS-1123 label, in words (empty when nothing does)."""
+    faults = []
+    upper = list(dict.fromkeys(c for c in value if "A" <= c <= "Z"))
+    if upper:
+        shown = ", ".join(f"'{c}'" for c in upper)
+        faults.append(f"has the upper-case letter{'s' if len(upper) > 1 else ''} {shown}")
+    other = list(
+        dict.fromkeys(c for c in value if not ("a" <= c <= "z" or "0" <= c <= "9" or c == "-"))
+    )
+    other = [c for c in other if c not in upper]
+    if other:
+        shown = ", ".join(repr(c) for c in other)
+        faults.append(f"has {shown}, neither a lower-case letter, a digit nor '-'")
+    if value.startswith("-"):
+        faults.append("starts with '-'")
+    if value.endswith("-") and value != "-":
+        faults.append("ends with '-'")
+    if len(faults) > 1:
+        return ", ".join(faults[:-1]) + " and " + faults[-1]
+    return "".join(faults)
 
 
 def _detail(kind: str, ctx: dict[str, Any], fallback: str) -> str:
@@ -101,6 +174,13 @@ def translate(exc: ValidationError, data: Any, *, prefix: FieldPath | None = Non
             choices = [c.strip().strip("'\"") for c in expected.replace(" or ", ",").split(",")]
             fe = errors.not_supported(
                 full, value, [c for c in choices if c], origin="schema.violation"
+            )
+        elif kind == "string_pattern_mismatch":
+            fe = errors.invalid(
+                full,
+                value if found else None,
+                pattern_detail(str(ctx.get("pattern", "")), value),
+                origin="schema.violation",
             )
         elif kind == "string_too_long":
             fe = errors.too_long(full, int(ctx.get("max_length", 0)), origin="schema.violation")

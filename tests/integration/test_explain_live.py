@@ -14,6 +14,11 @@ import asyncio
 import contextlib
 import io
 import json
+import os
+import re
+import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -255,6 +260,84 @@ async def test_live_mode_reads_what_offline_mode_takes_from_files_with_get_and_l
     assert {e["verb"] for e in events} == {"get", "list"}
     # read_live, explain_live_documents, then the verb twice
     assert len(events) >= 4 * len(live.requests)
+
+
+README = REPO_ROOT / "README.md"
+
+
+def readme_live_lines() -> list[str]:
+    """The README's live lines (``gpustack-render explain md/...``) as printed, comment left
+    out; a line with an optional part (``[edited.yaml]``) stands for both its forms."""
+    forms: list[str] = []
+    for line in README.read_text().splitlines():
+        if not line.startswith("gpustack-render explain md/"):
+            continue
+        line = re.sub(r"\s+#\s.*$", "", line)
+        for form in (re.sub(r"\[([^]]*)\]", "", line), re.sub(r"\[([^]]*)\]", r"\1", line)):
+            form = " ".join(form.split())
+            if form not in forms:
+                forms.append(form)
+    return forms
+
+
+def _in_shell(line: str, cwd: Path, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    """``line`` run by bash in ``cwd``, as a person runs it: ``$KUBECONFIG`` set (the line
+    names no kubeconfig) and the command line on ``PATH`` (a shim running this interpreter's
+    ``gpustack_render.cli``, the console script's entry point)."""
+    shims = cwd / "bin"
+    shims.mkdir(exist_ok=True)
+    shim = shims / "gpustack-render"
+    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m gpustack_render.cli "$@"\n')
+    shim.chmod(0o755)
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    return subprocess.run(
+        ["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+async def test_the_readme_live_lines_run_as_printed(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster, reader: Path, tmp_path: Path
+) -> None:
+    """``gpustack-render explain md/qwen-chat -n team-a [edited.yaml]``, both forms exactly as
+    the README prints them (the edited file after ``-n``: issue 37), on a Ready ``qwen-chat``
+    in ``team-a``, read as the audited reader."""
+    lines = readme_live_lines()
+    assert lines == [
+        "gpustack-render explain md/qwen-chat -n team-a",
+        "gpustack-render explain md/qwen-chat -n team-a edited.yaml",
+    ]
+    ns, name = "team-a", "qwen-chat"
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    cluster.apply(_role_binding(ns))
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    await ensure_instance_type(kube)  # the edit moves the role onto this one
+    edited = deployment(name, ns, {**entrance.role(replicas=2), "instanceType": INSTANCE_TYPE})
+    del edited["metadata"]["namespace"]  # -n gives it
+    (tmp_path / "edited.yaml").write_text(json.dumps(edited))
+    async with running_controller(kubeconfig_path):
+        await deploy_serving(kube, deployment(name, ns, entrance.role(replicas=2)), 2)
+
+        async def ready() -> dict[str, Any] | None:
+            md = await get_md(kube, ns, name)
+            return md if md and (md.get("status") or {}).get("phase") == "Ready" else None
+
+        await eventually(ready, timeout=LONG, what=f"{name} Ready")
+        stuck, edit = [await asyncio.to_thread(_in_shell, line, tmp_path, reader) for line in lines]
+        await tear_down(kube, ns, name)
+
+    for done in (stuck, edit):
+        assert done.returncode == 0, done.stderr
+        assert "usage:" not in done.stderr and "unrecognized" not in done.stderr, done.stderr
+        assert done.stdout.startswith(f"ModelDeployment {ns}/{name}: UPDATE allowed\n")
+    # Why is it stuck? Nothing is: unchanged, both replicas serve.
+    assert re.search(r"^server +Server +unchanged +2 ", stuck.stdout, re.M), stuck.stdout
+    assert "serving now: server 2/2" in stuck.stdout
+    # What will this edit do? Another InstanceType rolls both replicas.
+    assert re.search(r"^server +Server +roll +2 ", edit.stdout, re.M), edit.stdout
 
 
 async def test_a_write_by_the_audited_identity_is_audited_as_one(

@@ -51,14 +51,30 @@ def test_missing_file_is_exit_2_naming_it(
     assert "nope.yaml" in err and err[-1] == "\n" and err.count("\n") == 1
 
 
-def test_unknown_kind_names_file_and_document(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("document", "code", "message"),
+    [
+        pytest.param(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n",
+            1,  # read: refused for its InstanceType, not given here
+            "Warning: {f}: document 2: skipped Deployment x (apps/v1)",
+            id="another-groups-kind-skipped",
+        ),
+        pytest.param(
+            "apiVersion: worker.gpustack.ai/v1\nkind: Modeldeployment\n",
+            2,
+            "{f}: document 2: unknown kind worker.gpustack.ai/v1/Modeldeployment",
+            id="unknown-kind-of-the-project",
+        ),
+    ],
+)
+def test_a_kind_not_read_names_file_and_document(
+    document: str, code: int, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     f = tmp_path / "in.yaml"
-    f.write_text(MD + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n")
-    code, _, err = run(["render", str(f)], capsys)
-    assert code == 2
-    assert "in.yaml: document 2" in err and "apps/v1/Deployment" in err
+    f.write_text(MD + "---\n" + document)
+    got, _, err = run(["render", str(f)], capsys)
+    assert got == code and message.format(f=f) in err, err
 
 
 def test_no_model_deployment_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,7 +130,11 @@ def test_console_script_reads_stdin() -> None:
         text=True,
         check=False,
     )
-    assert proc.returncode == 2 and "<stdin>: document 1" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        "Warning: <stdin>: document 1: skipped Secret s (v1): gpustack-render does not read "
+        "this kind",
+        "gpustack-render: render: no ModelDeployment in -",
+    ]
 
 
 def test_admit_delete_needs_only_the_stored_object(capsys: pytest.CaptureFixture[str]) -> None:

@@ -233,7 +233,9 @@ def test_empty_roles_and_non_object_input() -> None:
     ("role", "fragment"),
     [
         pytest.param({"replicas": 1025}, "1024", id="bound-names-the-limit"),
-        pytest.param({"name": "Server"}, "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", id="pattern-named"),
+        pytest.param(
+            {"name": "Server"}, "lower-case letters, digits and '-'", id="pattern-in-words"
+        ),
         pytest.param({"size": "2"}, "integer", id="type-named"),
         pytest.param({"resources": {"accelerator": "two"}}, "'two'", id="own-validator-words"),
     ],
@@ -243,3 +245,112 @@ def test_schema_messages_name_the_rule_not_the_library(role: dict[str, Any], fra
     (e,) = errs
     assert fragment in e.detail
     assert "Input should" not in e.detail and "Value error" not in e.detail
+
+
+#: The role name's rule, in words (issue 37): what a person reads instead of the expression.
+ROLE_NAME_WORDS = (
+    "must consist of lower-case letters, digits and '-', start and end with a letter or digit, "
+    "and be at most 63 characters (a DNS-1123 label)"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "fault"),
+    [
+        pytest.param(
+            "Server", "it has the upper-case letter 'S' ('server' would do)", id="capital"
+        ),
+        pytest.param(
+            "Qwen 7B",
+            "it has the upper-case letters 'Q', 'B' and has ' ', neither a lower-case letter, a "
+            "digit nor '-' ('qwen-7b' would do)",
+            id="capitals-and-a-space",
+        ),
+        pytest.param("my_role", "it has '_', neither", id="underscore"),
+        pytest.param("-x", "it starts with '-' ('x' would do)", id="leading-dash"),
+        pytest.param("Prefill-", "'P' and ends with '-' ('prefill' would do)", id="trailing-dash"),
+    ],
+)
+def test_a_role_name_refused_by_its_pattern_says_the_rule_in_words(name: str, fault: str) -> None:
+    """A role name with capitals (or anything else a DNS-1123 label refuses) gets the rule in
+    words, the value named and a name that would do; never the regular expression alone."""
+    _, errs = decode_deployment(with_(name=name))
+    (e,) = errs
+    assert e.field == "spec.roles[0].name" and e.type is ErrorType.INVALID
+    assert e.message().startswith(f'spec.roles[0].name: Invalid value: "{name}": {ROLE_NAME_WORDS}')
+    assert fault in e.detail
+    assert "^[a-z0-9]" not in e.message()
+
+
+def test_every_pattern_of_the_models_has_words() -> None:
+    """Each pattern a model declares (checked by pydantic, or only by the CRD's schema) has an
+    entry in PATTERN_WORDS, so no field's refusal is an expression alone; a role-name pattern
+    says "at most 63 characters" and every field carrying it is bounded so."""
+    from pydantic import BaseModel
+
+    from gpustack_render.api.modeldeployment import ROLE_NAME_PATTERN
+    from gpustack_render.schema.decoding import PATTERN_WORDS
+    from gpustack_render.schema.kinds import MODELS
+
+    found: dict[str, set[str]] = {}
+
+    def walk(model: type[BaseModel], seen: set[type[BaseModel]]) -> None:
+        if model in seen:
+            return
+        seen.add(model)
+        for name, info in model.model_fields.items():
+            where = f"{model.__name__}.{name}"
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            patterns = [getattr(m, "pattern", None) for m in info.metadata]
+            patterns.append(extra.get("pattern"))
+            for pattern in filter(None, patterns):
+                found.setdefault(str(pattern), set()).add(where)
+                if pattern == ROLE_NAME_PATTERN:
+                    bounds = [getattr(m, "max_length", None) for m in info.metadata]
+                    assert 63 in bounds, where
+            for sub in _models_in(info.annotation):
+                walk(sub, seen)
+
+    seen: set[type[BaseModel]] = set()
+    for model in MODELS.values():
+        walk(model, seen)
+    assert ROLE_NAME_PATTERN in found, "the walk finds the role name's pattern"
+    assert len(found) >= 4, found
+    missing = {p: sorted(w) for p, w in found.items() if p not in PATTERN_WORDS}
+    assert not missing
+
+
+def _models_in(annotation: Any) -> list[type[Any]]:
+    """The pydantic models an annotation names (through Optional, list, dict, Annotated)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+@pytest.mark.parametrize(
+    ("volume", "field", "words"),
+    [
+        pytest.param(
+            {"mountPath": "data//x"},
+            "mountPath",
+            "must be an absolute path: start with '/'",
+            id="mount-path",
+        ),
+        pytest.param(
+            {"mountPath": "/data", "subPath": "/x"},
+            "subPath",
+            "must be a relative path on one line: not empty and not starting with '/'",
+            id="sub-path",
+        ),
+    ],
+)
+def test_every_pattern_checked_field_is_refused_in_words(
+    volume: dict[str, Any], field: str, words: str
+) -> None:
+    _, errs = decode_deployment(with_(additionalVolumes=[volume]))
+    (e,) = [e for e in errs if e.field.endswith(field)]
+    assert words in e.detail and "^" not in e.detail, e.message()

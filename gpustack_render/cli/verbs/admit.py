@@ -29,7 +29,6 @@ from gpustack_render.cli.reviews import (
     request_operation,
     warn,
 )
-from gpustack_render.cli.sources import Group
 from gpustack_render.core.errors import Verdict
 from gpustack_render.schema.decoding import decode_deployment
 
@@ -40,17 +39,20 @@ def admit_review(
     old_file: str | None = None,
     operation: str | None = None,
     stdin: TextIO = sys.stdin,
+    err: TextIO | None = None,
 ) -> tuple[Verdict, dict[str, Any] | None]:
-    """Run the ModelDeployment admission on ``files`` as the ``admit`` verb does.
+    """Run the ModelDeployment admission on ``files`` as the ``admit`` verb does; a document
+    skipped is a warning on ``err`` (standard error when None).
 
     Returns the verdict and the schema-defaulted request object the patch applies to.
     """
     return admit_bundle(
-        read_files(files, stdin),
+        read_files(files, stdin, err=err),
         ", ".join(files),
         old_file=old_file,
         operation=operation,
         stdin=stdin,
+        err=err,
     )
 
 
@@ -61,9 +63,10 @@ def admit_bundle(
     old_file: str | None = None,
     operation: str | None = None,
     stdin: TextIO = sys.stdin,
+    err: TextIO | None = None,
 ) -> tuple[Verdict, dict[str, Any] | None]:
     """The admission of the first deployment of ``bundle`` (read from ``label``)."""
-    old = old_object(old_file, "ModelDeployment", stdin)
+    old = old_object(old_file, "ModelDeployment", stdin, err)
     op = request_operation(operation, old)
     if not bundle.deployments and op != "DELETE":
         raise UsageError(f"admit: no ModelDeployment in {label}")
@@ -81,23 +84,28 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     operands = [*args.files, *args.filename]
     if args.operation == "DELETE" and args.old and not operands and not args.summary:
         # A DELETE request carries no object: the stored one is the whole question.
-        deleted, _ = admit_bundle(Bundle(), "", old_file=args.old, operation="DELETE")
+        deleted, _ = admit_bundle(Bundle(), "", old_file=args.old, operation="DELETE", err=err)
         return answer(deleted, None, args, out, err)
     groups = input_groups(args, "admit")
     named = [g for g in groups if g.named]
     if len(groups) == 1 and named and not args.summary:
         if named[0].error:
             raise UsageError(named[0].error)
-        verdict, obj = _admit(named[0], args)
-        if verdict is not None:
+        bundle = read_group(named[0], args.namespace, err)
+        if len(bundle.deployments) <= 1:  # one request: every named file read together
+            verdict, obj = admit_bundle(
+                bundle, named[0].label, old_file=args.old, operation=args.operation, err=err
+            )
             return answer(verdict, obj, args, out, err)
-    found, worst = each_deployment(groups, "admit", err, namespace=args.namespace)
+        found, worst = [(named[0], bundle, doc) for doc in bundle.deployments], EXIT_OK
+    else:
+        found, worst = each_deployment(groups, "admit", err, namespace=args.namespace)
     if args.old and len(found) > 1:
         raise UsageError(f"admit: --old takes one ModelDeployment; found {len(found)}")
     outcomes: list[Outcome] = []
     answers: list[dict[str, Any]] = []
     for group, bundle, doc in found:
-        verdict, obj = _admit_doc(doc, bundle, args)
+        verdict, obj = _admit_doc(doc, bundle, args, err)
         prefix = who(doc, found)
         outcome = Outcome(
             group.label,
@@ -120,20 +128,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return worst
 
 
-def _admit(group: Group, args: argparse.Namespace) -> tuple[Verdict | None, dict[str, Any] | None]:
-    """The one-request path (every named file read together): the verdict, or None when the
-    files hold several deployments (the batch path answers them)."""
-    bundle = read_group(group, args.namespace)
-    if len(bundle.deployments) > 1:
-        return None, None
-    return admit_bundle(bundle, group.label, old_file=args.old, operation=args.operation)
-
-
 def _admit_doc(
-    doc: dict[str, Any], bundle: Bundle, args: argparse.Namespace
+    doc: dict[str, Any], bundle: Bundle, args: argparse.Namespace, err: TextIO
 ) -> tuple[Verdict, dict[str, Any] | None]:
     single = Bundle(deployments=[doc], inputs=bundle.inputs, settings=bundle.settings)
-    return admit_bundle(single, "", old_file=args.old, operation=args.operation)
+    return admit_bundle(single, "", old_file=args.old, operation=args.operation, err=err)
 
 
 def _pods_of(obj: dict[str, Any] | None) -> int:

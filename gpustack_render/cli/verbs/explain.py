@@ -50,10 +50,12 @@ class _Result:
     code: int
 
 
-def _old(path: str | None, stdin: TextIO) -> tuple[dict[str, Any] | None, Bundle | None]:
+def _old(
+    path: str | None, stdin: TextIO, err: TextIO
+) -> tuple[dict[str, Any] | None, Bundle | None]:
     if not path:
         return None, None
-    bundle = read_files([path], stdin)
+    bundle = read_files([path], stdin, err=err)
     if not bundle.deployments:
         raise UsageError(f"--old {path}: no ModelDeployment in it")
     return bundle.deployments[0], bundle
@@ -151,7 +153,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     live_name = live_target(operands[0]) if operands else None
     if live_name is None and (args.kubeconfig or args.context):
         raise UsageError("explain: --kubeconfig and --context need the live form md/NAME")
-    old_doc, old_bundle = _old(args.old, sys.stdin)
+    old_doc, old_bundle = _old(args.old, sys.stdin, err)
     observed = _observed(args.observed, sys.stdin)
     if live_name is not None:
         if args.old or args.observed:

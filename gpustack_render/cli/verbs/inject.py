@@ -22,12 +22,14 @@ def inject_review(
     operation: str | None = None,
     stdin: TextIO = sys.stdin,
     namespace: str = "",
+    err: TextIO | None = None,
 ) -> tuple[Verdict, dict[str, Any]]:
-    """Run the Pod KV-cache webhook on ``files`` as the ``inject`` verb does."""
-    bundle = read_files(files, stdin, namespace=namespace)
+    """Run the Pod KV-cache webhook on ``files`` as the ``inject`` verb does; a document
+    skipped is a warning on ``err`` (standard error when None)."""
+    bundle = read_files(files, stdin, namespace=namespace, err=err)
     if not bundle.pods:
         raise UsageError("inject: no Pod in " + ", ".join(files))
-    old = old_object(old_file, "Pod", stdin)
+    old = old_object(old_file, "Pod", stdin, err)
     op = request_operation(operation, old)
     if op not in ("CREATE", "UPDATE"):
         raise UsageError(f"inject: --operation {op} is not a Pod webhook operation")
@@ -48,5 +50,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         old_file=args.old,
         operation=args.operation,
         namespace=args.namespace,
+        err=err,
     )
     return answer(verdict, pod, args, out, err)

@@ -29,7 +29,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     found, worst = each_deployment(
         input_groups(args, "render"), "render", err, namespace=args.namespace
     )
-    old = old_object(args.old, "ModelDeployment", sys.stdin) if args.validate != "ignore" else None
+    old = (
+        old_object(args.old, "ModelDeployment", sys.stdin, err)
+        if args.validate != "ignore"
+        else None
+    )
     if old is not None and len(found) > 1:
         raise UsageError(f"render: --old takes one ModelDeployment; found {len(found)}")
     outcomes = [
