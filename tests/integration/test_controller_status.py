@@ -234,9 +234,16 @@ async def test_an_edit_that_cannot_render_is_stalled_in_status_and_keeps_what_se
         assert md["status"]["roleSummary"] == "2S"
         assert md["status"]["endpoint"] == f"http://edit.{ns}.svc:8000"
 
+        version = md["metadata"]["resourceVersion"]
+
         async def untouched() -> bool:
             pods = await serving(kube, ns, "edit", 2)
-            return pods is not None and {p["metadata"]["uid"] for p in pods} == uids
+            again = await get_md(kube, ns, "edit")
+            # The retries (with backoff) compute the same status: not written again.
+            written_once = again is not None and again["metadata"]["resourceVersion"] == version
+            return (
+                written_once and pods is not None and {p["metadata"]["uid"] for p in pods} == uids
+            )
 
         await steady(untouched, seconds=4, what="the original Pods kept, Running and Ready")
 
