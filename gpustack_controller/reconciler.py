@@ -11,8 +11,8 @@ planner documents. A pass:
    update;
 2. fetches the objects the input graph asks for (cache first, then a live read; a stored object
    that does not decode is a failed read, as in the webhook), claims the Binding
-   (``status.usedBy``), renders (a render error → ``RenderFailed`` and a retry, no status
-   write);
+   (``status.usedBy``), renders (a render error → a ``RenderFailed`` event, the status of the
+   generation that failed written when it changed, and a retry; nothing else is touched);
 3. lists the deployment's Pods from the API server (uncached: the create gate must see every
    Pod that still holds a group name) and reads the Workloads owning them or named after its
    groups from the Workload cache (indexed by owner Pod: a cache only ever lags behind, so a
@@ -105,7 +105,12 @@ from gpustack_render.reconcile.scaling import (
     sync_scalers,
 )
 from gpustack_render.reconcile.servicesync import service_aligned, sync_services
-from gpustack_render.reconcile.status import deployment_status, status_changed, status_to_json
+from gpustack_render.reconcile.status import (
+    deployment_status,
+    render_failed_status,
+    status_changed,
+    status_to_json,
+)
 from gpustack_render.reconcile.teardown import (
     Draining,
     Releasing,
@@ -353,6 +358,7 @@ class DeploymentReconciler:
                 )
         except RenderError as exc:
             await self.recorder.record(raw, events.render_failed(exc))
+            await self._report_render_failure(md, exc)
             raise
         desired = desired_from_rendering(rendering, scaling.targets)
         meta = md.metadata
@@ -408,7 +414,7 @@ class DeploymentReconciler:
             await self.kube.delete(SCALERS, name, namespace, uid=uid or None)
         await self._write_scaler_statuses(md, rendering, after, scaling, stored_scalers)
         self.gauges.observe(namespace, md.metadata.name, new_status)
-        for event in events.departure_events(after.pods, seen_before=index.pods):
+        for event in events.departure_events(md, after.pods, seen_before=index.pods):
             await self.recorder.record(raw, event)
         for conflict in conflicts:
             await self.recorder.record(raw, events.local_queue_conflict(conflict.message))
@@ -418,6 +424,15 @@ class DeploymentReconciler:
         if requeue_after(step, after):
             return HOLD_SECONDS
         return QUEUE_RECHECK_SECONDS if conflicts else None
+
+    async def _report_render_failure(self, md: ModelDeployment, error: RenderError) -> None:
+        """Write the status of a generation that cannot be rendered when it changed
+        (:func:`~gpustack_render.reconcile.status.render_failed_status`, from the Pods as they
+        are now); nothing else is touched."""
+        failed = render_failed_status(md, error, index=await self._observe(md), now=self.now())
+        if status_changed(md.status, failed):
+            await self._write_status(md, failed)
+        self.gauges.observe(md.metadata.namespace, md.metadata.name, failed)
 
     # ---- scalers (D27) -------------------------------------------------------------------
 

@@ -55,7 +55,11 @@ if TYPE_CHECKING:
     )
     from gpustack_render.reconcile.rollout import Desired, DesiredRole, RolloutStep, plan
     from gpustack_render.reconcile.rolloutinputs import desired_from_rendering
-    from gpustack_render.reconcile.status import deleting_status, deployment_status
+    from gpustack_render.reconcile.status import (
+        deleting_status,
+        deployment_status,
+        render_failed_status,
+    )
     from gpustack_render.rendering.hashing import (
         CURRENT_RENDER_VERSION,
         MIN_SUPPORTED_RENDER_VERSION,
@@ -114,6 +118,7 @@ _HOME: dict[str, str] = {
     "desired_from_rendering": "gpustack_render.reconcile.rolloutinputs",
     "deleting_status": "gpustack_render.reconcile.status",
     "deployment_status": "gpustack_render.reconcile.status",
+    "render_failed_status": "gpustack_render.reconcile.status",
     "CURRENT_RENDER_VERSION": "gpustack_render.rendering.hashing",
     "MIN_SUPPORTED_RENDER_VERSION": "gpustack_render.rendering.hashing",
     "effective_floor": "gpustack_render.rendering.hashing",
@@ -188,6 +193,7 @@ __all__ = [
     "pod_render_version",
     "render",
     "render_failed",
+    "render_failed_status",
     "review_deployment",
     "review_pod",
     "settings_from_data",

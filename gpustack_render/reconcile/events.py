@@ -7,8 +7,9 @@ emitted on every pass while their cause holds; the controller de-duplicates repe
 (D24: the same object, reason and message within 10 minutes updates the existing Event's
 ``count`` and ``lastTimestamp``), which :func:`dedup_key` names.
 
-A departing replica costs its siblings the blocks it held: a lease on cached blocks does not
-survive an interrupted heartbeat, so every message names the lease window.
+A departing replica of a deployment on a KV cache pool costs its siblings the blocks it held: a
+lease on cached blocks does not survive an interrupted heartbeat, so every message names the
+lease window. A deployment without a pool has neither, and gets no departure event.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.errors import RenderError
 from gpustack_render.reconcile.observed import ObservedPod
 from gpustack_render.schema.lookups import LookupFailed
@@ -56,15 +58,20 @@ class Event:
 
 
 def departure_events(
-    pods: Iterable[ObservedPod], *, seen_before: Iterable[ObservedPod] = ()
+    md: ModelDeployment, pods: Iterable[ObservedPod], *, seen_before: Iterable[ObservedPod] = ()
 ) -> list[Event]:
-    """``ReplicaEvicted``, ``ReplicaLeaving`` and ``ReplicaRestarted`` for the owned Pods, in
-    Pod-name order (a Pod may carry more than one).
+    """``ReplicaEvicted``, ``ReplicaLeaving`` and ``ReplicaRestarted`` for the owned Pods of
+    ``md``, in Pod-name order (a Pod may carry more than one); none when ``md`` names no KV
+    cache pool (no ``spec.kvCache``): each event is the cost of a departure to the pool — the
+    blocks its siblings lose, the lease that lapses — and without a pool there is neither, so a
+    routine rollout or a deleted Pod is no warning.
 
     ``seen_before`` is an earlier observation in the same pass (the one the pass acted on): a
     Pod in it that is no longer in ``pods`` finished leaving during the pass (its Workload's
     deletion released Kueue's finalizer, say) and still gets its events, as it was seen then.
     """
+    if md.spec.kv_cache is None:
+        return []
     current = {p.uid: p for p in pods}
     gone = [p for p in seen_before if p.uid not in current]
     out: list[Event] = []

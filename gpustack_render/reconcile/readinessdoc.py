@@ -20,6 +20,7 @@ from gpustack_render.reconcile.conditions.readiness import (
     REPLICAS_NOT_READY,
     STALLING,
 )
+from gpustack_render.reconcile.conditions.router import RENDER_FAILED
 
 
 def _stalling_text() -> str:
@@ -50,6 +51,11 @@ def readiness_reference() -> list[str]:
         "|---|---|---|---|---|",
         f"| False | True | False | `{DELETING}` | the deployment is being deleted (the other "
         "conditions are left as they were) |",
+        f"| False | False | True | `{RENDER_FAILED}` | the deployment's generation cannot be "
+        "rendered: the message names the generation, gives the renderer's own message (the "
+        "field or the object at fault) and the way out. Nothing is created, replaced or deleted; "
+        "the replicas already running keep serving and are counted again, the other conditions "
+        "keep the generation they were computed from |",
         "| False | False | True | the condition's reason | someone has to act, as the condition's "
         f"message says: {_stalling_text()} |",
         f"| True | False | False | `{SCALED_TO_ZERO}` | every role's count comes from a "

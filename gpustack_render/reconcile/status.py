@@ -7,8 +7,9 @@ read from the :class:`~gpustack_render.reconcile.replicas.ReplicaIndex`, the sev
 (``Ready``, ``Reconciling``, ``Stalled``), with ``lastTransitionTime`` carried over while a
 condition's ``status`` is unchanged, and ``observedGeneration``; ``phase``/``phaseMessage``,
 ``roleSummary``, ``roleReadiness``, ``endpoint``, ``kvCache`` and ``router``
-(:mod:`gpustack_render.reconcile.statusfields`). :func:`deleting_status` is the teardown status.
-Neither reads a clock: the caller passes ``now`` (RFC 3339), which only ever lands in a
+(:mod:`gpustack_render.reconcile.statusfields`). :func:`deleting_status` is the teardown status,
+:func:`render_failed_status` the status of a generation that cannot be rendered. None reads a
+clock: the caller passes ``now`` (RFC 3339), which only ever lands in a
 ``lastTransitionTime``.
 
 The only state carried across passes is the previous ``ReplicasUpToDate`` reason and
@@ -25,6 +26,7 @@ from gpustack_render.api.modeldeployment import (
     ModelDeploymentStatus,
     RoleStatus,
 )
+from gpustack_render.core.errors import RenderError
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile.conditions.common import (
     ALL_CONDITION_TYPES,
@@ -39,7 +41,11 @@ from gpustack_render.reconcile.conditions.common import (
 )
 from gpustack_render.reconcile.conditions.kvcache import cache_attached, domain_registered
 from gpustack_render.reconcile.conditions.quota import PARKED, quota_reserved
-from gpustack_render.reconcile.conditions.readiness import deleting_readiness, readiness
+from gpustack_render.reconcile.conditions.readiness import (
+    deleting_readiness,
+    readiness,
+    render_failed_readiness,
+)
 from gpustack_render.reconcile.conditions.router import kv_events_publishing, router_ready
 from gpustack_render.reconcile.conditions.serving import replicas_up_to_date, role_kinds_ready
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
@@ -54,9 +60,11 @@ from gpustack_render.reconcile.statusfields import (
     kv_cache_status,
     parallelism_status,
     phase,
+    render_failed_phase,
     role_readiness,
     role_summary,
     router_status,
+    summary_router_ready,
 )
 from gpustack_render.rendering.renderer import Rendering
 
@@ -73,6 +81,25 @@ def _replacing(md: ModelDeployment, role: str) -> int | None:
         if rs.name == role:
             return rs.replacing
     return None
+
+
+def _observed_counts(index: ReplicaIndex, role: str, *, desired: int, size: int) -> dict[str, Any]:
+    """What ``status.roles[]`` reads of the observed replicas of ``role`` at ordinals below
+    ``desired`` (``size`` Pods each, unless a replica's own Pods say otherwise): the ready,
+    quota-reserved, admitted and quota-pending counts, whether a live Pod runs a take-over
+    command, and the ResourceFlavors Kueue assigned, as ``RoleStatus`` fields."""
+    replicas = index.replicas_of(role, desired)
+    flavors = sorted({f for r in replicas for w in r.workloads for f in w.flavors.get(role, ())})
+    return {
+        "ready": sum(1 for r in replicas if r.serving(size)),
+        "quota_reserved": sum(1 for r in replicas if r.quota_reserved),
+        "admitted": sum(1 for r in replicas if r.admitted),
+        "quota_pending": sum(1 for r in replicas if r.quota_pending),
+        # Status claims what is deployed (docs/contract/controller.md §13): a role with no live
+        # Pod running a take-over command is not (yet) unmanaged.
+        "unmanaged": any(p.takeover for p in index.live_of(role)),
+        "assigned_flavors": flavors or None,
+    }
 
 
 def deployment_status(
@@ -106,32 +133,20 @@ def deployment_status(
     ready_by_role: dict[str, int] = {}
     roles: list[RoleStatus] = []
     for role in rendering.roles:
-        replicas = index.replicas_of(role.name, role.replicas)
-        ready = sum(1 for r in replicas if r.serving(role.size))
-        ready_by_role[role.name] = ready
-        flavors = sorted(
-            {f for r in replicas for w in r.workloads for f in w.flavors.get(role.name, ())}
-        )
         step = plan.role(role.name) if plan is not None else None
         replacing = step.replacing if step is not None else _replacing(md, role.name)
-        roles.append(
-            RoleStatus(
-                name=role.name,
-                kind=role.kind,
-                desired=role.replicas,
-                ready=ready,
-                quota_reserved=sum(1 for r in replicas if r.quota_reserved),
-                admitted=sum(1 for r in replicas if r.admitted),
-                quota_pending=sum(1 for r in replicas if r.quota_pending),
-                scaling=scaling.status_of(role.name) if scaling is not None else None,
-                # Status claims what is deployed (docs/contract/controller.md §13): a role with
-                # no live Pod running a take-over command is not (yet) unmanaged.
-                unmanaged=any(p.takeover for p in index.live_of(role.name)),
-                assigned_flavors=flavors or None,
-                replacing=replacing,
-                parallelism=parallelism_status(role.parallelism, managed=role.managed),
-            )
+        counted = RoleStatus(
+            name=role.name,
+            kind=role.kind,
+            desired=role.replicas,
+            scaling=scaling.status_of(role.name) if scaling is not None else None,
+            replacing=replacing,
+            parallelism=parallelism_status(role.parallelism, managed=role.managed),
+        ).model_copy(
+            update=_observed_counts(index, role.name, desired=role.replicas, size=role.size)
         )
+        ready_by_role[role.name] = counted.ready or 0
+        roles.append(counted)
     cache = rendering.cache
     quota = quota_reserved(
         md, rendering, index, system_namespace=system_namespace, queue_conflicts=queue_conflicts
@@ -196,8 +211,10 @@ def deployment_status(
         roles=roles,
         kv_cache=kv_cache_status(md, cache),
         router=router_status(md, rendering, ready=router_up),
-        role_summary=role_summary(rendering, ready_by_role, router_ready=router_pods),
-        role_readiness=role_readiness(rendering, ready_by_role),
+        role_summary=role_summary(
+            roles, router_ready=router_pods if rendering.router is not None else None
+        ),
+        role_readiness=role_readiness(roles),
         observed_generation=md.metadata.generation or None,
     )
 
@@ -221,6 +238,67 @@ def deleting_status(md: ModelDeployment, *, remaining: int, now: str) -> ModelDe
             "conditions": conditions,
         }
     )
+
+
+def render_failed_status(
+    md: ModelDeployment, error: RenderError, *, index: ReplicaIndex, now: str
+) -> ModelDeploymentStatus:
+    """The status of a deployment whose generation cannot be rendered (``error``, the
+    renderer's own message), from the Pods observed in the same pass.
+
+    Nothing is rendered, so nothing is created, replaced or deleted: the status says so and
+    keeps describing what runs. ``observedGeneration`` is the generation that failed; the
+    summary conditions are ``Stalled``, ``RenderFailed`` (the generation, the renderer's
+    message naming the field or object, and the way out); ``phase`` is never ``Ready``
+    (:func:`~gpustack_render.reconcile.statusfields.render_failed_phase`). The roles the last
+    rendered pass listed are counted again on ``index`` (ready, quota, admitted, flavors), and
+    ``roleSummary`` and ``roleReadiness`` follow the counts (the router's part of the summary,
+    like ``RouterReady``, is as that pass observed it). Every other field — the seven
+    conditions at the generation they were computed from, ``endpoint``, ``kvCache``,
+    ``router``, ``roles[].replacing`` — is kept: the replicas it describes are untouched. A
+    first generation that cannot render gets the summary conditions, ``phase`` and
+    ``observedGeneration`` only. ``now`` lands only in a ``lastTransitionTime`` that moves.
+    """
+    base = md.status or ModelDeploymentStatus()
+    generation = md.metadata.generation or None
+    sizes = {role.name: role.size for role in md.spec.roles}
+    roles = [
+        role.model_copy(
+            update=_observed_counts(
+                index, role.name, desired=role.desired or 0, size=sizes.get(role.name, 1)
+            )
+        )
+        for role in base.roles or ()
+    ]
+    which = f"generation {generation}" if generation else "the deployment"
+    failure = f"{which} cannot be rendered: {error}"
+    conditions = conditions_with_times(
+        render_failed_readiness(failure),
+        base.conditions,
+        generation=generation,
+        now=now,
+        types=ALL_CONDITION_TYPES,
+    )
+    value, message = render_failed_phase(
+        failure,
+        ready=sum(role.ready or 0 for role in roles),
+        desired=sum(role.desired or 0 for role in roles),
+    )
+    update: dict[str, Any] = {
+        "phase": value,
+        "phase_message": message,
+        "conditions": conditions,
+        "observed_generation": generation,
+    }
+    if roles:
+        update |= {
+            "roles": roles,
+            "role_summary": role_summary(
+                roles, router_ready=summary_router_ready(base.role_summary)
+            ),
+            "role_readiness": role_readiness(roles),
+        }
+    return base.model_copy(update=update)
 
 
 def status_to_json(status: ModelDeploymentStatus) -> dict[str, Any]:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from gpustack_render.api.modeldeployment import (
@@ -14,6 +14,7 @@ from gpustack_render.api.modeldeployment import (
     ParallelDegrees,
     ParallelSource,
     RoleParallelism,
+    RoleStatus,
     RouterKVEvents,
     RouterMetrics,
     RouterRoleStatus,
@@ -42,26 +43,34 @@ _SUMMARY_LETTERS: Final = (
 )
 
 
-def role_summary(
-    rendering: Rendering, ready_by_role: Mapping[str, int], *, router_ready: int = 0
-) -> str:
-    """``<n>R`` (ready router Pods, only with a router; D26), then ``<n>S<n>P<n>D`` over the
-    declared kinds, ``0`` included (D24)."""
+def role_summary(roles: Sequence[RoleStatus], *, router_ready: int | None = None) -> str:
+    """``<n>R`` (ready router Pods, only when ``router_ready`` is given: a router is declared;
+    D26), then ``<n>S<n>P<n>D`` over the declared kinds of ``roles`` (``status.roles``), ``0``
+    included (D24)."""
     totals: dict[RoleKind, int] = {}
-    for role in rendering.roles:
-        totals[role.kind_label] = totals.get(role.kind_label, 0) + ready_by_role.get(role.name, 0)
-    router = f"{router_ready}R" if rendering.router is not None else ""
+    for role in roles:
+        kind = RoleKind((role.kind or "Server").lower())
+        totals[kind] = totals.get(kind, 0) + (role.ready or 0)
+    router = f"{router_ready}R" if router_ready is not None else ""
     return router + "".join(
         f"{totals[kind]}{letter}" for kind, letter in _SUMMARY_LETTERS if kind in totals
     )
 
 
-def role_readiness(rendering: Rendering, ready_by_role: Mapping[str, int]) -> str:
-    """``<role> <ready>/<desired> <Kind>`` per role in spec order, joined by ``, `` (the ROLES
-    printer column: what each role serves and how much of it is ready)."""
+def summary_router_ready(summary: str | None) -> int | None:
+    """The ready router Pods a ``roleSummary`` counts (its ``<n>R`` part); ``None`` when it has
+    none (no router declared)."""
+    count, router, _ = (summary or "").partition("R")
+    return int(count) if router and count.isdigit() else None
+
+
+def role_readiness(roles: Sequence[RoleStatus]) -> str:
+    """``<role> <ready>/<desired> <Kind>`` per role of ``roles`` (``status.roles``, spec order),
+    joined by ``, `` (the ROLES printer column: what each role serves and how much of it is
+    ready)."""
     return ", ".join(
-        f"{role.name} {ready_by_role.get(role.name, 0)}/{role.replicas} {role.kind}"
-        for role in rendering.roles
+        f"{role.name} {role.ready or 0}/{role.desired or 0} {role.kind or 'Server'}"
+        for role in roles
     )
 
 
@@ -98,6 +107,18 @@ def phase(
     for note in notes:
         message = f"{message}; {note}" if message else note
     return value, bounded_message(message)
+
+
+def render_failed_phase(failure: str, *, ready: int, desired: int) -> tuple[str, str]:
+    """``phase`` and ``phaseMessage`` while the deployment's generation cannot be rendered
+    (``failure`` says which and why): never ``Ready``. ``Degraded`` while replicas rendered
+    before keep serving (the message counts them), else ``Starting``; the message leads with
+    the failure."""
+    if ready > 0:
+        return PHASE_DEGRADED, bounded_message(
+            f"{failure}; {ready} of {desired} replicas of the last generation rendered keep serving"
+        )
+    return PHASE_STARTING, bounded_message(failure)
 
 
 def parallelism_status(parallelism: Parallelism, *, managed: bool) -> RoleParallelism:

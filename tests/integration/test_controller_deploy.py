@@ -34,6 +34,7 @@ from gpustack_render.core.settings import Settings, settings_to_data
 
 from .controller_fixtures import (
     NAMESPACES,
+    condition,
     deployment,
     ensure_instance_type,
     eventually,
@@ -223,13 +224,30 @@ async def test_the_shipped_rbac_is_enough_for_the_whole_lifecycle(
         victim = live(await pods_of(admin, ns, "rbac"))[0]
         await admin.delete(PODS, victim["metadata"]["name"], ns)
 
-        async def leaving() -> bool:
-            events, _ = await admin.list(EVENTS, ns)
-            return any(e.get("reason") == "ReplicaLeaving" for e in events)
+        async def replaced() -> bool:
+            pods = live(await pods_of(admin, ns, "rbac"))
+            return len(pods) == 1 and pods[0]["metadata"]["uid"] != victim["metadata"]["uid"]
 
-        await eventually(leaving, what="a ReplicaLeaving event")
         # The replica comes back, freshly admitted, under the same identity.
+        await eventually(replaced, timeout=60, what="the deleted replica replaced")
         await eventually(ready, timeout=60, what="Ready again under the shipped RBAC")
+        # An edit that cannot render: the Event and the status, under the same identity (a
+        # deployment without a KV cache records no departure event to show it; issue 37).
+        broken = {"spec": {"roles": [role(replicas=1, instanceType="no-such-type")]}}
+        await admin.merge_patch(MODEL_DEPLOYMENTS, "rbac", broken, ns)
+
+        async def render_failed() -> bool:
+            events, _ = await admin.list(EVENTS, ns)
+            stalled = condition(await get_md(admin, ns, "rbac") or {}, "Stalled")
+            return any(e.get("reason") == "RenderFailed" for e in events) and bool(
+                stalled and stalled["reason"] == "RenderFailed"
+            )
+
+        await eventually(render_failed, what="the RenderFailed Event and Stalled in status")
+        await admin.merge_patch(
+            MODEL_DEPLOYMENTS, "rbac", {"spec": {"roles": [role(replicas=1)]}}, ns
+        )
+        await eventually(ready, timeout=60, what="Ready again once it renders")
         await tear_down(admin, ns, "rbac")
 
         async with aiohttp.ClientSession() as http:

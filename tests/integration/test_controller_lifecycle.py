@@ -329,7 +329,11 @@ async def _absent(read: Any) -> bool:
     return (await read) is None
 
 
-async def test_render_failure_is_an_event_and_no_status(kube: Kube, kubeconfig_path: Path) -> None:
+async def test_render_failure_is_an_event_and_stalled_in_status(
+    kube: Kube, kubeconfig_path: Path
+) -> None:
+    """A first generation that cannot be rendered: the RenderFailed event, and its status says
+    the same (Stalled, RenderFailed, naming the type), written once (issue 37)."""
     ns = await new_namespace(kube)
     body = deployment("broken", ns, {"name": "server", "instanceType": "no-such-type"})
     async with running_controller(kubeconfig_path):
@@ -343,20 +347,33 @@ async def test_render_failure_is_an_event_and_no_status(kube: Kube, kubeconfig_p
         assert "no-such-type" in events[0]["message"]
         assert events[0]["type"] == "Warning"
         assert events[0]["involvedObject"]["name"] == "broken"
-        await steady(
-            lambda: _when_none(get_md(kube, ns, "broken")), seconds=2, what="no status written"
-        )
+
+        async def stalled() -> dict[str, Any] | None:
+            md = await get_md(kube, ns, "broken")
+            cond = condition(md or {}, "Stalled")
+            return md if cond and cond["reason"] == "RenderFailed" else None
+
+        md = await eventually(stalled, what="Stalled RenderFailed in status")
+        status = md["status"]
+        assert status["observedGeneration"] == md["metadata"]["generation"]
+        assert status["phase"] == "Starting" and "no-such-type" in status["phaseMessage"]
+        ready = condition(md, "Ready")
+        assert ready is not None and (ready["status"], ready["reason"]) == ("False", "RenderFailed")
+        assert "no-such-type" in ready["message"]
+        # The retries (with backoff) compute the same status: it is not written again.
+        version = md["metadata"]["resourceVersion"]
+
+        async def unchanged() -> bool:
+            again = await get_md(kube, ns, "broken")
+            return again is not None and again["metadata"]["resourceVersion"] == version
+
+        await steady(unchanged, seconds=3, what="the status written once")
         # Repeats are counted on one Event, not written again (D24).
         await eventually(
             lambda: _when(render_failed(), lambda e: len(e) == 1 and e[0].get("count", 1) > 1),
             what="a counted repeat",
         )
         assert await pods_of(kube, ns, "broken") == []
-
-
-async def _when_none(read: Any) -> bool:
-    md = await read
-    return md is not None and not md.get("status")
 
 
 async def test_a_key_dropped_from_the_rendered_service_is_removed_by_the_next_apply(

@@ -18,6 +18,7 @@ from gpustack_controller.kube import (
     BACKENDS,
     BINDINGS,
     EVENTS,
+    INSTANCE_TYPES,
     LEASES,
     MODEL_DEPLOYMENTS,
     PODS,
@@ -54,6 +55,7 @@ from .controller_fixtures import (
     workload_of,
     workloads_in,
 )
+from .rollout_fixtures import edit_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -131,28 +133,139 @@ async def test_status_conditions_phase_and_summary_of_a_ready_deployment(
         assert again is not None
         assert condition(again, "QuotaReserved") == reserved_since
 
-        # A departing replica is recorded on the deployment (ReplicaLeaving), once, counted.
+        # A deleted Pod of a deployment without a KV cache is routine: the replica comes back
+        # through Kueue (admitted again, Running, Ready) and no departure event is recorded,
+        # since there are no cached blocks and no KV lease to lose (issue 37; the deployment
+        # on a pool gets it: test_the_binding_claim_and_domain_registration).
         victim = (await pods_of(kube, ns, "ok"))[0]
         await kube.delete(PODS, victim["metadata"]["name"], ns)
 
-        async def leaving() -> list[dict[str, Any]]:
-            events, _ = await kube.list(EVENTS, ns)
-            return [
-                e
-                for e in events
-                if e.get("reason") == "ReplicaLeaving"
-                and victim["metadata"]["name"] in e.get("message", "")
-            ]
+        async def replaced() -> bool:
+            pods = await serving(kube, ns, "ok", 2)
+            uids = {p["metadata"]["uid"] for p in pods or ()}
+            return bool(pods) and victim["metadata"]["uid"] not in uids
 
-        (event,) = await eventually(leaving, what="a ReplicaLeaving event")
-        assert event["type"] == "Warning"
-        assert event["involvedObject"]["kind"] == "ModelDeployment"
-        assert event["involvedObject"]["name"] == "ok"
-        assert "30 s" in event["message"]
-        # The replica comes back through Kueue: admitted again, Running, Ready.
-        await eventually(lambda: serving(kube, ns, "ok", 2), timeout=60, what="2 Pods serving")
+        await eventually(replaced, timeout=60, what="the deleted replica back, 2 Pods serving")
         await eventually(lambda: _ready(kube, ns, "ok"), timeout=60, what="Ready again")
+        assert await _departures(kube, ns) == []
         await tear_down(kube, ns, "ok")
+
+
+#: The Warning events a replica's departure may raise (docs/contract/controller.md §16).
+DEPARTURES = ("ReplicaEvicted", "ReplicaLeaving", "ReplicaRestarted")
+
+
+async def _departures(kube: Kube, ns: str, pod: str = "") -> list[dict[str, Any]]:
+    """The departure events recorded in ``ns`` (those naming ``pod``, when given)."""
+    events, _ = await kube.list(EVENTS, ns)
+    return [e for e in events if e.get("reason") in DEPARTURES and pod in e.get("message", "")]
+
+
+async def _show(cluster: Cluster, ns: str, name: str, when: str) -> None:
+    """Print what a user sees (run with ``-s``): ``kubectl get md`` and the status conditions."""
+    table = await asyncio.to_thread(cluster.kubectl, "get", "md", name, "-n", ns)
+    conditions = await asyncio.to_thread(
+        cluster.kubectl,
+        "get",
+        "md",
+        name,
+        "-n",
+        ns,
+        "-o",
+        "jsonpath=generation {.metadata.generation}, observedGeneration "
+        "{.status.observedGeneration}, phase {.status.phase}: {.status.phaseMessage}{'\\n'}"
+        "{range .status.conditions[*]}{.type}={.status} {.reason} (generation "
+        "{.observedGeneration}): {.message}{'\\n'}{end}",
+    )
+    print(f"\n--- {when}\n$ kubectl get md {name} -n {ns}\n{table.stdout}{conditions.stdout}")
+
+
+async def test_an_edit_that_cannot_render_is_stalled_in_status_and_keeps_what_serves(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster
+) -> None:
+    """Issue 37: an edit naming an InstanceType whose status is not filled in yet cannot be
+    rendered. The status of that generation says so (Stalled, RenderFailed, naming the type),
+    the replicas already running keep serving untouched, and once the type's status is filled
+    in the deployment converges onto it."""
+    ns = await new_namespace(kube)
+    entrance = await new_entrance(kube, cluster, gpus=8)
+    fresh = unique("gpustack-nvidia-a10g-fresh")
+    async with running_controller(kubeconfig_path):
+        await kube.create(MODEL_DEPLOYMENTS, deployment("edit", ns, entrance.role(replicas=2)), ns)
+        await eventually(lambda: _ready(kube, ns, "edit"), timeout=60, what="phase Ready")
+        before = await eventually(lambda: serving(kube, ns, "edit", 2), what="2 Pods serving")
+        uids = {p["metadata"]["uid"] for p in before}
+        await _show(cluster, ns, "edit", "Ready, before the edit")
+
+        await kube.create(
+            INSTANCE_TYPES,
+            {
+                "apiVersion": "worker.gpustack.ai/v1",
+                "kind": "InstanceType",
+                "metadata": {"name": fresh},
+                "spec": {"acceleratable": True, "unitResources": {"cpu": "8", "ram": "32Gi"}},
+            },
+        )
+        await edit_role(kube, ns, "edit", instanceType=fresh)
+        edited = await get_md(kube, ns, "edit")
+        assert edited is not None
+        generation = edited["metadata"]["generation"]
+
+        async def reported() -> dict[str, Any] | None:
+            md = await get_md(kube, ns, "edit")
+            observed = ((md or {}).get("status") or {}).get("observedGeneration")
+            return md if observed == generation else None
+
+        try:
+            md = await eventually(reported, timeout=60, what="the edited generation in status")
+        finally:
+            await _show(cluster, ns, "edit", "the edit names an InstanceType with no status yet")
+        got = {c["type"]: c for c in md["status"]["conditions"]}
+        assert (got["Ready"]["status"], got["Ready"]["reason"]) == ("False", "RenderFailed")
+        assert (got["Stalled"]["status"], got["Stalled"]["reason"]) == ("True", "RenderFailed")
+        assert got["Reconciling"]["status"] == "False"
+        for type_ in ("Ready", "Stalled"):
+            assert got[type_]["observedGeneration"] == generation
+            assert f"InstanceType {fresh!r}" in got[type_]["message"]
+            assert f"generation {generation} cannot be rendered" in got[type_]["message"]
+        # What runs is still what the status counts: never Ready, both replicas serving.
+        assert md["status"]["phase"] == "Degraded"
+        assert md["status"]["roleReadiness"] == "server 2/2 Server"
+        assert md["status"]["roleSummary"] == "2S"
+        assert md["status"]["endpoint"] == f"http://edit.{ns}.svc:8000"
+
+        version = md["metadata"]["resourceVersion"]
+
+        async def untouched() -> bool:
+            pods = await serving(kube, ns, "edit", 2)
+            again = await get_md(kube, ns, "edit")
+            # The retries (with backoff) compute the same status: not written again.
+            written_once = again is not None and again["metadata"]["resourceVersion"] == version
+            return (
+                written_once and pods is not None and {p["metadata"]["uid"] for p in pods} == uids
+            )
+
+        await steady(untouched, seconds=4, what="the original Pods kept, Running and Ready")
+
+        # The type's status filled in: the edit renders and rolls onto the new type.
+        await ensure_instance_type(kube, fresh, entrance.name)
+
+        async def converged() -> dict[str, Any] | None:
+            md = await get_md(kube, ns, "edit")
+            ready = condition(md or {}, "Ready")
+            done = ready and ready["status"] == "True" and ready["observedGeneration"] == generation
+            return md if done else None
+
+        md = await eventually(converged, timeout=180, what="Ready at the edited generation")
+        await _show(cluster, ns, "edit", "the InstanceType's status filled in")
+        assert md["status"]["phase"] == "Ready"
+        stalled = condition(md, "Stalled")
+        assert stalled is not None and stalled["status"] == "False"
+        after = await eventually(lambda: serving(kube, ns, "edit", 2), what="2 Pods serving")
+        assert not uids & {p["metadata"]["uid"] for p in after}  # both rolled onto the type
+        # A rollout of a deployment without a KV cache raises no departure event (issue 37).
+        assert await _departures(kube, ns) == []
+        await tear_down(kube, ns, "edit")
 
 
 async def test_the_joint_check_holds_every_group_until_the_whole_set_reserved_quota(
@@ -410,6 +523,19 @@ async def test_the_binding_claim_and_domain_registration(
         # Kueue composed the replacement's Workload but, the queue held, reserves no quota.
         workload = await workload_of(kube, replacement)
         assert workload is not None and not has_condition(workload, "QuotaReserved")
+        # A departing replica of a deployment on a pool costs its siblings its cached blocks:
+        # recorded on the deployment (ReplicaLeaving), naming the Pod and the lease window.
+        (kept,) = [
+            p for p in live(await pods_of(kube, ns, "cached")) if p["metadata"]["uid"] in original
+        ]
+        await kube.delete(PODS, kept["metadata"]["name"], ns)
+        (event, *_) = await eventually(
+            lambda: _departures(kube, ns, kept["metadata"]["name"]), what="a ReplicaLeaving event"
+        )
+        assert (event["type"], event["reason"]) == ("Warning", "ReplicaLeaving")
+        assert event["involvedObject"]["kind"] == "ModelDeployment"
+        assert event["involvedObject"]["name"] == "cached"
+        assert "30 s" in event["message"] and "cached blocks" in event["message"]
         await kube.delete(MODEL_DEPLOYMENTS, "cached", ns)
 
         async def released() -> bool:

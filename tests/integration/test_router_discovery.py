@@ -237,6 +237,21 @@ async def test_vllm_router_sees_the_pairs_leaders_split_and_follows_a_scale(
             decoders = {(url(p), "decode", None) for p in pick(pods, "decode", 0)}
             assert len(decoders) == 2
             await sees(router, {(url(leader), "prefill", 8998), *decoders})
+
+        # The healthy pair shows no False condition but the two summary ones: nothing reads KV
+        # events behind vllm-router, so KVEventsPublishing does not apply (D9 amended, issue 37).
+        async def healthy() -> dict[str, Any] | None:
+            md = await get_md(rkube, ns, name)
+            ready = condition(md or {}, "Ready")
+            return md if ready and ready["status"] == "True" else None
+
+        status = await eventually(healthy, timeout=90, what="the pair Ready behind vllm-router")
+        events = condition(status, "KVEventsPublishing")
+        assert events is not None
+        assert (events["status"], events["reason"]) == ("True", "NotApplicable")
+        assert "vllm-router reads no KV events" in events["message"]
+        false = [c["type"] for c in status["status"]["conditions"] if c["status"] == "False"]
+        assert false == ["Reconciling", "Stalled"]
         await tear_down(rkube, ns, name)
 
 

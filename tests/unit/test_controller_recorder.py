@@ -16,14 +16,37 @@ from typing import Any
 
 from gpustack_controller.kube import ApiError
 from gpustack_controller.recorder import EventRecorder
+from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.reconcile.events import REPLICA_RESTARTED, departure_events
 from gpustack_render.reconcile.observed import ObservedPod
+from gpustack_render.schema.decoding import decode_deployment
 
 MD: dict[str, Any] = {
     "apiVersion": "worker.gpustack.ai/v1",
     "kind": "ModelDeployment",
     "metadata": {"name": "qwen", "namespace": "team-a", "uid": "md-uid"},
 }
+
+
+def _pooled() -> ModelDeployment:
+    """The same deployment, decoded, on a KV cache pool (departure events are about the
+    pool)."""
+    md, errs = decode_deployment(
+        {
+            **MD,
+            "spec": {
+                "model": {"name": "Qwen/Qwen3-8B"},
+                "engine": {"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
+                "roles": [{"name": "server", "instanceType": "a10g"}],
+                "kvCache": {"poolRef": {"name": "cache"}},
+            },
+        }
+    )
+    assert md is not None, errs
+    return md
+
+
+POOLED = _pooled()
 POD = ObservedPod(name="qwen-server-x", uid="u", role="server", ordinal=0, phase="Running")
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -62,7 +85,7 @@ class Clock:
 
 def _pass(recorder: EventRecorder, pods: list[ObservedPod]) -> None:
     async def run() -> None:
-        for event in departure_events(pods):
+        for event in departure_events(POOLED, pods):
             await recorder.record(MD, event)
 
     asyncio.run(run())

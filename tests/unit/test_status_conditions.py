@@ -17,6 +17,7 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
+from gpustack_render.core.errors import RenderError
 from gpustack_render.core.settings import Settings
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile import status as st
@@ -29,6 +30,7 @@ from gpustack_render.reconcile.observed import (
     ObservedWorkload,
     observe_pod,
 )
+from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import RoleStep, RolloutStep
 from gpustack_render.reconcile.rolloutinputs import cache_hold, with_replacing
 from gpustack_render.reconcile.routersync import RouterObservation
@@ -492,7 +494,11 @@ def test_unmanaged_reads_the_deployed_pods_not_the_spec() -> None:
     ("engine", "router", "roles", "expected"),
     [
         pytest.param("vLLM", None, None, ("True", "NotApplicable"), id="no-router"),
-        pytest.param("vLLM", "vllm-router", None, ("False", "NoRouter"), id="vllm-router"),
+        # D9 amended: a router that reads no KV events reports no False condition about them.
+        pytest.param("vLLM", "vllm-router", None, ("True", "NotApplicable"), id="vllm-router"),
+        pytest.param(
+            "SGLang", "sglang-gateway", None, ("True", "NotApplicable"), id="sglang-gateway"
+        ),
         pytest.param("SGLang", "llm-d-router", None, ("False", "PublisherDisabled"), id="sglang"),
         pytest.param("vLLM", "llm-d-router", None, ("True", "Publishing"), id="publishing"),
         pytest.param(
@@ -518,6 +524,8 @@ def test_kv_events_publishing(
     rendering = rendered(md)
     status = compute(md, rendering, [], [])
     assert condition(status, cond.KV_EVENTS_PUBLISHING) == expected
+    if router is not None and router != "llm-d-router":
+        assert f"router {router} reads no KV events" in message(status, cond.KV_EVENTS_PUBLISHING)
     if router is None:
         assert condition(status, cond.ROUTER_READY) == ("True", "NotApplicable")
         assert status.router is None
@@ -1050,3 +1058,167 @@ def test_role_readiness_names_each_role_its_counts_and_kind() -> None:
     status = compute(md, rendering, not_ready, workloads_of(pods))
     assert status.role_readiness == "prefill 1/1 Prefill, decode 0/2 Decode"
     assert st.status_to_json(status)["roleReadiness"] == status.role_readiness
+
+
+# ---- a generation that cannot be rendered (issue 37) ------------------------------------
+
+LATER = "2026-01-01T00:30:00Z"
+#: The InstanceType of the edit, its status not filled in yet.
+UNCONVERGED: dict[str, Any] = {
+    **INSTANCE_TYPE,
+    "metadata": {"name": "a10g-new"},
+    "status": {"entrance": ENTRANCE},
+}
+
+
+def _render_error(md: ModelDeployment) -> RenderError:
+    """What the renderer says of ``md`` moved onto :data:`UNCONVERGED`."""
+    edited = md.model_copy(
+        update={
+            "spec": md.spec.model_copy(
+                update={
+                    "roles": [
+                        r.model_copy(update={"instance_type": "a10g-new"}) for r in md.spec.roles
+                    ]
+                }
+            )
+        }
+    )
+    fresh, errs = decode_model(InstanceType, UNCONVERGED)
+    assert fresh is not None, errs
+    with pytest.raises(RenderError) as info:
+        render(edited, lookups=StaticLookups.of([fresh]), settings=Settings())
+    return info.value
+
+
+def _next_generation(md: ModelDeployment, status: ModelDeploymentStatus) -> ModelDeployment:
+    """``md`` with ``status`` stored and its generation moved by an edit."""
+    meta = md.metadata.model_copy(update={"generation": (md.metadata.generation or 0) + 1})
+    return md.model_copy(update={"metadata": meta, "status": status})
+
+
+def _serving(md: ModelDeployment) -> tuple[list[ObservedPod], ModelDeploymentStatus]:
+    """Every replica of ``md`` serving, and the status the pass that saw it wrote."""
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    return pods, compute(md, rendering, pods, workloads_of(pods))
+
+
+def _failed(
+    md: ModelDeployment, pods: list[ObservedPod], *, now: str = LATER
+) -> ModelDeploymentStatus:
+    return st.render_failed_status(
+        md, _render_error(md), index=ReplicaIndex.of(pods, workloads_of(pods)), now=now
+    )
+
+
+def test_a_generation_that_cannot_render_is_stalled_at_its_generation() -> None:
+    md = deployment(role(replicas=2))
+    pods, ready = _serving(md)
+    edited = _next_generation(md, ready)
+    status = _failed(edited, pods)
+    assert status.observed_generation == 4
+    assert condition(status, cond.READY) == ("False", "RenderFailed")
+    assert condition(status, cond.STALLED) == ("True", "RenderFailed")
+    assert condition(status, cond.RECONCILING) == ("False", "Stalled")
+    for type_ in (cond.READY, cond.STALLED):
+        text = message(status, type_)
+        # The generation, the renderer's own message (the field of the object), the way out.
+        assert "generation 4 cannot be rendered" in text
+        assert "InstanceType 'a10g-new'" in text and "status.detail.manufacturer" in text
+        assert "keep serving" in text and "correct what the message names" in text
+    summary = {c.type: c for c in status.conditions or () if c.type in cond.SUMMARY_CONDITION_TYPES}
+    assert {c.observed_generation for c in summary.values()} == {4}
+    assert summary[cond.READY].last_transition_time == LATER  # True before
+    assert summary[cond.RECONCILING].last_transition_time == NOW  # False before and after
+    # The seven describe the replicas the last rendered generation left running: kept as
+    # computed, at the generation they were computed from.
+    kept = [c for c in status.conditions or () if c.type in cond.CONDITION_TYPES]
+    assert kept == [c for c in ready.conditions or () if c.type in cond.CONDITION_TYPES]
+    assert {c.observed_generation for c in kept} == {3}
+    # What runs: counted, and still there; the phase is not Ready.
+    assert (status.phase, status.role_summary, status.role_readiness) == (
+        "Degraded",
+        "2S",
+        "server 2/2 Server",
+    )
+    assert status.phase_message is not None
+    assert status.phase_message.startswith("generation 4 cannot be rendered")
+    assert "2 of 2 replicas" in status.phase_message
+    assert status.endpoint == ready.endpoint == "http://qwen.team-a.svc:8000"
+    assert status.roles is not None and status.roles[0].ready == 2
+
+
+def test_a_failed_render_is_written_once_and_recovers_with_new_transition_times() -> None:
+    md = deployment(role(replicas=2))
+    pods, ready = _serving(md)
+    edited = _next_generation(md, ready)
+    failed = _failed(edited, pods)
+    assert st.status_changed(ready, failed)
+    # The retry of the same failure computes the same status: nothing to write, no loop.
+    again = _failed(edited.model_copy(update={"status": failed}), pods, now="2026-01-01T01:00:00Z")
+    assert not st.status_changed(failed, again)
+    # Once it renders, the deployment converges and the summary moves back.
+    stored = edited.model_copy(update={"status": failed})
+    fixed = st.deployment_status(
+        stored,
+        rendering=rendered(stored),
+        pods=pods,
+        workloads=workloads_of(pods),
+        plan=None,
+        system_namespace="gpustack-system",
+        now="2026-01-01T02:00:00Z",
+    )
+    assert condition(fixed, cond.READY) == ("True", "Ready")
+    assert condition(fixed, cond.STALLED) == ("False", "Ready")
+    times = {c.type: c.last_transition_time for c in fixed.conditions or ()}
+    assert times[cond.READY] == times[cond.STALLED] == "2026-01-01T02:00:00Z"
+    assert times[cond.QUOTA_RESERVED] == NOW
+    assert fixed.phase == "Ready" and fixed.observed_generation == 4
+
+
+def test_a_failed_render_counts_the_replicas_that_run_now() -> None:
+    """A replica that leaves while the render fails is counted out (nothing replaces it)."""
+    md = deployment(role("prefill", kind="Prefill"), role("decode", kind="Decode", replicas=2))
+    pods, ready = _serving(md)
+    edited = _next_generation(md, ready)
+    left = [p for p in pods if not (p.role == "decode" and p.ordinal == 1)]
+    status = _failed(edited, left)
+    assert status.role_readiness == "prefill 1/1 Prefill, decode 1/2 Decode"
+    assert status.role_summary == "1P1D"
+    assert status.roles is not None
+    assert [(r.name, r.desired, r.ready, r.admitted) for r in status.roles] == [
+        ("prefill", 1, 1, 1),
+        ("decode", 2, 1, 1),
+    ]
+    assert status.phase == "Degraded" and "2 of 3 replicas" in (status.phase_message or "")
+    # None left: Starting, the failure first.
+    status = _failed(edited, [])
+    assert status.phase == "Starting"
+    assert (status.phase_message or "").startswith("generation 4 cannot be rendered")
+    assert status.role_summary == "0P0D"
+
+
+def test_a_failed_render_keeps_the_routers_count_in_the_summary() -> None:
+    md = deployment(role(replicas=2), router="vllm-router")
+    rendering = rendered(md)
+    pods = pods_of(rendering)
+    ready = compute(
+        md, rendering, pods, workloads_of(pods), router=RouterObservation(deployed=True, ready=1)
+    )
+    assert ready.role_summary == "1R2S"
+    status = _failed(_next_generation(md, ready), pods[:1])
+    assert status.role_summary == "1R1S"
+    assert status.router == ready.router and status.endpoint == ready.endpoint
+
+
+def test_a_first_generation_that_cannot_render_says_so() -> None:
+    """CREATE: no status yet; the summary conditions, the phase and the generation only."""
+    md = deployment(role(replicas=2))
+    status = _failed(md, [])
+    assert status.observed_generation == 3
+    assert [c.type for c in status.conditions or ()] == list(cond.SUMMARY_CONDITION_TYPES)
+    assert condition(status, cond.STALLED) == ("True", "RenderFailed")
+    assert "generation 3 cannot be rendered" in message(status, cond.READY)
+    assert status.phase == "Starting"
+    assert status.roles is None and status.role_summary is None and status.endpoint is None

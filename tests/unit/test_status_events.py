@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
+from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.errors import RenderError
 from gpustack_render.reconcile.events import (
     REPLICA_EVICTED,
@@ -16,8 +18,34 @@ from gpustack_render.reconcile.events import (
     render_failed,
 )
 from gpustack_render.reconcile.observed import ObservedPod
+from gpustack_render.schema.decoding import decode_deployment
 
 BASE = ObservedPod(name="qwen-server-x1", uid="u", role="server", ordinal=1, phase="Running")
+
+
+def _deployment(*, pool: bool) -> ModelDeployment:
+    spec: dict[str, Any] = {
+        "model": {"name": "Qwen/Qwen3-8B"},
+        "engine": {"name": "vLLM", "image": "vllm/vllm-openai:v0.25.1"},
+        "roles": [{"name": "server", "instanceType": "a10g"}],
+    }
+    if pool:
+        spec["kvCache"] = {"poolRef": {"name": "cache"}}
+    md, errs = decode_deployment(
+        {
+            "apiVersion": "worker.gpustack.ai/v1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": "qwen", "namespace": "team-a"},
+            "spec": spec,
+        }
+    )
+    assert md is not None, errs
+    return md
+
+
+#: A deployment on a KV cache pool, and one without.
+POOLED = _deployment(pool=True)
+PLAIN = _deployment(pool=False)
 
 
 @pytest.mark.parametrize(
@@ -38,7 +66,7 @@ BASE = ObservedPod(name="qwen-server-x1", uid="u", role="server", ordinal=1, pha
     ],
 )
 def test_departure_events(pod: ObservedPod, reasons: list[str]) -> None:
-    events = departure_events([pod])
+    events = departure_events(POOLED, [pod])
     assert [e.reason for e in events] == reasons
     for event in events:
         assert event.type == "Warning"
@@ -50,7 +78,7 @@ def test_departure_events(pod: ObservedPod, reasons: list[str]) -> None:
 
 
 def test_evicted_and_leaving_name_the_lost_blocks() -> None:
-    (event,) = departure_events([replace(BASE, phase="Failed", reason="Evicted")])
+    (event,) = departure_events(POOLED, [replace(BASE, phase="Failed", reason="Evicted")])
     assert "cached blocks are lost to its siblings" in event.message
     assert "role server, replica 1" in event.message
 
@@ -63,8 +91,8 @@ def test_render_failed_carries_the_renderer_message() -> None:
 
 
 def test_dedup_key_is_object_reason_message() -> None:
-    a = departure_events([replace(BASE, terminating=True)])[0]
-    b = departure_events([replace(BASE, terminating=True, uid="other")])[0]
+    a = departure_events(POOLED, [replace(BASE, terminating=True)])[0]
+    b = departure_events(POOLED, [replace(BASE, terminating=True, uid="other")])[0]
     assert dedup_key(a, namespace="ns", name="qwen") == dedup_key(b, namespace="ns", name="qwen")
     assert dedup_key(a, namespace="ns", name="qwen") != dedup_key(a, namespace="ns", name="x")
 
@@ -74,9 +102,27 @@ def test_a_pod_that_left_during_the_pass_keeps_its_event() -> None:
     Workload and Kueue released the Pod at once): the departure is still recorded, once."""
     leaving = replace(BASE, terminating=True)
     sibling = replace(BASE, name="qwen-server-x0", uid="s", ordinal=0)
-    events = departure_events([sibling], seen_before=[leaving, sibling])
+    events = departure_events(POOLED, [sibling], seen_before=[leaving, sibling])
     assert [(e.reason, e.pod) for e in events] == [(REPLICA_LEAVING, leaving.name)]
     # Still there after the pass: the current observation is the one reported, not both.
-    assert departure_events([leaving], seen_before=[leaving]) == departure_events([leaving])
+    assert departure_events(POOLED, [leaving], seen_before=[leaving]) == departure_events(
+        POOLED, [leaving]
+    )
     # An earlier observation of a Pod that is still present does not resurrect old facts.
-    assert departure_events([sibling], seen_before=[replace(sibling, restarts=2)]) == []
+    assert departure_events(POOLED, [sibling], seen_before=[replace(sibling, restarts=2)]) == []
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(replace(BASE, phase="Failed", reason="Evicted"), id="evicted"),
+        pytest.param(replace(BASE, terminating=True), id="leaving"),
+        pytest.param(replace(BASE, restarts=3), id="restarted"),
+    ],
+)
+def test_a_deployment_without_a_pool_gets_no_departure_event(pod: ObservedPod) -> None:
+    """Every departure event is about the pool (lost blocks, a lapsing KV lease): without
+    ``spec.kvCache`` a rollout or a deleted Pod is routine, not a warning (issue 37)."""
+    assert departure_events(POOLED, [pod])
+    assert departure_events(PLAIN, [pod]) == []
+    assert departure_events(PLAIN, [], seen_before=[pod]) == []

@@ -31,6 +31,13 @@ from gpustack_render.rendering.roleplan import BINDING_DELETING, BINDING_NOT_FOU
 REPLICAS_NOT_READY: Final = "ReplicasNotReady"
 #: The summary conditions' reason while the deployment is being deleted.
 DELETING: Final = "Deleting"
+#: What a deployment whose generation cannot be rendered asks of its reader (the renderer's
+#: message names the field or the object at fault).
+RENDER_FAILED_WAY_OUT: Final = (
+    "the replicas already running keep serving, and none is created, replaced or deleted until "
+    "it renders: correct what the message names (the deployment, or the object it reads) or "
+    "wait for that object to converge; the controller retries on its own"
+)
 
 #: (condition, reason) pairs that need someone to act: the deployment is ``Stalled``, not
 #: ``Reconciling`` (the condition's message names the way out).
@@ -117,3 +124,11 @@ def deleting_readiness(remaining: int) -> dict[str, ConditionVerdict]:
     return _summary(
         RECONCILING, DELETING, f"the deployment is being deleted: {remaining} replica Pod(s) remain"
     )
+
+
+def render_failed_readiness(failure: str) -> dict[str, ConditionVerdict]:
+    """The summary verdicts of a deployment whose generation cannot be rendered: ``Stalled``,
+    ``RenderFailed``, the message ``failure`` (the generation and the renderer's message)
+    followed by :data:`RENDER_FAILED_WAY_OUT`. First of all rows but ``Deleting``: nothing
+    else is computed without a rendering."""
+    return _summary(STALLED, RENDER_FAILED, f"{failure}; {RENDER_FAILED_WAY_OUT}")

@@ -15,15 +15,19 @@ from gpustack_render.rendering.renderer import Rendering
 
 
 def kv_events_publishing(md: ModelDeployment, rendering: Rendering) -> ConditionVerdict:
-    """``KVEventsPublishing`` (D9): configuration, not traffic."""
+    """``KVEventsPublishing`` (D9, amended): configuration, not traffic, reported only where a
+    router reads KV events. No router, or one that reads none (any but ``llm-d-router``) →
+    True ``NotApplicable``: a healthy deployment shows no ``False`` condition for events
+    nothing consumes."""
     router = md.spec.router
     if router is None:
         return ConditionVerdict(ConditionStatus.TRUE, NOT_APPLICABLE, "no router is declared")
     if router.name != LLM_D_ROUTER:
         return ConditionVerdict(
-            ConditionStatus.FALSE,
-            "NoRouter",
-            f"router {router.name} consumes no KV events; only {LLM_D_ROUTER} does",
+            ConditionStatus.TRUE,
+            NOT_APPLICABLE,
+            f"router {router.name} reads no KV events (only {LLM_D_ROUTER} does), so none "
+            "are published",
         )
     publishing = [r.name for r in rendering.roles if r.publishes_kv_events]
     if publishing:
