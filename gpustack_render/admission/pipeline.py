@@ -259,7 +259,11 @@ def mutate_deployment(
 ) -> Verdict:
     """The mutating webhook: the accelerator default as a JSON Patch of ``request.object``.
 
-    ``settings`` is accepted for symmetry with the validating webhook; no Setting applies.
+    An object the schema refuses is refused here, with the schema's causes in words (a role
+    name with a capital is told what a name may hold, not the regular expression): the API
+    server runs the mutating webhooks before the CRD's own schema check, whose message is the
+    bare pattern, and the validating webhook would refuse the same object after it. ``settings``
+    is accepted for symmetry with the validating webhook; no Setting applies.
     """
     del settings
     if request.operation not in JUDGED or request.object is None:
@@ -268,6 +272,9 @@ def mutate_deployment(
     deep = nesting_errors(obj)  # compared and diffed below: bounded first, as decoding does
     if deep:
         return _refuse(deep, _name_of(obj, request))
+    md, schema_errors = decode_deployment(obj)
+    if md is None:
+        return _refuse(schema_errors, _name_of(obj, request))
     mutated, errs = default_accelerators(obj, lookups=memoised(lookups))
     if errs:
         return _refuse(errs, _name_of(obj, request))

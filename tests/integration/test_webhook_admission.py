@@ -182,6 +182,22 @@ async def test_invalid_deployment_is_refused_with_field_causes(
     assert _causes(exc) == [("spec.roles[0].instanceType", "FieldValueNotFound")]
 
 
+async def test_a_role_name_with_capitals_is_told_the_rule_in_words(
+    env: Env, api: k8s.CustomObjectsApi
+) -> None:
+    """Issue 37 item 8 on the real API server: the mutating webhook answers before the CRD's own
+    pattern check, whose message is the bare regular expression."""
+    capitals = deployment(_unique("md"), env.namespace, env.instance_type)
+    capitals["spec"]["roles"][0]["name"] = "Server"
+    exc = await refused(create_md(api, capitals))
+    assert exc.status == 422
+    assert ("spec.roles[0].name", "FieldValueInvalid") in _causes(exc)
+    message = _status(exc)["message"]
+    assert "lower-case letters, digits and '-'" in message, message
+    assert "'server' would do" in message
+    assert "[a-z0-9]" not in message
+
+
 async def test_a_create_without_a_name_is_named_before_the_validating_webhook(
     env: Env, api: k8s.CustomObjectsApi
 ) -> None:
