@@ -33,9 +33,9 @@ from typing import Any, cast
 import yaml
 
 from bench.render import DEPLOYMENT, INPUTS
+from gpustack_kube.gcpause import paused_gc
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.cli import yamlio
-from gpustack_render.cli.gcpause import paused_gc
 from gpustack_render.core.settings import Settings
 from gpustack_render.explain.observed import explain_observed, split_observed
 from gpustack_render.rendering.renderer import Rendering, render

@@ -16,13 +16,13 @@ import resource
 import sys
 import time
 
+from gpustack_kube.gcpause import paused_gc
 from gpustack_render.api.inputs import (
     InstanceType,
     KVCacheBackend,
     KVCachePool,
     KVCachePoolBinding,
 )
-from gpustack_render.cli.gcpause import paused_gc
 from gpustack_render.core.settings import Settings
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment

@@ -19,7 +19,7 @@ from gpustack_controller.kube import (
     ApiError,
     Kube,
 )
-from gpustack_controller.reconciler import WORKLOADS_BY_POD, owner_pod_uids
+from gpustack_controller.observe import WORKLOADS_BY_POD, indexed_workloads, owner_pod_uids
 from gpustack_controller.watches import Informer
 from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile.applied import apply_aligned
@@ -46,6 +46,7 @@ from gpustack_render.reconcile.jointcheck import (
 )
 from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
 from gpustack_render.reconcile.observed import observe_workload
+from gpustack_render.reconcile.workloads import deployment_workloads
 
 log = logging.getLogger(__name__)
 
@@ -209,18 +210,17 @@ class AdmissionCheckReconciler:
     def _workloads_owning(
         self, namespace: str, pods: list[dict[str, Any]], judged: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        """The cached Workloads of ``namespace`` owning one of ``pods`` (the only ones the
-        verdict reads), with the Workload being judged as just read, in name order as a list
-        of the namespace would give them."""
+        """The deployment's Workloads the verdict reads (the ones owning one of ``pods``: the
+        library's rule, :mod:`gpustack_render.reconcile.workloads`), from the cache, with the
+        Workload being judged as just read (its own owner Pods count as the deployment's: they
+        led here), in name order as a list of the namespace gives them."""
         assert self.workloads is not None
-        found: dict[str, dict[str, Any]] = {}
-        for pod in pods:
-            uid = str((pod.get("metadata") or {}).get("uid") or "")
-            for raw in self.workloads.by_index(WORKLOADS_BY_POD, uid):
-                meta = raw.get("metadata") or {}
-                if meta.get("namespace") == namespace:
-                    found[str(meta.get("name"))] = raw
-        name = str((judged.get("metadata") or {}).get("name"))
-        if name in found or any(owner_pods(judged)):
-            found[name] = judged
-        return [found[n] for n in sorted(found)]
+        uids = {str((pod.get("metadata") or {}).get("uid") or "") for pod in pods}
+        uids |= {str(ref.get("uid")) for ref in owner_pods(judged) if ref.get("uid")}
+        candidates = [judged, *indexed_workloads(self.workloads, namespace, uids, frozenset())]
+        return [
+            dict(w)
+            for w in deployment_workloads(
+                candidates, namespace=namespace, pod_uids=uids, groups=frozenset()
+            )
+        ]

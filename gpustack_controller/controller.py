@@ -7,7 +7,7 @@ Watches (docs/contract/controller.md §2) and what each event enqueues:
 | ModelDeployment | itself, on a generation change, a ``min-render-version`` change, deletion or a
   finalizer change; status-only updates are ignored |
 | owned Pods, Services | the controlling deployment |
-| the router's objects (D26; ``routers.py``) | the controlling deployment |
+| the router's objects (D26; ``owned.py``) | the controlling deployment |
 | Workload | the deployment controlling its owner Pods; the Workload itself into the joint-check
   queue, and — when it carries the check — every other Workload of that deployment |
 | KVCachePoolBinding | deployments in its namespace whose ``poolRef`` names it |
@@ -51,6 +51,7 @@ from gpustack_controller.admissioncheck import (
     ensure_admission_check,
     keep_admission_check,
 )
+from gpustack_controller.caches import Caches
 from gpustack_controller.kube import (
     BACKENDS,
     BINDINGS,
@@ -66,9 +67,9 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_controller.leader import LeaderElector
-from gpustack_controller.reconciler import Caches, DeploymentReconciler
+from gpustack_controller.owned import pool_informer, router_informers
+from gpustack_controller.reconciler import DeploymentReconciler
 from gpustack_controller.recorder import EventRecorder
-from gpustack_controller.routers import RouterCaches
 from gpustack_controller.watches import Handler, Informer, object_key
 from gpustack_controller.workqueue import Priority, WorkQueue
 from gpustack_render.api.inputs import (
@@ -171,8 +172,8 @@ class Controller:
                 handlers=[self._on_settings],
             ),
         }
-        self.routers = RouterCaches.create(kube, self._on_owned)
-        for kind, informer in self.routers.informers.items():
+        self.routers = router_informers(kube, self._on_owned)
+        for kind, informer in self.routers.items():
             self.informers[f"router-{kind}"] = informer
         i = self.informers
         self.caches = Caches(
@@ -214,9 +215,10 @@ class Controller:
         start the workers."""
         if self.options.leader_election:
             await self.elector.acquire()
-        pools = await self.routers.add_pools(self.kube, self._on_owned)
+        pools = await pool_informer(self.kube, self._on_owned)
         if pools is not None:
             self.informers["router-InferencePool"] = pools
+            self.routers["InferencePool"] = pools
         for informer in self.informers.values():
             self._tasks.append(informer.start())
         await asyncio.wait_for(

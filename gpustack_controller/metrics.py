@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from gpustack_controller.kube import ApiError
 from gpustack_render.api.modeldeployment import ModelDeploymentStatus
 from gpustack_render.core.errors import RenderError
-from gpustack_render.core.ownerrefs import OwnedElsewhere
+from gpustack_render.core.ownerrefs import OwnedConflict
 
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
 
@@ -188,8 +188,8 @@ def error_labels(exc: BaseException) -> tuple[str, str]:
         if exc.reason in API_REASONS:
             return "api", exc.reason
         return "api", _STATUS_REASONS.get(exc.status, "Other")
-    if isinstance(exc, OwnedElsewhere):
-        return "api", OwnedElsewhere.REASON
+    if isinstance(exc, OwnedConflict):
+        return "api", OwnedConflict.REASON
     if isinstance(exc, RenderError):
         return "render", _bounded(exc.origin, "unknown")
     return "internal", _bounded(type(exc).__name__, "Exception")

@@ -1,87 +1,71 @@
-"""The ModelDeployment reconcile pass: fetch, render, plan, apply
-(docs/contract/controller.md §3–§12).
+"""The ModelDeployment reconcile pass: read, render, plan, execute per kind, status
+(docs/contract/controller.md §3–§12; docs/architecture.md).
 
 Every decision comes from the library (:mod:`gpustack_render.reconcile`: the input graph, the
-rollout plan, Service sync, status, events, claims, the teardown plan; and ``render``); this
-module fetches what they ask for, calls them, and writes what they return, in the order the
-planner documents. A pass:
+rollout plan, the owned-object plan, status, events, claims, the teardown plan; and ``render``);
+this module fetches what they ask for, calls them, and writes what they return. A pass:
 
-1. gets the deployment (gone → done); a ``deletionTimestamp`` → teardown
-   (:func:`~gpustack_render.reconcile.teardown.plan_teardown`); no finalizer → add it with an
-   update;
-2. fetches the objects the input graph asks for (cache first, then a live read; a stored object
-   that does not decode is a failed read, as in the webhook), claims the Binding
-   (``status.usedBy``), renders (a render error → a ``RenderFailed`` event, the status of the
-   generation that failed written when it changed, and a retry; nothing else is touched);
-3. lists the deployment's Pods from the API server (uncached: the create gate must see every
-   Pod that still holds a group name) and reads the Workloads owning them or named after its
-   groups from the Workload cache (indexed by owner Pod: a cache only ever lags behind, so a
-   Workload it shows is still held, never freed early), creates the missing LocalQueues (the
-   ones found feeding another ClusterQueue are a planner input: their roles get no Pod),
-   plans, persists a newly chosen replacement, deletes Pods then Workloads, creates whole
-   seats, applies the Services that are not aligned (a Service held by another owner is the
-   pass's failure: :class:`~gpustack_render.reconcile.servicesync.ServiceConflict`), then the
-   router's objects (``routers.py``; the same rules,
-   :class:`~gpustack_render.reconcile.routersync.RouterConflict`);
-4. observes again when it deleted Pods or Workloads (a pass that only created adds the Pods
-   as the API server answered them), writes the status through the status subresource when it
-   changed, records events;
-5. returns the requeue delay (2 s while anything is held or in flight).
+1. **read**: gets the deployment (gone → done; not decodable or deleted → ``teardown.py``; no
+   finalizer → add it), fetches the objects the input graph asks for (cache first, then live;
+   a stored object that does not decode is a failed read), claims the Binding
+   (``status.usedBy``), reads the stored scalers (they set autoscaled roles' counts);
+2. **render** (a render error → a ``RenderFailed`` event and the failed generation's status,
+   then a retry);
+3. **plan**: observes the Pods (live) and their Workloads (``observe.py``), creates the missing
+   LocalQueues (the ones found feeding another ClusterQueue block their roles), plans the
+   rollout, persists a newly chosen replacement;
+4. **execute per kind**: deletes Pods then Workloads, creates whole seats, then each owned kind
+   on the one owned-object path (``owned.py``): scalers, Services, the router's objects;
+5. **status**: writes it when it changed, then the owned kinds' prunes, the scalers' status,
+   events; raises the first failure of the pass (the work queue retries it with backoff) and
+   returns the requeue delay (2 s while anything is held or in flight).
 
-A pass that changes nothing writes nothing: a status equal to the stored one, an aligned
-Service and an unchanged Binding claim are not sent, so a converged cluster sees reads only.
-Nothing in a pass walks every deployment or every object of a kind: its own Pods are listed by
-label, its Services and Workloads are read through the caches' indexes.
+A pass that changes nothing writes nothing: a status equal to the stored one, an aligned Service
+and an unchanged Binding claim are not sent, so a converged cluster sees reads only. Nothing in a
+pass walks every deployment or every object of a kind: its own Pods are listed by label, its
+Services and Workloads are read through the caches' indexes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from gpustack_controller import metrics
+from gpustack_controller.caches import Caches, InputReader, OwnedKinds
 from gpustack_controller.kube import (
-    BINDINGS,
-    LOCAL_QUEUES,
     MODEL_DEPLOYMENTS,
     PODS,
     SCALERS,
-    SERVICES,
     WORKLOADS,
-    ApiError,
     Kube,
 )
-from gpustack_controller.recorder import EventRecorder
-from gpustack_controller.routers import RouterCaches, RouterSyncer
-from gpustack_controller.watches import Informer, object_key
-from gpustack_render.api.inputs import (
-    InputObject,
-    InstanceType,
-    KVCacheBackend,
-    KVCachePool,
-    KVCachePoolBinding,
+from gpustack_controller.observe import SERVICES_BY_OWNER, Observer, controller_uid
+from gpustack_controller.owned import (
+    OwnedResult,
+    OwnedWriter,
+    bounded,
+    failures,
 )
-from gpustack_render.api.modeldeployment import KIND, ModelDeployment, ModelDeploymentStatus
-from gpustack_render.cli.gcpause import paused_gc
+from gpustack_controller.recorder import EventRecorder
+from gpustack_controller.teardown import HOLD_SECONDS, Teardown, raise_first, write_used_by
+from gpustack_kube.cachedread import CachedReader
+from gpustack_kube.gcpause import paused_gc
+from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeploymentStatus
 from gpustack_render.core import ownerrefs
 from gpustack_render.core.errors import RenderError
 from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile import claims, events
-from gpustack_render.reconcile.inputs import InputGraph, Read
-from gpustack_render.reconcile.jointcheck import owner_pods
-from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
-from gpustack_render.reconcile.observed import (
-    ObservedPod,
-    ObservedWorkload,
-    observe_pod,
-    observe_workload,
+from gpustack_render.reconcile.inputs import InputGraph
+from gpustack_render.reconcile.keys import FIELD_MANAGER, split_key
+from gpustack_render.reconcile.observed import observe_pod
+from gpustack_render.reconcile.owned import (
+    Owner,
+    PassFacts,
 )
-from gpustack_render.reconcile.queues import QueueConflict, queue_conflict
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import RolloutStep, plan, requeue_after
 from gpustack_render.reconcile.rolloutinputs import (
@@ -90,6 +74,7 @@ from gpustack_render.reconcile.rolloutinputs import (
     remembered_replacing,
     with_replacing,
 )
+from gpustack_render.reconcile.routerstate import RouterObservation, observe_router
 from gpustack_render.reconcile.scalerstatus import (
     scaler_status,
     scaler_status_changed,
@@ -97,106 +82,31 @@ from gpustack_render.reconcile.scalerstatus import (
     stored_status,
 )
 from gpustack_render.reconcile.scaling import (
-    ScalerSync,
     ScalingState,
     observed_scalers,
     resolve_scaling,
     scaler_candidates,
-    sync_scalers,
 )
-from gpustack_render.reconcile.servicesync import service_aligned, sync_services
 from gpustack_render.reconcile.status import (
     deployment_status,
     render_failed_status,
     status_changed,
     status_to_json,
 )
-from gpustack_render.reconcile.teardown import (
-    Draining,
-    Releasing,
-    plan_teardown,
-    plan_unreadable_teardown,
-)
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment
 
-__all__ = ["FIELD_MANAGER", "Caches", "DeploymentReconciler", "service_aligned"]
+__all__ = ["FIELD_MANAGER", "Caches", "DeploymentReconciler"]
 
 log = logging.getLogger(__name__)
 
-#: Requeue while anything is held or in flight (docs/contract/controller.md §4 step 11).
-HOLD_SECONDS: Final = 2.0
 #: A LocalQueue found feeding another ClusterQueue is looked at again this often.
 QUEUE_RECHECK_SECONDS: Final = 60.0
-#: Concurrent writes of one pass.
-WRITE_CONCURRENCY: Final = 32
-
-T = TypeVar("T")
 
 
 def utc_now() -> str:
     """The wall clock as RFC 3339 (seconds, UTC): what conditions carry."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def bounded(
-    jobs: Iterable[Callable[[], Awaitable[T]]], *, limit: int = WRITE_CONCURRENCY
-) -> list[T | BaseException]:
-    """Run ``jobs`` with at most ``limit`` in flight; results or exceptions, in order."""
-    gate = asyncio.Semaphore(limit)
-
-    async def one(job: Callable[[], Awaitable[T]]) -> T:
-        async with gate:
-            return await job()
-
-    return list(await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True))
-
-
-#: The index of the Services' informer by controlling deployment uid, and of the Workloads'
-#: informer by owner Pod uid (added by the reconcilers that read them).
-SERVICES_BY_OWNER: Final = "controller-uid"
-WORKLOADS_BY_POD: Final = "owner-pod"
-
-
-def controller_uid(obj: Mapping[str, Any]) -> list[str]:
-    """The uid of the ModelDeployment controlling ``obj`` (none: not indexed)."""
-    ref = ownerrefs.controller_of(obj, kind=KIND)
-    return [str(ref["uid"])] if ref is not None and ref.get("uid") else []
-
-
-def owner_pod_uids(obj: Mapping[str, Any]) -> list[str]:
-    """The uids of the Pods owning a Workload."""
-    return [str(r["uid"]) for r in owner_pods(obj) if r.get("uid")]
-
-
-@dataclass
-class Caches:
-    """The informers a pass reads input objects from (a live read on a cache miss)."""
-
-    deployments: Informer
-    pods: Informer
-    services: Informer
-    workloads: Informer
-    bindings: Informer
-    pools: Informer
-    backends: Informer
-    instance_types: Informer
-    #: The router's objects (D26); none: every read is live and nothing is pruned.
-    routers: RouterCaches | None = None
-    #: ModelDeploymentScalers (D27); the count of an autoscaled role is read here.
-    scalers: Informer | None = None
-    #: LocalQueues (optional: without it each pass GETs the ones it needs).
-    local_queues: Informer | None = None
-
-    def of(self, kind: type[InputObject]) -> Informer:
-        """The informer of an input kind."""
-        by_kind: dict[type[InputObject], Informer] = {
-            InstanceType: self.instance_types,
-            KVCachePoolBinding: self.bindings,
-            KVCachePool: self.pools,
-            KVCacheBackend: self.backends,
-        }
-        return by_kind[kind]
 
 
 class DeploymentReconciler:
@@ -220,10 +130,18 @@ class DeploymentReconciler:
         #: Replicas by state and rollouts in progress, from each status this pass computes.
         self.gauges = gauges
         caches.services.add_indexer(SERVICES_BY_OWNER, controller_uid)
-        caches.workloads.add_indexer(WORKLOADS_BY_POD, owner_pod_uids)
-        # (kind, key, resourceVersion) of each unreadable input already logged.
-        self._unreadable_logged: set[tuple[str, str, str]] = set()
-        self.routers = RouterSyncer(kube, caches.routers)
+        self.reader = CachedReader(kube)
+        self.observer = Observer(kube, caches.workloads)
+        self.owned = OwnedWriter(kube)
+        self.teardown = Teardown(
+            kube,
+            self.observer,
+            recorder,
+            write_status=self._write_status_of,
+            gauges=gauges,
+            now=now,
+        )
+        self.inputs = InputReader(self.reader, caches)
 
     async def __call__(self, key: str) -> float | None:
         namespace, name = split_key(key)
@@ -234,9 +152,9 @@ class DeploymentReconciler:
             return None
         md, errs = decode_deployment(raw)
         if md is None:
-            return await self._unreadable(key, raw, errs)
+            return await self.teardown.unreadable(key, raw, errs)
         if md.metadata.deletion_timestamp is not None:
-            return await self._teardown(md, raw)
+            return await self.teardown.deleted(md, raw)
         finalizers = claims.with_finalizer(md.metadata.finalizers)
         if finalizers is not None:
             raw = await self.kube.replace(
@@ -248,109 +166,36 @@ class DeploymentReconciler:
             assert md is not None
         return await self._converge(md, raw)
 
-    # ---- inputs -----------------------------------------------------------------------------
+    def _kinds(self) -> OwnedKinds:
+        """The owned kinds over the caches as they are now (an InferencePool informer is added
+        once the controller finds the kind served)."""
+        return OwnedKinds.of(self.caches)
 
-    async def _read(
-        self, informer: Informer, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
-        key = f"{namespace}/{name}" if namespace else name
-        cached = informer.get(key)
-        if cached is not None:
-            return cached
-        return await self.kube.get(informer.resource, name, namespace)
-
-    async def _inputs(self, md: ModelDeployment) -> InputGraph:
-        """The objects the render reads, fetched round by round as the library finds them."""
-        graph = InputGraph(md)
-        while pending := graph.pending():
-            for read in pending:
-                graph.answer(read, await self._fetch(read))
-        return graph
-
-    def _log_unreadable(self, graph: InputGraph) -> None:
-        """Log each unreadable input once per stored version (an Event names it on each
-        deployment that reads it)."""
-        for bad in graph.unreadable:
-            read = bad.read
-            key = f"{read.namespace}/{read.name}" if read.namespace else read.name
-            seen = (read.kind.__name__, key, bad.resource_version)
-            if seen not in self._unreadable_logged:
-                self._unreadable_logged.add(seen)
-                log.error(
-                    "%s %s is unreadable: %s", read.kind.__name__, key, bad.failure.reason[:512]
-                )
-
-    async def _fetch(self, read: Read) -> dict[str, Any] | None:
-        return await self._read(self.caches.of(read.kind), read.name, read.namespace or None)
-
-    async def _observe(
-        self, md: ModelDeployment, groups: frozenset[str] = frozenset()
-    ) -> ReplicaIndex:
-        """Every Pod carrying the deployment's selector and the namespace's Workloads owning
-        one of them or named after one of ``groups`` (a group's Workload outlives its Pods), as
-        the API server holds them now, indexed once for the pass."""
-        meta = md.metadata
-        return await self._observe_named(meta.namespace, meta.name, meta.uid, groups)
-
-    async def _observe_named(
-        self, namespace: str, name: str, uid: str, groups: frozenset[str] = frozenset()
-    ) -> ReplicaIndex:
-        return ReplicaIndex.of(*await self._observed(namespace, name, uid, groups))
-
-    async def _observed(
-        self, namespace: str, name: str, uid: str, groups: frozenset[str] = frozenset()
-    ) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
-        """The deployment's Pods (listed live, by label) and the Workloads owning one of them
-        or named after one of ``groups`` (from the Workload cache), Workloads in name order as
-        a list of the namespace would give them."""
-        raw_pods, _ = await self.kube.list(
-            PODS, namespace, label_selector=deployment_selector(name)
-        )
-        pods = [observe_pod(p, owner_uid=uid) for p in raw_pods]
-        uids = {p.uid for p in pods}
-        return pods, await self._workloads_of(namespace, uids, groups)
-
-    async def _workloads_of(
-        self, namespace: str, pod_uids: Set[str], groups: Set[str]
-    ) -> list[ObservedWorkload]:
-        cache = self.caches.workloads
-        if not cache.synced.is_set():  # no cache to read yet: the namespace's, live
-            raw_workloads, _ = await self.kube.list(WORKLOADS, namespace)
-            listed = [observe_workload(w) for w in raw_workloads]
-            return [w for w in listed if w.of_deployment(pod_uids=pod_uids, groups=groups)]
-        found: dict[str, dict[str, Any]] = {}
-        for pod_uid in pod_uids:
-            for raw in cache.by_index(WORKLOADS_BY_POD, pod_uid):
-                found[object_key(raw)] = raw
-        for group in groups:
-            raw_named = cache.get(f"{namespace}/{group}")
-            if raw_named is not None:
-                found[object_key(raw_named)] = raw_named
-        workloads = [
-            observe_workload(raw)
-            for key, raw in sorted(found.items())
-            if key.partition("/")[0] == namespace
-        ]
-        return [w for w in workloads if w.of_deployment(pod_uids=pod_uids, groups=groups)]
-
-    # ---- converge ---------------------------------------------------------------------------
-
-    async def _converge(self, md: ModelDeployment, raw: dict[str, Any]) -> float | None:
-        namespace = md.metadata.namespace
-        inputs = await self._inputs(md)
-        self._log_unreadable(inputs)
+    async def _read(self, md: ModelDeployment, raw: dict[str, Any]) -> InputGraph:
+        """The render's inputs (an Event per unreadable one) and the Binding's claim."""
+        inputs = await self.inputs.read(md)
         for bad in inputs.unreadable:
             await self.recorder.record(raw, bad.event())
         if inputs.raw_binding is not None:
-            await self._claim(inputs.raw_binding, md.metadata.name)
+            wanted = claims.claim_on(inputs.raw_binding, md.metadata.name)
+            if wanted is not None:
+                await write_used_by(self.kube, inputs.raw_binding, wanted)
+        return inputs
+
+    # ---- the pass -----------------------------------------------------------------------------
+
+    async def _converge(self, md: ModelDeployment, raw: dict[str, Any]) -> float | None:
+        meta = md.metadata
+        namespace, owner = meta.namespace, Owner(meta.namespace, meta.name, meta.uid)
+        inputs = await self._read(md, raw)
         settings = self.settings()
-        stored_scalers = await self._scalers(md)
+        kinds = self._kinds()
+        scalers = await self.owned.stored(kinds.scalers, scaler_candidates(md), namespace)
         scaling = resolve_scaling(
             md,
-            scalers=observed_scalers(
-                (s for s in stored_scalers.values() if s is not None), owner_uid=md.metadata.uid
-            ),
+            scalers=observed_scalers((s for s in scalers.values() if s), owner_uid=meta.uid),
         )
+        # render
         try:
             with paused_gc():
                 rendering = render(
@@ -360,31 +205,33 @@ class DeploymentReconciler:
             await self.recorder.record(raw, events.render_failed(exc))
             await self._report_render_failure(md, exc)
             raise
+        # plan
         desired = desired_from_rendering(rendering, scaling.targets)
-        meta = md.metadata
-        pods, workloads = await self._observed(namespace, meta.name, meta.uid, desired.groups)
+        pods, workloads = await self.observer.observed(
+            namespace, meta.name, meta.uid, desired.groups
+        )
         index = ReplicaIndex.of(pods, workloads)
-        conflicts = await self._ensure_local_queues(rendering)
+        queues = await self.owned.sync(kinds.local_queues, rendering.local_queues, owner=owner)
         step = plan(
             desired=desired,
             index=index,
             replacing=remembered_replacing(md),
             cache_hold=cache_hold(md, rendering.cache),
-            blocked_queues={c.name for c in conflicts},
+            blocked_queues={c.name for c in queues.plan.conflicts},
         )
         stored = md.status
         if step.persist_first:
             # Remember the replacement before deleting it (D6): a restart resumes it.
             stored = with_replacing(md, step.replacing)
             await self._write_status(md, stored)
+        # execute per kind
         await self._delete(namespace, step)
-        created, create_error = await self._create(rendering, step)
-        scaler_sync = sync_scalers(
-            rendering.scalers, stored=stored_scalers, owner_uid=md.metadata.uid
+        created, create_errors = await self._create(rendering, step)
+        scaler_pass = await self.owned.sync(
+            kinds.scalers, rendering.scalers, owner=owner, stored=scalers
         )
-        await self._keep_scalers(md, raw, scaler_sync, stored_scalers)
-        if step.delete_pods or step.delete_workloads or create_error is not None:
-            after = await self._observe(md)
+        if step.delete_pods or step.delete_workloads or create_errors:
+            after = await self.observer.index(md)
         else:
             # Nothing deleted: what the pass saw, with the Pods it created as the API server
             # answered them, is what a fresh observation would find (the Workloads named only
@@ -394,8 +241,14 @@ class DeploymentReconciler:
             after = ReplicaIndex.of(
                 pods, [w for w in workloads if w.of_deployment(pod_uids=uids, groups=frozenset())]
             )
-        service_error = await self._sync_services(md, rendering, after)
-        router, router_error = await self.routers.sync(md, rendering)
+        service_pass = await self.owned.sync(
+            kinds.services,
+            rendering.services(),
+            owner=owner,
+            facts=PassFacts(pods=after.pods),
+        )
+        router, router_passes = await self._router(kinds, rendering, owner)
+        # status
         new_status = deployment_status(
             md.model_copy(update={"status": stored}),
             rendering=rendering,
@@ -403,78 +256,110 @@ class DeploymentReconciler:
             plan=step,
             system_namespace=settings.system_namespace,
             now=self.now(),
-            queue_conflicts=[c.message for c in conflicts],
+            queue_conflicts=[c.message for c in queues.plan.conflicts],
             router=router,
             scaling=scaling,
         )
         if status_changed(stored, new_status):
             await self._write_status(md, new_status)
-        # The deployment's status remembers a held count before its scaler goes (D27).
-        for name, uid in scaler_sync.delete:
-            await self.kube.delete(SCALERS, name, namespace, uid=uid or None)
-        await self._write_scaler_statuses(md, rendering, after, scaling, stored_scalers)
-        self.gauges.observe(namespace, md.metadata.name, new_status)
+        # The status remembers what goes (a held count before its scaler goes, D27) first.
+        passes = [queues, scaler_pass, service_pass, *router_passes]
+        errors: list[BaseException] = list(create_errors)
+        for owned in passes:
+            errors += await self.owned.prune(owned)
+        await self._write_scaler_statuses(md, rendering, after, scaling, scaler_pass)
+        self.gauges.observe(namespace, meta.name, new_status)
         for event in events.departure_events(md, after.pods, seen_before=index.pods):
             await self.recorder.record(raw, event)
-        for conflict in conflicts:
-            await self.recorder.record(raw, events.local_queue_conflict(conflict.message))
-        error = create_error or service_error or router_error
-        if error is not None:
-            raise error
+        for owned in passes:
+            errors += await self._conflicts(raw, owned)
+        if errors:
+            raise errors[0]
         if requeue_after(step, after):
             return HOLD_SECONDS
-        return QUEUE_RECHECK_SECONDS if conflicts else None
+        return QUEUE_RECHECK_SECONDS if queues.plan.conflicts else None
+
+    async def _conflicts(self, raw: dict[str, Any], owned: OwnedResult) -> list[BaseException]:
+        """Record each conflict's event (when its policy names one); the failures the pass
+        raises: the writes that failed, and the conflicts of a policy whose conflicts fail it."""
+        policy = owned.kind.policy
+        for conflict in owned.plan.conflicts:
+            if policy.conflict_event:
+                await self.recorder.record(
+                    raw, events.conflict_event(policy.conflict_event, conflict)
+                )
+        return [
+            f
+            for f in owned.failures
+            if policy.conflicts_fail or not isinstance(f, ownerrefs.OwnedConflict)
+        ]
+
+    async def _router(
+        self, kinds: OwnedKinds, rendering: Rendering, owner: Owner
+    ) -> tuple[RouterObservation | None, list[OwnedResult]]:
+        """The router's objects on the owned-object path, and what its Deployment says. A router
+        that cannot be rendered (no image, say) is neither written nor pruned: a router already
+        running keeps running while status says why."""
+        router = rendering.router
+        if router is not None and router.failure is not None:
+            return RouterObservation(False), []
+        wanted = rendering.router_objects()
+        passes = [
+            await self.owned.sync(kind, [o for o in wanted if o["kind"] == name], owner=owner)
+            for name, kind in kinds.router.items()
+        ]
+        if router is None:
+            return None, passes
+        deployment = next(p for p in passes if p.kind.policy.kind == "Deployment")
+        return observe_router(deployment.current(router.object_name), owner_uid=owner.uid), passes
 
     async def _report_render_failure(self, md: ModelDeployment, error: RenderError) -> None:
         """Write the status of a generation that cannot be rendered when it changed
         (:func:`~gpustack_render.reconcile.status.render_failed_status`, from the Pods as they
         are now); nothing else is touched."""
-        failed = render_failed_status(md, error, index=await self._observe(md), now=self.now())
+        failed = render_failed_status(
+            md, error, index=await self.observer.index(md), now=self.now()
+        )
         if status_changed(md.status, failed):
             await self._write_status(md, failed)
         self.gauges.observe(md.metadata.namespace, md.metadata.name, failed)
 
-    # ---- scalers (D27) -------------------------------------------------------------------
+    # ---- execute ------------------------------------------------------------------------------
 
-    async def _scalers(self, md: ModelDeployment) -> dict[str, dict[str, Any] | None]:
-        """The stored scaler of every name the deployment's scalers have or had, looked up by
-        name (no scan of the namespace). A synced cache answers alone: most candidates do not
-        exist, and a live read of each on every pass would cost a request per role; a scaler
-        this pass creates that the cache has not seen yet answers the create with 409, and the
-        watch event brings the deployment back."""
-        namespace = md.metadata.namespace
-        informer = self.caches.scalers
-        out: dict[str, dict[str, Any] | None] = {}
-        for name in scaler_candidates(md):
-            if informer is not None and informer.synced.is_set():
-                out[name] = informer.get(f"{namespace}/{name}")
-            else:
-                out[name] = await self.kube.get(SCALERS, name, namespace)
-        return out
-
-    async def _keep_scalers(
-        self,
-        md: ModelDeployment,
-        raw: dict[str, Any],
-        sync: ScalerSync,
-        stored: dict[str, dict[str, Any] | None],
-    ) -> None:
-        """Create the missing scalers, align the drifted ones (never ``spec.replicas``), and
-        report a name held by another owner."""
-        namespace = md.metadata.namespace
-        for manifest in sync.create:
-            name = str(manifest["metadata"]["name"])
-            try:
-                stored[name] = await self.kube.create(SCALERS, manifest, namespace)
-            except ApiError as exc:
-                if not exc.conflict:
-                    raise
-        for name, body in sync.patch:
-            stored[name] = await self.kube.merge_patch(SCALERS, name, body, namespace)
-        for name in sync.conflicts:
-            await self.recorder.record(
-                raw, events.scaler_conflict(namespace, name, md.metadata.name)
+    async def _delete(self, namespace: str, step: RolloutStep) -> None:
+        """Pods (default grace, uid precondition), then their Workloads; NotFound is success."""
+        raise_first(
+            await bounded(
+                partial(self.kube.delete, PODS, p.name, namespace, uid=p.uid)
+                for p in step.delete_pods
             )
+        )
+        metrics.POD_WRITES.labels("delete").inc(len(step.delete_pods))
+        raise_first(
+            await bounded(
+                partial(self.kube.delete, WORKLOADS, w, namespace) for w in step.delete_workloads
+            )
+        )
+
+    async def _create(
+        self, rendering: Rendering, step: RolloutStep
+    ) -> tuple[list[dict[str, Any]], list[BaseException]]:
+        """Every member Pod of each seat the planner scheduled; continue past failures. The
+        Pods created, as the API server answered them, and the failures."""
+        manifests: list[dict[str, Any]] = []
+        for seat in step.create:
+            role = rendering.role(seat.role)
+            if role is None:
+                continue
+            manifests.extend(s.pod for s in role.instance(seat.ordinal))
+        results = await bounded(
+            partial(self.kube.create, PODS, m, rendering.namespace) for m in manifests
+        )
+        created = [r for r in results if not isinstance(r, BaseException)]
+        metrics.POD_WRITES.labels("create").inc(len(created))
+        return created, failures(results)
+
+    # ---- status -------------------------------------------------------------------------------
 
     async def _write_scaler_statuses(
         self,
@@ -482,13 +367,13 @@ class DeploymentReconciler:
         rendering: Rendering,
         after: ReplicaIndex,
         scaling: ScalingState,
-        stored: dict[str, dict[str, Any] | None],
+        scalers: OwnedResult,
     ) -> None:
         """Each owned scaler's status, written only when it changed."""
         namespace, deployment = md.metadata.namespace, md.metadata.name
         for target in scaling.targets:
             name = target.scaler_name(deployment)
-            obj = stored.get(name)
+            obj = scalers.current(name)
             if obj is None or not ownerrefs.controlled_by(obj, md.metadata.uid):
                 continue
             previous = stored_status(obj)
@@ -507,12 +392,8 @@ class DeploymentReconciler:
                 continue
             await self.kube.apply(
                 SCALERS,
-                {
-                    "apiVersion": SCALERS.api_version,
-                    "kind": SCALERS.kind,
-                    "metadata": {"name": name, "namespace": namespace},
-                    "status": scaler_status_json(status),
-                },
+                _status_body(SCALERS.api_version, SCALERS.kind, name, namespace)
+                | {"status": scaler_status_json(status)},
                 field_manager=FIELD_MANAGER,
                 namespace=namespace,
                 subresource="status",
@@ -524,214 +405,21 @@ class DeploymentReconciler:
     async def _write_status_of(
         self, namespace: str, name: str, status: ModelDeploymentStatus
     ) -> None:
-        body = {
-            "apiVersion": MODEL_DEPLOYMENTS.api_version,
-            "kind": MODEL_DEPLOYMENTS.kind,
-            "metadata": {"name": name, "namespace": namespace},
-            "status": status_to_json(status),
-        }
         await self.kube.apply(
             MODEL_DEPLOYMENTS,
-            body,
+            _status_body(MODEL_DEPLOYMENTS.api_version, MODEL_DEPLOYMENTS.kind, name, namespace)
+            | {"status": status_to_json(status)},
             field_manager=FIELD_MANAGER,
             namespace=namespace,
             subresource="status",
         )
 
-    async def _delete(self, namespace: str, step: RolloutStep) -> None:
-        """Pods (default grace, uid precondition), then their Workloads; NotFound is success."""
-        results = await bounded(
-            partial(self.kube.delete, PODS, p.name, namespace, uid=p.uid) for p in step.delete_pods
-        )
-        _raise_first(results)
-        metrics.POD_WRITES.labels("delete").inc(len(step.delete_pods))
-        results = await bounded(
-            partial(self.kube.delete, WORKLOADS, w, namespace) for w in step.delete_workloads
-        )
-        _raise_first(results)
 
-    async def _create(
-        self, rendering: Rendering, step: RolloutStep
-    ) -> tuple[list[dict[str, Any]], BaseException | None]:
-        """Every member Pod of each seat the planner scheduled; continue past failures. The
-        Pods created, as the API server answered them, and the first failure."""
-        manifests: list[dict[str, Any]] = []
-        for seat in step.create:
-            role = rendering.role(seat.role)
-            if role is None:
-                continue
-            manifests.extend(s.pod for s in role.instance(seat.ordinal))
-        results = await bounded(
-            partial(self.kube.create, PODS, m, rendering.namespace) for m in manifests
-        )
-        created = [r for r in results if not isinstance(r, BaseException)]
-        metrics.POD_WRITES.labels("create").inc(len(created))
-        return created, next((r for r in results if isinstance(r, BaseException)), None)
-
-    async def _ensure_local_queues(self, rendering: Rendering) -> list[QueueConflict]:
-        """Create each LocalQueue the deployment needs when missing (409: it exists now),
-        looked up afresh on every pass, before the pass plans; never patch or delete one
-        (D16). The ones feeding another ClusterQueue are returned, not changed: the planner
-        creates no Pod of a role using one."""
-        conflicts: list[QueueConflict] = []
-        for queue in rendering.local_queues:
-            name = str(queue["metadata"]["name"])
-            stored = await self._local_queue(name, rendering.namespace)
-            if stored is None:
-                try:
-                    await self.kube.create(LOCAL_QUEUES, queue, rendering.namespace)
-                except ApiError as exc:
-                    if not exc.conflict:
-                        raise
-                continue
-            conflict = queue_conflict(queue, stored)
-            if conflict is not None:
-                conflicts.append(conflict)
-        return conflicts
-
-    async def _local_queue(self, name: str, namespace: str) -> dict[str, Any] | None:
-        """The stored LocalQueue: from the cache when it holds it (a LocalQueue is never
-        patched or deleted by the controller, and its ``spec.clusterQueue`` is immutable), else
-        live (a miss may be one created a moment ago)."""
-        cache = self.caches.local_queues
-        if cache is not None:
-            cached = cache.get(f"{namespace}/{name}")
-            if cached is not None:
-                return cached
-        return await self.kube.get(LOCAL_QUEUES, name, namespace)
-
-    async def _sync_services(
-        self, md: ModelDeployment, rendering: Rendering, after: ReplicaIndex
-    ) -> BaseException | None:
-        """Apply the rendered Services that are not aligned, prune the ones no longer
-        rendered (:func:`~gpustack_render.reconcile.servicesync.sync_services`); a Service
-        held by another owner is never written: its conflict is returned, and fails the pass
-        once the rest is done."""
-        namespace = md.metadata.namespace
-        wanted = rendering.services()
-        names = [str(service["metadata"]["name"]) for service in wanted]
-        reads = await asyncio.gather(
-            *(self._read(self.caches.services, name, namespace) for name in names)
-        )
-        stored: dict[str, dict[str, Any] | None] = dict(zip(names, reads, strict=True))
-        sync = sync_services(
-            wanted,
-            stored=stored,
-            # Only this deployment's: the ones it controls are the only ones it may prune.
-            others=self.caches.services.by_index(SERVICES_BY_OWNER, md.metadata.uid),
-            namespace=namespace,
-            owner=md.metadata.name,
-            owner_uid=md.metadata.uid,
-            pods=after.pods,
-            manager=FIELD_MANAGER,
-        )
-        _raise_first(
-            await bounded(
-                partial(
-                    self.kube.apply,
-                    SERVICES,
-                    service,
-                    field_manager=FIELD_MANAGER,
-                    namespace=namespace,
-                )
-                for service in sync.apply
-            )
-        )
-        _raise_first(
-            await bounded(
-                partial(self.kube.delete, SERVICES, name, namespace, uid=uid or None)
-                for name, uid in sync.prune
-            )
-        )
-        return sync.conflicts[0] if sync.conflicts else None
-
-    async def _claim(self, raw_binding: dict[str, Any], deployment: str) -> None:
-        wanted = claims.claim_on(raw_binding, deployment)
-        if wanted is not None:
-            await self._write_used_by(raw_binding, wanted)
-
-    async def _write_used_by(
-        self, raw_binding: dict[str, Any], used_by: list[dict[str, Any]]
-    ) -> None:
-        meta = raw_binding["metadata"]
-        await self.kube.merge_patch(
-            BINDINGS,
-            str(meta["name"]),
-            {
-                "metadata": {"resourceVersion": meta.get("resourceVersion")},
-                "status": {"usedBy": used_by},
-            },
-            str(meta["namespace"]),
-            subresource="status",
-        )
-
-    # ---- teardown ---------------------------------------------------------------------------
-
-    async def _unreadable(
-        self, key: str, raw: dict[str, Any], errs: Iterable[object]
-    ) -> float | None:
-        """A stored deployment that does not decode: an Event naming why; a deleted one is
-        still torn down from its metadata (its Pods, Workloads, claim and finalizer), so it
-        cannot hold them for ever. Looked at again later: a status-only fix moves no
-        generation, so no watch event would bring it back."""
-        problems = [str(e) for e in errs]
-        log.error("cannot read ModelDeployment %s: %s", key, "; ".join(problems))
-        meta = raw.get("metadata") or {}
-        deleting = meta.get("deletionTimestamp") is not None
-        await self.recorder.record(raw, events.deployment_unreadable(problems, deleting=deleting))
-        if not deleting:
-            return QUEUE_RECHECK_SECONDS
-        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        index = await self._observe_named(namespace, name, str(meta.get("uid") or ""))
-        return await self._run_teardown(
-            namespace, name, raw, plan_unreadable_teardown(raw, index=index)
-        )
-
-    async def _teardown(self, md: ModelDeployment, raw: dict[str, Any]) -> float | None:
-        step = plan_teardown(md, index=await self._observe(md), now=self.now())
-        return await self._run_teardown(md.metadata.namespace, md.metadata.name, raw, step)
-
-    async def _run_teardown(
-        self, namespace: str, name: str, raw: dict[str, Any], step: Draining | Releasing | None
-    ) -> float | None:
-        if step is None:
-            return None
-        if isinstance(step, Draining):
-            if step.status is not None:
-                await self._write_status_of(namespace, name, step.status)
-                self.gauges.observe(namespace, name, step.status)
-            results = await bounded(
-                partial(self.kube.delete, PODS, p.name, namespace, uid=p.uid)
-                for p in step.delete_pods
-            )
-            _raise_first(results)
-            results = await bounded(
-                partial(self.kube.delete, WORKLOADS, w, namespace) for w in step.delete_workloads
-            )
-            _raise_first(results)
-            return HOLD_SECONDS
-        if step.binding is not None:
-            raw_binding = await self.kube.get(BINDINGS, step.binding, namespace)
-            if raw_binding is not None:
-                remaining = claims.release_from(raw_binding, name)
-                if remaining is not None:
-                    await self._write_used_by(raw_binding, remaining)
-        if step.finalizers is not None:
-            try:
-                await self.kube.replace(
-                    MODEL_DEPLOYMENTS,
-                    {**raw, "metadata": {**raw["metadata"], "finalizers": step.finalizers}},
-                    namespace,
-                )
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
-        self.recorder.forget(namespace, name)
-        self.gauges.forget(namespace, name)
-        return None
-
-
-def _raise_first(results: Sequence[object]) -> None:
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+def _status_body(api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    """The identity an apply to a status subresource carries."""
+    body: Mapping[str, Any] = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+    }
+    return dict(body)

@@ -30,7 +30,7 @@ from typing import Final
 from gpustack_controller import metrics
 from gpustack_controller.kube import ApiError
 from gpustack_render.core.errors import RenderError
-from gpustack_render.core.ownerrefs import OwnedElsewhere
+from gpustack_render.core.ownerrefs import OwnedConflict
 
 log = logging.getLogger(__name__)
 
@@ -255,4 +255,4 @@ class WorkQueue:
 def _expected(exc: BaseException) -> bool:
     """Failures worth a line, not a traceback (API answers, render errors, a Service or router
     object held by another owner)."""
-    return isinstance(exc, ApiError | RenderError | OwnedElsewhere)
+    return isinstance(exc, ApiError | RenderError | OwnedConflict)

@@ -10,7 +10,8 @@ reads of :class:`~gpustack_webhook.lookups.LiveSources` wherever the cache canno
 the API server. The ModelDeployment hooks keep reading live (``gpustack_webhook.server``): an
 admission decision on a deployment never rests on a cache.
 
-Staleness, bounded and one-sided:
+When the cache answers is the one rule the controller follows too
+(:mod:`gpustack_kube.cachedread`); what it means here:
 
 - **A miss is read live.** An object the cache does not hold (created a moment ago, its watch
   event not yet delivered; or absent) is GET from the API server, so a Binding created just
@@ -48,9 +49,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
 from typing import Any, Final
 
+from gpustack_kube.cachedread import from_cache, usable
 from gpustack_kube.client import Kube
 from gpustack_kube.informer import Informer
 from gpustack_render.api.inputs import InputObject
@@ -95,11 +96,6 @@ def _strip(obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(meta, dict) and "managedFields" in meta:
         obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     return obj
-
-
-def _deleting(obj: Mapping[str, Any]) -> bool:
-    meta = obj.get("metadata")
-    return isinstance(meta, Mapping) and meta.get("deletionTimestamp") is not None
 
 
 class WatchedSources:
@@ -166,10 +162,6 @@ class WatchedSources:
                 await task
         self._tasks.clear()
 
-    @staticmethod
-    def _usable(informer: Informer) -> bool:
-        return informer.synced.is_set() and informer.current
-
     # ---- objects ---------------------------------------------------------------------------
 
     def _forget(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -184,11 +176,11 @@ class WatchedSources:
         stored version; a failure to decode is returned to be raised where the rule asked),
         else :data:`~gpustack_webhook.lookups.UNANSWERED`: a miss, an object being deleted, or
         a cache not following its stream is read live."""
-        informer = self.informers.get(key.kind)
-        if informer is None or not self._usable(informer):
-            return UNANSWERED
-        raw = informer.get(f"{key.namespace}/{key.name}" if key.namespace else key.name)
-        if raw is None or _deleting(raw):
+        raw = from_cache(
+            self.informers.get(key.kind),
+            f"{key.namespace}/{key.name}" if key.namespace else key.name,
+        )
+        if not isinstance(raw, dict):
             return UNANSWERED
         rv = str((raw.get("metadata") or {}).get("resourceVersion") or "")
         memo_key = (key.kind, f"{key.namespace}/{key.name}")
@@ -223,7 +215,7 @@ class WatchedSources:
         """The Settings of the watched ConfigMap (every default when it does not exist), or a
         live read while the cache cannot answer."""
         informer = self.settings_informer
-        if not self._usable(informer):
+        if not usable(informer):
             return await self.live.settings()
         if self._settings is None:
             raw = informer.get(f"{self.namespace}/{CONFIGMAP_NAME}")

@@ -54,8 +54,9 @@ from gpustack_render.core.settings import (
 )
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.keys import deployment_selector
-from gpustack_render.reconcile.observed import observe_pod, observe_workload
+from gpustack_render.reconcile.observed import observe_pod
 from gpustack_render.reconcile.queues import cluster_queue_of
+from gpustack_render.reconcile.workloads import deployment_groups, deployment_workloads
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.resources import (
     CLUSTER_QUEUES,
@@ -217,21 +218,22 @@ def workloads_of(
     pods: Iterable[Mapping[str, Any]],
     deployments: Iterable[ModelDeployment],
 ) -> list[dict[str, Any]]:
-    """The namespace's Workloads that are the deployments' (``ObservedWorkload.of_deployment``,
-    the controller's rule): owning one of ``pods`` or named after one of their replicas' groups.
-    """
+    """The namespace's Workloads that are the deployments', by the controller's own rule
+    (:mod:`gpustack_render.reconcile.workloads`): owning one of ``pods`` or named after the group
+    of a replica a deployment runs now (its status's count, which follows an autoscaler above
+    ``roles[].replicas``)."""
+    listed = list(workloads)
     uids = {observe_pod(p).uid for p in pods}
-    groups = {
-        naming.group_name(md.metadata.namespace, md.metadata.name, role.name, ordinal)
-        for md in deployments
-        for role in md.spec.roles
-        for ordinal in range(role.replicas)
-    }
-    return [
-        dict(w)
-        for w in workloads
-        if observe_workload(w).of_deployment(pod_uids=uids, groups=groups)
-    ]
+    found: dict[str, dict[str, Any]] = {}
+    for md in deployments:
+        for raw in deployment_workloads(
+            listed,
+            namespace=md.metadata.namespace,
+            pod_uids=uids,
+            groups=deployment_groups(md),
+        ):
+            found.setdefault(str(raw["metadata"]["name"]), dict(raw))
+    return [found[n] for n in sorted(found)]
 
 
 def settings_document(

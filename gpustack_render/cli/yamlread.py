@@ -55,7 +55,7 @@ from yaml.events import (
     StreamEndEvent,
 )
 
-from gpustack_render.cli.gcpause import paused_gc
+from gpustack_kube.gcpause import paused_gc
 
 _Base: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 

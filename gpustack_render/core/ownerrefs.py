@@ -12,24 +12,34 @@ from typing import Any, Final
 from gpustack_render.core import jsonview
 
 
-class OwnedElsewhere(Exception):  # noqa: N818 (names the finding)
-    """A rendered object ``kind namespace/name`` is stored, controlled by another owner than the
-    ModelDeployment ``deployment`` that renders it: never written; the pass fails and is retried
-    (its other writes are made first) until the name is free."""
+class OwnedConflict(Exception):  # noqa: N818 (names the finding)
+    """The one conflict of the owned-object path (``reconcile/owned.py``): a rendered object's
+    name ``kind namespace/name`` is held. Either it is stored under another owner than the
+    ModelDeployment ``deployment`` that renders it, or (a kind nobody owns, a LocalQueue) it is
+    stored in a way that cannot serve, which ``detail`` says. Never written; the pass fails once
+    its other writes are made, and is retried until the name is free."""
 
     #: The reason the failure is counted under: what the API server answers a create of a name
     #: that is taken.
     REASON: Final = "AlreadyExists"
 
-    def __init__(self, kind: str, namespace: str, name: str, deployment: str) -> None:
+    def __init__(
+        self, kind: str, namespace: str, name: str, deployment: str = "", *, detail: str = ""
+    ) -> None:
         super().__init__(
-            f"{kind} {namespace}/{name} exists and is not owned by "
+            detail
+            or f"{kind} {namespace}/{name} exists and is not owned by "
             f"ModelDeployment {namespace}/{deployment}"
         )
         self.kind = kind
         self.namespace = namespace
         self.name = name
         self.deployment = deployment
+        self.detail = detail
+
+    @property
+    def message(self) -> str:
+        return str(self)
 
 
 def references(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:

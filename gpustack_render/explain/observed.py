@@ -22,6 +22,7 @@ from typing import Any
 
 from gpustack_render.api import ModelDeployment
 from gpustack_render.core import jsonview, labels
+from gpustack_render.core.ownerrefs import OwnedConflict
 from gpustack_render.core.paths import FieldPath
 from gpustack_render.core.settings import Settings
 from gpustack_render.explain.columns import table
@@ -47,7 +48,7 @@ from gpustack_render.explain.timeline import (
 )
 from gpustack_render.reconcile.jointcheck import joint_deployment
 from gpustack_render.reconcile.observed import ObservedPod, observe_pod, observe_workload
-from gpustack_render.reconcile.queues import QueueConflict, queue_conflict
+from gpustack_render.reconcile.queues import queue_conflict
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rolloutinputs import (
     cache_hold,
@@ -319,10 +320,10 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str(jsonview.view(obj.get("metadata")).get("name") or "")
 
 
-def _queue_conflicts(rendering: Rendering, queues: Queues) -> dict[str, QueueConflict]:
+def _queue_conflicts(rendering: Rendering, queues: Queues) -> dict[str, OwnedConflict]:
     """The rendered LocalQueues the observed state holds pointing at another ClusterQueue, by
     name, as the controller's pass finds them (a queue not given is not known to conflict)."""
-    out: dict[str, QueueConflict] = {}
+    out: dict[str, OwnedConflict] = {}
     for wanted in rendering.local_queues:
         stored = queues.local.get(_name(wanted))
         conflict = queue_conflict(wanted, stored) if stored is not None else None

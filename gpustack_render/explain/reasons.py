@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpustack_render.core import jsonview
+from gpustack_render.core.ownerrefs import OwnedConflict
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile.jointcheck import (
     CHECK_NAME,
@@ -32,7 +33,7 @@ from gpustack_render.reconcile.jointcheck import (
     needs_verdict,
 )
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
-from gpustack_render.reconcile.queues import QueueConflict, cluster_queue_of
+from gpustack_render.reconcile.queues import cluster_queue_of
 from gpustack_render.reconcile.replicas import Replica, ReplicaIndex
 from gpustack_render.reconcile.rollout import Desired, DesiredRole, RoleStep, RolloutStep
 
@@ -169,7 +170,7 @@ def replica_reasons(
     refused: Sequence[str] = (),
     park_after: int,
     now: datetime | None = None,
-    queue_conflicts: Mapping[str, QueueConflict] | None = None,
+    queue_conflicts: Mapping[str, OwnedConflict] | None = None,
 ) -> tuple[ReplicaReasons, ...]:
     """The reason chain of every declared replica that is not serving. ``joint`` is the
     deployment as the joint check reads it (``None``: a single role, nothing joint);
@@ -229,7 +230,7 @@ def _missing(
     next_pass: RolloutStep,
     *,
     waiting: RoleStep | None,
-    conflicts: Mapping[str, QueueConflict],
+    conflicts: Mapping[str, OwnedConflict],
 ) -> Reason:
     leaving = index.leaving_at(role.name, ordinal)
     said = f"no live Pod; {len(leaving)} still terminating" if leaving else "no live Pod"

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from gpustack_render.core.ownerrefs import OwnedConflict
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
-from gpustack_render.reconcile.queues import QueueConflict
 from gpustack_render.reconcile.replicas import Replica, ReplicaIndex
 from gpustack_render.reconcile.rollout import (
     Desired,
@@ -153,7 +153,7 @@ def simulate(
     replacing: Mapping[str, int | None],
     cache_hold: bool,
     max_passes: int,
-    queue_conflicts: Mapping[str, QueueConflict] | None = None,
+    queue_conflicts: Mapping[str, OwnedConflict] | None = None,
 ) -> Timeline:
     """Run passes from the observation until none has anything to do, the state stops changing,
     or ``max_passes`` passes ran. ``queue_conflicts`` are the LocalQueues found feeding another
@@ -232,7 +232,7 @@ def _step(
     rendering: Rendering,
     index: ReplicaIndex,
     result: RolloutStep,
-    queue_conflicts: Mapping[str, QueueConflict],
+    queue_conflicts: Mapping[str, OwnedConflict],
 ) -> Step:
     grouped: dict[tuple[str, int | None, str], list[str]] = {}
     for pod in result.delete_pods:
@@ -326,7 +326,7 @@ def _waits(
 
 
 def _blocked(
-    role: DesiredRole, result: RolloutStep, queue_conflicts: Mapping[str, QueueConflict]
+    role: DesiredRole, result: RolloutStep, queue_conflicts: Mapping[str, OwnedConflict]
 ) -> list[Wait]:
     """The role's seats the planner left out because its LocalQueue feeds another
     ClusterQueue."""

@@ -20,6 +20,7 @@ from typing import Final
 
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.errors import RenderError
+from gpustack_render.core.ownerrefs import OwnedConflict
 from gpustack_render.reconcile.observed import ObservedPod
 from gpustack_render.schema.lookups import LookupFailed
 
@@ -93,6 +94,14 @@ def departure_events(
                 )
             )
     return out
+
+
+def conflict_event(reason: str, conflict: OwnedConflict) -> Event:
+    """The Warning event ``reason`` for an owned-object conflict (``reconcile/owned.py``: the
+    policy names the reason)."""
+    if reason == SCALER_CONFLICT:
+        return scaler_conflict(conflict.namespace, conflict.name, conflict.deployment)
+    return Event(reason, conflict.message)
 
 
 def local_queue_conflict(message: str) -> Event:

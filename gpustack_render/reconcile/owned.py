@@ -25,9 +25,11 @@ The policies (:data:`POLICIES`):
   cache answers alone once synced (``cache_authoritative``).
 
 A rendered name stored under another owner (or, for a create-only kind, stored incompatible) is
-a :class:`OwnedConflict`: never written, reported, and it fails the pass once the rest is done,
-so the pass is retried until the name is free. Prunes carry the stored uid: the delete's
-precondition, so a same-named successor is never deleted.
+an :class:`~gpustack_render.core.ownerrefs.OwnedConflict`: never written; it fails the pass once
+the rest is done, so the pass is retried until the name is free, except where the policy says
+the planner acts on it (a LocalQueue's roles get no Pod); a policy may also name the Warning
+event each conflict records (:func:`~gpustack_render.reconcile.events.conflict_event`). Prunes
+carry the stored uid: the delete's precondition, so a same-named successor is never deleted.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gpustack_render.core import jsonview, labels, ownerrefs
+from gpustack_render.core.ownerrefs import OwnedConflict
+from gpustack_render.reconcile import events
 from gpustack_render.reconcile.applied import apply_aligned
 from gpustack_render.reconcile.observed import ObservedPod
 from gpustack_render.reconcile.queues import queue_conflict
@@ -91,24 +95,12 @@ class OwnedPolicy:
     #: cost a request per name per pass. A create the cache had not seen answers 409, and the
     #: object's watch event brings the deployment back.
     cache_authoritative: bool = False
-
-
-class OwnedConflict(ownerrefs.OwnedElsewhere):
-    """A rendered object's name is held: stored under another owner, or (a kind nobody owns)
-    stored in a way that cannot serve (``detail`` says how). Never written; the pass fails once
-    the rest is done and is retried until the name is free."""
-
-    def __init__(
-        self, kind: str, namespace: str, name: str, deployment: str, *, detail: str = ""
-    ) -> None:
-        super().__init__(kind, namespace, name, deployment)
-        self.detail = detail
-        if detail:
-            self.args = (detail,)
-
-    @property
-    def message(self) -> str:
-        return str(self)
+    #: A conflict fails the pass (retried with backoff). ``False``: the planner acts on it
+    #: instead (a LocalQueue's roles get no Pod, status says why) and the pass looks again later.
+    conflicts_fail: bool = True
+    #: The reason of the Warning event recorded for each conflict (``""``: none; the failure is
+    #: counted and logged as any failed pass is).
+    conflict_event: str = ""
 
 
 @dataclass(frozen=True)
@@ -253,18 +245,27 @@ def local_queue_compatible(rendered: Mapping[str, Any], stored: Mapping[str, Any
     """``""`` when the stored LocalQueue feeds the rendered one's ClusterQueue, else why not
     (:func:`~gpustack_render.reconcile.queues.queue_conflict`)."""
     conflict = queue_conflict(rendered, stored)
-    return conflict.message if conflict is not None else ""
+    return conflict.detail if conflict is not None else ""
 
 
 SERVICE_POLICY: Final = OwnedPolicy("Service", WriteMode.APPLY, keep_while=instance_in_use)
 LOCAL_QUEUE_POLICY: Final = OwnedPolicy(
-    "LocalQueue", WriteMode.CREATE_ONLY, prune=False, compatible=local_queue_compatible
+    "LocalQueue",
+    WriteMode.CREATE_ONLY,
+    prune=False,
+    compatible=local_queue_compatible,
+    conflicts_fail=False,
+    conflict_event=events.LOCAL_QUEUE_CONFLICT,
 )
 SCALER_POLICY: Final = OwnedPolicy(
     "ModelDeploymentScaler",
     WriteMode.KEPT_FIELDS,
     kept_fields=scaler_kept_fields,
     cache_authoritative=True,
+    # The role keeps the count it runs and the event says why; the scaler's watch event brings
+    # the deployment back when the name is freed.
+    conflicts_fail=False,
+    conflict_event=events.SCALER_CONFLICT,
 )
 #: The router's kinds (D26), in the order they are applied.
 ROUTER_KINDS: Final = (

@@ -11,30 +11,10 @@ ClusterQueue's quota). The controller looks again on later passes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gpustack_render.core import jsonview
-
-
-@dataclass(frozen=True, slots=True)
-class QueueConflict:
-    """LocalQueue ``namespace/name`` feeds ClusterQueue ``found``, not ``wanted``."""
-
-    namespace: str
-    name: str
-    wanted: str
-    found: str
-
-    @property
-    def message(self) -> str:
-        found = f"ClusterQueue {self.found}" if self.found else "no ClusterQueue"
-        return (
-            f"LocalQueue {self.namespace}/{self.name} feeds {found}, not {self.wanted}; the "
-            "controller never changes an existing LocalQueue (spec.clusterQueue is immutable) "
-            f"and creates no Pod of a role using it: delete it, and the controller recreates "
-            f"it pointing at ClusterQueue {self.wanted}"
-        )
+from gpustack_render.core.ownerrefs import OwnedConflict
 
 
 def cluster_queue_of(local_queue: Mapping[str, Any]) -> str:
@@ -44,7 +24,7 @@ def cluster_queue_of(local_queue: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) else ""
 
 
-def queue_conflict(wanted: Mapping[str, Any], stored: Mapping[str, Any]) -> QueueConflict | None:
+def queue_conflict(wanted: Mapping[str, Any], stored: Mapping[str, Any]) -> OwnedConflict | None:
     """The conflict between the rendered LocalQueue ``wanted`` and the one the API server holds
     under its name, or ``None`` when the stored one feeds the same ClusterQueue."""
     want = cluster_queue_of(wanted)
@@ -52,9 +32,16 @@ def queue_conflict(wanted: Mapping[str, Any], stored: Mapping[str, Any]) -> Queu
     if found == want:
         return None
     meta = jsonview.view(wanted.get("metadata"))
-    return QueueConflict(
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
-        wanted=want,
-        found=found,
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    feeds = f"ClusterQueue {found}" if found else "no ClusterQueue"
+    return OwnedConflict(
+        "LocalQueue",
+        namespace,
+        name,
+        detail=(
+            f"LocalQueue {namespace}/{name} feeds {feeds}, not {want}; the controller never "
+            "changes an existing LocalQueue (spec.clusterQueue is immutable) and creates no Pod "
+            f"of a role using it: delete it, and the controller recreates it pointing at "
+            f"ClusterQueue {want}"
+        ),
     )

@@ -18,15 +18,16 @@ The choice is remembered in ``status.roles[].scaling`` (with ``desired``), the t
 state carried from one pass to the next after ``replacing`` and the previous
 ``ReplicasUpToDate`` reason.
 
-:func:`sync_scalers` turns the rendered scalers and the stored ones into the writes of a pass:
-create the missing ones, keep the bounds, target and labels of the stored ones in step (never
-``spec.replicas``: the autoscaler owns it), delete the ones no target renders any more. A name
-held by an object the deployment does not control is never written (a conflict).
+The scalers themselves are written on the owned-object path (``reconcile/owned.py``,
+``SCALER_POLICY``): the missing ones created, the bounds, target and labels of the stored ones
+kept in step (never ``spec.replicas``: the autoscaler owns it), the ones no target renders any
+more deleted; a name held by an object the deployment does not control is never written.
+:func:`scaler_candidates` names every scaler the pass looks up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,7 +39,6 @@ from gpustack_render.api.modeldeployment import (
 )
 from gpustack_render.core import jsonview, ownerrefs
 from gpustack_render.deployment.scaling import ScaleTarget, scale_targets
-from gpustack_render.rendering.scalers import KEPT_SPEC_FIELDS
 
 Source = Literal["Spec", "Scaler", "Held"]
 SCALER: Literal["Scaler"] = "Scaler"
@@ -180,20 +180,6 @@ def _unscaled(role: str, replicas: int, previous: RoleStatus | None) -> RoleCoun
 # --- the writes ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ScalerSync:
-    """The scaler writes of one pass."""
-
-    #: Rendered scalers with no stored object: created as rendered.
-    create: tuple[dict[str, Any], ...] = ()
-    #: (name, merge patch) of stored scalers whose bounds, target or labels drifted.
-    patch: tuple[tuple[str, dict[str, Any]], ...] = ()
-    #: (name, uid) of scalers the deployment controls that no target renders any more.
-    delete: tuple[tuple[str, str], ...] = ()
-    #: Rendered names held by an object the deployment does not control (never written).
-    conflicts: tuple[str, ...] = ()
-
-
 def scaler_candidates(md: ModelDeployment) -> list[str]:
     """Every name a scaler of ``md`` may have now or had before: ``<md>-<role>`` of each role,
     ``<md>-<group>`` of each group, and the scalers the stored status names. The controller
@@ -205,53 +191,6 @@ def scaler_candidates(md: ModelDeployment) -> list[str]:
         if status.scaling is not None and status.scaling.scaler:
             names.append(status.scaling.scaler)
     return list(dict.fromkeys(names))
-
-
-def _drift(rendered: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
-    """The merge patch aligning ``stored``'s kept fields with ``rendered`` (empty: aligned)."""
-    want_spec = jsonview.view(rendered.get("spec"))
-    have_spec = jsonview.view(stored.get("spec"))
-    spec = {k: want_spec.get(k) for k in KEPT_SPEC_FIELDS if want_spec.get(k) != have_spec.get(k)}
-    want_labels = jsonview.strings(jsonview.view(rendered.get("metadata")).get("labels"))
-    have_labels = jsonview.strings(jsonview.view(stored.get("metadata")).get("labels"))
-    patch: dict[str, Any] = {}
-    if spec:
-        patch["spec"] = spec
-    moved = {k: v for k, v in want_labels.items() if have_labels.get(k) != v}
-    if moved:
-        patch["metadata"] = {"labels": moved}
-    return patch
-
-
-def sync_scalers(
-    rendered: Sequence[Mapping[str, Any]],
-    *,
-    stored: Mapping[str, Mapping[str, Any] | None],
-    owner_uid: str,
-) -> ScalerSync:
-    """The scaler writes of a pass.
-
-    ``stored`` holds the stored object of every candidate name (:func:`scaler_candidates`
-    and each rendered one; ``None``: absent)."""
-    names = {str(jsonview.view(s.get("metadata")).get("name")) for s in rendered}
-    create: list[dict[str, Any]] = []
-    patch: list[tuple[str, dict[str, Any]]] = []
-    conflicts: list[str] = []
-    for scaler in rendered:
-        name = str(jsonview.view(scaler.get("metadata")).get("name"))
-        existing = stored.get(name)
-        if existing is None:
-            create.append(dict(scaler))
-        elif not ownerrefs.controlled_by(existing, owner_uid):
-            conflicts.append(name)
-        elif body := _drift(scaler, existing):
-            patch.append((name, body))
-    delete = [
-        (name, str(jsonview.view(obj.get("metadata")).get("uid") or ""))
-        for name, obj in stored.items()
-        if obj is not None and name not in names and ownerrefs.controlled_by(obj, owner_uid)
-    ]
-    return ScalerSync(tuple(create), tuple(patch), tuple(delete), tuple(conflicts))
 
 
 def observed_scalers(

@@ -52,7 +52,7 @@ from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import RolloutStep
 from gpustack_render.reconcile.rolloutinputs import desired_from_rendering
-from gpustack_render.reconcile.routersync import RouterObservation
+from gpustack_render.reconcile.routerstate import RouterObservation
 from gpustack_render.reconcile.scaling import ScalingState
 from gpustack_render.reconcile.statusfields import (
     PHASE_DELETING,
@@ -122,7 +122,7 @@ def deployment_status(
     previous ``replacing`` is kept). ``now`` is the RFC 3339 time written into conditions
     whose status changed. ``queue_conflicts`` are the messages of the LocalQueues found
     feeding another ClusterQueue (``reconcile/queues.py``); ``router`` the stored router
-    Deployment (``reconcile/routersync.py``; ``None``: not observed).
+    Deployment (``reconcile/routerstate.py``; ``None``: not observed).
     feeding another ClusterQueue (``reconcile/queues.py``). ``scaling`` says where each
     role's count came from (``status.roles[].scaling``, D27).
     """

@@ -21,10 +21,11 @@ from gpustack_controller.kube import (
     SERVICES,
     Kube,
 )
-from gpustack_controller.reconciler import FIELD_MANAGER, service_aligned
+from gpustack_controller.reconciler import FIELD_MANAGER
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.core import labels
 from gpustack_render.core.settings import Settings
+from gpustack_render.reconcile.applied import apply_aligned as service_aligned
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment, decode_model
 from gpustack_render.schema.lookups import StaticLookups

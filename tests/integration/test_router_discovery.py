@@ -37,7 +37,7 @@ from gpustack_render.api.inputs import InstanceType
 from gpustack_render.core import labels
 from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile.keys import FIELD_MANAGER
-from gpustack_render.reconcile.routersync import sync_router
+from gpustack_render.reconcile.owned import ROUTER_KINDS, ROUTER_POLICIES, Owner, plan_owned
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment, decode_model
 from gpustack_render.schema.lookups import StaticLookups
@@ -350,21 +350,19 @@ async def converged(kube: Kube, namespace: str, name: str, settings: Settings) -
     rendering = render(md, lookups=StaticLookups.of([typed]), settings=settings)
     wanted = rendering.router_objects()
     assert wanted
-    stored = {}
-    for obj in wanted:
-        kind, obj_name = str(obj["kind"]), str(obj["metadata"]["name"])
-        stored[(kind, obj_name)] = await kube.get(ROUTER_RESOURCES[kind], obj_name, namespace)
-    plan = sync_router(
-        wanted,
-        stored=stored,
-        others=[],
-        namespace=namespace,
-        owner=name,
-        owner_uid=md.metadata.uid,
-        manager=FIELD_MANAGER,
-    )
-    assert [f"{o['kind']}/{o['metadata']['name']}" for o in plan.apply] == []
-    assert plan.conflicts == () and plan.prune == ()
+    owner = Owner(namespace, name, md.metadata.uid)
+    for kind in ROUTER_KINDS:
+        mine = [o for o in wanted if o["kind"] == kind]
+        stored = {
+            str(o["metadata"]["name"]): await kube.get(
+                ROUTER_RESOURCES[kind], str(o["metadata"]["name"]), namespace
+            )
+            for o in mine
+        }
+        plan = plan_owned(
+            ROUTER_POLICIES[kind], mine, stored=stored, owner=owner, manager=FIELD_MANAGER
+        )
+        assert plan.writes == 0 and plan.conflicts == (), (kind, plan)
 
 
 async def _no_workers(router: RouterProcess) -> bool:

@@ -164,7 +164,11 @@ RENDER_NEVER_LOADS = (
     "gpustack_render.reconcile",
     "gpustack_render.schema.crd",
     "gpustack_render.schema.apidoc",
-    "gpustack_kube",
+    # The shells' client; its package and its gc switch (gcpause: imports only gc) are shared.
+    "gpustack_kube.client",
+    "gpustack_kube.config",
+    "gpustack_kube.informer",
+    "gpustack_kube.cachedread",
     "jsonpatch",
     "jsonschema",
     "ruamel",

@@ -18,9 +18,8 @@ from gpustack_controller.metrics import StatusGauges, error_labels
 from gpustack_controller.reconciler import QUEUE_RECHECK_SECONDS
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.cli.yamlio import load_documents
+from gpustack_render.core.ownerrefs import OwnedConflict
 from gpustack_render.core.settings import Settings
-from gpustack_render.reconcile.routersync import RouterConflict
-from gpustack_render.reconcile.servicesync import ServiceConflict
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment, decode_model
 from gpustack_render.schema.lookups import StaticLookups
@@ -107,7 +106,7 @@ def test_a_service_held_by_another_owner_fails_the_pass_and_is_never_written() -
         "spec": {"ports": [{"port": 1}]},
     }
     kube.put(theirs)
-    with pytest.raises(ServiceConflict) as raised:
+    with pytest.raises(OwnedConflict) as raised:
         _run(kube)
     conflict = raised.value
     assert (conflict.namespace, conflict.name, conflict.deployment) == (NS, name, NAME)
@@ -124,9 +123,10 @@ def test_a_service_held_by_another_owner_fails_the_pass_and_is_never_written() -
 
 
 def test_a_router_object_held_by_another_owner_is_counted_as_a_service_is() -> None:
-    """A router object under another owner is the same finding as a Service: counted as the
-    API server's refusal, logged without a traceback."""
-    conflict = RouterConflict("Deployment", NS, f"{NAME}-router", NAME)
+    """A router object under another owner is the same finding as a Service (one conflict type
+    on the owned-object path): counted as the API server's refusal, logged without a
+    traceback."""
+    conflict = OwnedConflict("Deployment", NS, f"{NAME}-router", NAME)
     assert str(conflict) == (
         f"Deployment {NS}/{NAME}-router exists and is not owned by ModelDeployment {NS}/{NAME}"
     )

@@ -16,11 +16,10 @@ from controller_support import MemoryKube, reconciler
 from gpustack_controller.kube import Kube
 from gpustack_controller.metrics import StatusGauges
 from gpustack_controller.reconciler import DeploymentReconciler
-from gpustack_controller.routers import RouterCaches, RouterSyncer
 from gpustack_controller.watches import Informer, object_key
 from gpustack_render.cli.yamlio import load_documents
+from gpustack_render.core.ownerrefs import OwnedConflict
 from gpustack_render.core.settings import Settings
-from gpustack_render.reconcile.routersync import RouterConflict
 from gpustack_render.schema.resources import ROUTER_RESOURCES
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cpu-only.yaml"
@@ -46,17 +45,18 @@ def _reconciler(kube: MemoryKube) -> DeploymentReconciler:
     """The pass, with router informers whose caches :func:`_watch` fills as a watch would."""
     out = reconciler(kube, StatusGauges())
     live = cast(Kube, kube)
-    out.routers = RouterSyncer(
-        live, RouterCaches({kind: Informer(live, r) for kind, r in ROUTER_RESOURCES.items()})
-    )
+    out.caches.routers = {kind: Informer(live, r) for kind, r in ROUTER_RESOURCES.items()}
     return out
 
 
 def _watch(kube: MemoryKube, pass_: DeploymentReconciler) -> None:
-    for informer in pass_.routers.caches.informers.values():
+    """Fill the router caches as a watch would: synced and following its stream."""
+    for informer in pass_.caches.routers.values():
         informer.cache = {
             object_key(o): copy.deepcopy(o) for o in kube.of_kind(informer.resource.kind)
         }
+        informer.synced.set()
+        informer.current = True
 
 
 def _run(pass_: DeploymentReconciler) -> float | None:
@@ -116,7 +116,7 @@ def test_a_router_object_held_by_another_owner_fails_the_pass_and_is_never_writt
         "rules": [],
     }
     kube.objects[("Role", NS, ROUTER)] = copy.deepcopy(foreign)
-    with pytest.raises(RouterConflict, match=f"Role {NS}/{ROUTER} exists"):
+    with pytest.raises(OwnedConflict, match=f"Role {NS}/{ROUTER} exists"):
         _run(_reconciler(kube))
     assert kube.stored("Role", NS, ROUTER) == foreign
     assert kube.stored("Deployment", NS, ROUTER) is not None

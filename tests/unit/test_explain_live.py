@@ -183,10 +183,10 @@ def test_reads_the_deployment_its_inputs_settings_and_observed_state(
     assert got.inputs[1]["data"]["native-sidecars"] == "false"
     assert "bogus" not in got.inputs[1]["data"]  # the Settings in force, as the controller's
     assert got.settings.native_sidecars is False
+    # The deployment's Workloads in name order, as the API server lists a namespace.
     assert _names(got.observed) == [
         "Pod/chat-server-x",
-        "Workload/owned",
-        f"Workload/{GROUP0}",
+        *sorted(["Workload/owned", f"Workload/{GROUP0}"]),
         "Service/chat",
         "LocalQueue/q",
         "ClusterQueue/cq",
@@ -465,3 +465,34 @@ def test_the_first_failed_read_cancels_the_others_before_it_is_raised() -> None:
         return list(cancelled)  # as the error reaches the caller, not later
 
     assert asyncio.run(run()) == ["slow"]
+
+
+def test_the_workload_of_an_autoscaled_replica_above_replicas_is_read() -> None:
+    """Issue 32 item 4: a role an autoscaler runs at 3 while ``roles[].replicas`` is 1; replica
+    2's Pod is gone but its Workload still holds quota. Live ``explain`` finds Workloads by the
+    controller's rule (the status's count), so it reports that one too; a Workload of a seat the
+    deployment does not run, and one of another namespace, are not its."""
+    from gpustack_render.schema.decoding import decode_deployment
+
+    raw = {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "chat", "namespace": "team-a", "uid": "u"},
+        "spec": {
+            "model": {"name": "m"},
+            "engine": {"name": "vLLM", "image": "i"},
+            "roles": [{"name": "server", "replicas": 1, "instanceType": "t"}],
+        },
+        "status": {"roles": [{"name": "server", "desired": 3}]},
+    }
+    md, errs = decode_deployment(raw)
+    assert md is not None, errs
+
+    def workload(ordinal: int, namespace: str = "team-a") -> dict[str, Any]:
+        name = naming.group_name("team-a", "chat", "server", ordinal)
+        return {"kind": "Workload", "metadata": {"name": name, "namespace": namespace}}
+
+    found = live.workloads_of(
+        [workload(2), workload(3), workload(2, "team-b")], pods=[], deployments=[md]
+    )
+    assert [w["metadata"]["name"] for w in found] == [workload(2)["metadata"]["name"]]

@@ -23,12 +23,7 @@ def test_a_queue_feeding_the_same_cluster_queue_is_no_conflict() -> None:
 def test_a_queue_feeding_another_cluster_queue_is_a_conflict_naming_both() -> None:
     conflict = queue_conflict(local_queue("e", namespace="ns"), stored("other"))
     assert conflict is not None
-    assert (conflict.namespace, conflict.name, conflict.wanted, conflict.found) == (
-        "ns",
-        "e",
-        "e",
-        "other",
-    )
+    assert (conflict.kind, conflict.namespace, conflict.name) == ("LocalQueue", "ns", "e")
     assert "ClusterQueue other, not e" in conflict.message
     assert "immutable" in conflict.message
     broken = queue_conflict(local_queue("e", namespace="ns"), stored(None))

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from gpustack_render.core import labels
+from gpustack_render.core.ownerrefs import OwnedConflict
 from gpustack_render.reconcile.observed import ObservedPod
 from gpustack_render.reconcile.owned import (
     LOCAL_QUEUE_POLICY,
     ROUTER_POLICIES,
     SCALER_POLICY,
     SERVICE_POLICY,
-    OwnedConflict,
     OwnedPlan,
     OwnedPolicy,
     Owner,

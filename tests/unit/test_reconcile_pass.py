@@ -17,8 +17,8 @@ from gpustack_render.reconcile.claims import FINALIZER
 from gpustack_render.reconcile.events import INPUT_UNREADABLE
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
+from gpustack_render.reconcile.owned import SERVICE_POLICY, Owner, PassFacts, plan_owned
 from gpustack_render.reconcile.replicas import ReplicaIndex
-from gpustack_render.reconcile.servicesync import sync_services
 from gpustack_render.reconcile.teardown import Draining, Releasing, plan_teardown
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.lookups import LookupFailed
@@ -142,17 +142,16 @@ def test_service_sync_applies_reports_conflicts_and_prunes() -> None:
     held = _service("old-0", ordinal="0")
     foreign = _service("other", owner="someone-else")
     pods = [ObservedPod(name="p", uid="u", role="server", ordinal=0, terminating=True)]
-    sync = sync_services(
+    sync = plan_owned(
+        SERVICE_POLICY,
         wanted,
         stored={"a": None, "b": theirs, "c": None},
         others=[theirs, stale, held, foreign],
-        namespace="team-a",
-        owner="qwen",
-        owner_uid=UID,
-        pods=pods,
+        owner=Owner("team-a", "qwen", UID),
         manager="gpustack-controller",
+        facts=PassFacts(pods=pods),
     )
-    assert [s["metadata"]["name"] for s in sync.apply] == ["a", "c"]
+    assert [s["metadata"]["name"] for s in sync.applies] == ["a", "c"]
     assert [(c.namespace, c.name, c.deployment) for c in sync.conflicts] == [
         ("team-a", "b", "qwen")
     ]
@@ -160,7 +159,7 @@ def test_service_sync_applies_reports_conflicts_and_prunes() -> None:
         "Service team-a/b exists and is not owned by ModelDeployment team-a/qwen"
     )
     # Pruned by name and uid (the delete's precondition: a same-named successor stays).
-    assert sync.prune == (("old", "uid-old"),)
+    assert sync.prunes == (("old", "uid-old"),)
 
 
 def test_teardown_is_not_ours_without_the_finalizer() -> None:

@@ -1,12 +1,16 @@
-"""The router's writes of a pass and its observation (``reconcile/routersync.py``), pure."""
+"""The router's writes of a pass (the owned-object path, ``reconcile/owned.py``, under the router
+kinds' policies) and its observation (``reconcile/routerstate.py``), pure."""
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
+from gpustack_render.core.ownerrefs import OwnedConflict
 from gpustack_render.reconcile.keys import FIELD_MANAGER
-from gpustack_render.reconcile.routersync import observe_router, sync_router
+from gpustack_render.reconcile.owned import ROUTER_KINDS, ROUTER_POLICIES, Owner, plan_owned
+from gpustack_render.reconcile.routerstate import observe_router
 
 UID = "md-uid"
 
@@ -31,16 +35,32 @@ def _applied(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _sync(wanted: list[dict[str, Any]], stored: list[dict[str, Any]]) -> Any:
-    return sync_router(
-        wanted,
-        stored={(o["kind"], o["metadata"]["name"]): o for o in stored},
-        others=stored,
-        namespace="team-a",
-        owner="qwen",
-        owner_uid=UID,
-        manager=FIELD_MANAGER,
-    )
+@dataclass
+class _Plans:
+    """Every router kind's plan, flattened in apply order."""
+
+    apply: list[dict[str, Any]]
+    conflicts: list[OwnedConflict]
+    prune: list[tuple[str, str, str]]
+
+
+def _sync(wanted: list[dict[str, Any]], stored: list[dict[str, Any]]) -> _Plans:
+    out = _Plans([], [], [])
+    for kind in ROUTER_KINDS:
+        mine = [o for o in wanted if o["kind"] == kind]
+        stored_of = {o["metadata"]["name"]: o for o in stored if o["kind"] == kind}
+        plan = plan_owned(
+            ROUTER_POLICIES[kind],
+            mine,
+            stored={o["metadata"]["name"]: stored_of.get(o["metadata"]["name"]) for o in mine},
+            others=[o for o in stored if o["kind"] == kind],
+            owner=Owner("team-a", "qwen", UID),
+            manager=FIELD_MANAGER,
+        )
+        out.apply += [*plan.creates, *plan.applies]
+        out.conflicts += plan.conflicts
+        out.prune += [(kind, name, uid) for name, uid in plan.prunes]
+    return out
 
 
 def test_an_aligned_object_is_not_written_a_changed_one_is() -> None:
@@ -49,7 +69,7 @@ def test_an_aligned_object_is_not_written_a_changed_one_is() -> None:
     stored[1]["data"] = {"a": "2"}
     plan = _sync(wanted, stored)
     assert [o["kind"] for o in plan.apply] == ["Role"]
-    assert plan.prune == () and plan.conflicts == ()
+    assert plan.prune == [] and plan.conflicts == []
 
 
 def test_an_object_without_our_apply_entry_is_applied() -> None:
@@ -68,10 +88,10 @@ def test_conflicts_and_prunes() -> None:
     plan = _sync(wanted, stored)
     assert [o["kind"] for o in plan.apply] == ["ConfigMap"]
     assert [(c.kind, c.name) for c in plan.conflicts] == [("Role", "qwen-router")]
-    assert plan.prune == (
+    assert plan.prune == [
         ("Deployment", "qwen-router", "uid-Deployment"),
         ("InferencePool", "qwen", "uid-X"),
-    )
+    ]
 
 
 def test_observe_the_router_deployment() -> None:

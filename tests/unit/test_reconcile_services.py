@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from gpustack_render.reconcile.applied import apply_aligned as service_aligned
 from gpustack_render.reconcile.keys import FIELD_MANAGER
-from gpustack_render.reconcile.servicesync import service_aligned
 
 UID = "8a1165f6-a9ff-48a7-8465-26bf46285128"
 

@@ -12,11 +12,11 @@ from admission_support import default_objects, deployment, pd, role
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.settings import Settings
 from gpustack_render.deployment.scaling import scale_targets, serving_selector
+from gpustack_render.reconcile.owned import SCALER_POLICY, OwnedPlan, Owner, plan_owned
 from gpustack_render.reconcile.scaling import (
     ObservedScaler,
     resolve_scaling,
     scaler_candidates,
-    sync_scalers,
 )
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment
@@ -230,6 +230,19 @@ def test_a_role_scaled_to_zero_renders_no_seat_but_keeps_its_service() -> None:
 # ---- writes --------------------------------------------------------------------------------
 
 
+def sync_scalers(
+    wanted: list[dict[str, Any]], *, stored: dict[str, dict[str, Any] | None], owner_uid: str
+) -> OwnedPlan:
+    """The scalers on the owned-object path (``reconcile/owned.py``, ``SCALER_POLICY``)."""
+    return plan_owned(
+        SCALER_POLICY,
+        wanted,
+        stored=stored,
+        owner=Owner("team-a", "qwen", owner_uid),
+        manager="gpustack-controller",
+    )
+
+
 def _owned(obj: dict[str, Any]) -> dict[str, Any]:
     obj = copy.deepcopy(obj)
     obj["metadata"]["uid"] = "s-uid"
@@ -240,15 +253,16 @@ def test_a_missing_scaler_is_created_and_a_stored_one_keeps_its_count() -> None:
     md = decoded(scaled_decode(2, maxReplicas=8))
     (wanted,) = _render(md).scalers
     sync = sync_scalers([wanted], stored={"qwen-decode": None}, owner_uid=UID)
-    assert [c["metadata"]["name"] for c in sync.create] == ["qwen-decode"]
+    assert [c["metadata"]["name"] for c in sync.creates] == ["qwen-decode"]
     # Stored with the autoscaler's count and older bounds: only the bounds are patched.
     stored = _owned(wanted)
     stored["spec"].update(replicas=7, maxReplicas=10)
     sync = sync_scalers([wanted], stored={"qwen-decode": stored}, owner_uid=UID)
-    assert sync.create == () and sync.patch == (("qwen-decode", {"spec": {"maxReplicas": 8}}),)
+    assert sync.creates == () and sync.patches == (("qwen-decode", {"spec": {"maxReplicas": 8}}),)
     # Aligned: nothing to write (a converged deployment writes nothing).
     stored["spec"]["maxReplicas"] = 8
-    assert sync_scalers([wanted], stored={"qwen-decode": stored}, owner_uid=UID) == type(sync)()
+    aligned = sync_scalers([wanted], stored={"qwen-decode": stored}, owner_uid=UID)
+    assert aligned.writes == 0 and aligned.conflicts == ()
 
 
 def test_a_scaler_no_target_renders_is_deleted_and_a_foreign_one_is_left_alone() -> None:
@@ -259,9 +273,9 @@ def test_a_scaler_no_target_renders_is_deleted_and_a_foreign_one_is_left_alone()
     foreign = copy.deepcopy(wanted)
     foreign["metadata"]["ownerReferences"] = []
     sync = sync_scalers([wanted], stored={"qwen-decode": foreign, "qwen-gone": old}, owner_uid=UID)
-    assert sync.conflicts == ("qwen-decode",)
-    assert sync.delete == (("qwen-gone", "s-uid"),)
-    assert sync.create == () and sync.patch == ()
+    assert [c.name for c in sync.conflicts] == ["qwen-decode"]
+    assert sync.prunes == (("qwen-gone", "s-uid"),)
+    assert sync.creates == () and sync.patches == ()
 
 
 def test_the_candidates_cover_every_name_a_scaler_has_or_had() -> None:

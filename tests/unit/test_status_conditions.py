@@ -33,7 +33,7 @@ from gpustack_render.reconcile.observed import (
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import RoleStep, RolloutStep
 from gpustack_render.reconcile.rolloutinputs import cache_hold, with_replacing
-from gpustack_render.reconcile.routersync import RouterObservation
+from gpustack_render.reconcile.routerstate import RouterObservation
 from gpustack_render.reconcile.statusfields import PHASE_STARTING
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.rendering.roleplan import CacheResolution

@@ -7,9 +7,9 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from gpustack_kube.gcpause import paused_gc
 from gpustack_render.cli.documents import Bundle
 from gpustack_render.cli.exits import EXIT_OK, EXIT_REFUSED, UsageError
-from gpustack_render.cli.gcpause import paused_gc
 from gpustack_render.cli.operands import (
     display_name,
     each_deployment,

@@ -10,7 +10,7 @@ from gpustack_render.core.vocabulary import ConditionStatus, Engine, RoleKind
 from gpustack_render.engines.flags import engine_of
 from gpustack_render.engines.owned import LLM_D_ROUTER
 from gpustack_render.reconcile.conditions.common import NOT_APPLICABLE, ConditionVerdict
-from gpustack_render.reconcile.routersync import RouterObservation
+from gpustack_render.reconcile.routerstate import RouterObservation
 from gpustack_render.rendering.renderer import Rendering
 
 

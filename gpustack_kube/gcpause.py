@@ -1,6 +1,7 @@
 """Pausing the cyclic garbage collector around a render: a process-wide switch, so it belongs
-to the shells that call the library (the command line, the controller, the benchmarks), never
-to the pure layers."""
+to the shells that call the library (the controller, the command line, the benchmarks), never
+to the pure layers. It lives here, in the package the shells share, so no shell leans on another
+for it; it imports nothing but ``gc``, so the command line's start-up does not grow by it."""
 
 from __future__ import annotations
 
