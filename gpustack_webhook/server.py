@@ -65,7 +65,7 @@ log = logging.getLogger(f"{LOGGER_NAME}.server")
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 
 #: Paths of the four webhooks (controller-runtime style for the ModelDeployment pair; the Pod
-#: pair as docs/contract/kv-injection.md §12 gives them). deploy/webhook/webhooks.yaml uses the
+#: pair as docs/contract/injection-notes.md §12 gives them). deploy/webhook/webhooks.yaml uses the
 #: same.
 PATH_MODELDEPLOYMENT_MUTATE = "/mutate-worker-gpustack-ai-v1-modeldeployment"
 PATH_MODELDEPLOYMENT_VALIDATE = "/validate-worker-gpustack-ai-v1-modeldeployment"

@@ -9,10 +9,10 @@ they are written):
 - ``docs/contract/render.md §17.2`` — or the short forms: ``render.md §17.2``,
   ``reference/render.md §17.2``,
   ``api.md §11.4`` (= ``docs/contract/api-notes.md``), ``DECISIONS.md`` (=
-  ``docs/contract/decisions.md``). The file must exist, and every ``§N``/``§N.M`` on the same line
-  after it (and a bare ``§N`` on a later line of the same source file) must be a section of it.
-  A rule id right after the file (``kv-injection.md B4``) must be defined in it.
-- ``D<n>``: a decision; ``docs/contract/decisions.md`` must have a ``## D<n>`` heading.
+  ``docs/contract/spec-decisions.md``). The file must exist, and every ``§N``/``§N.M`` on the same
+  line after it (and a bare ``§N`` on a later line of the same source file) must be a section of it.
+  A rule id right after the file (``injection-notes.md B4``) must be defined in it.
+- ``D<n>``: a decision; ``docs/contract/spec-decisions.md`` must have a ``## D<n>`` heading.
 - ``the seed's "Rollout behavior"``: a section of one of the two seeds
   (``docs/contract/model-deployment.md``, ``docs/contract/kv-cache-injection.md``).
 
@@ -59,11 +59,13 @@ CONTRACT_FILES = {
     "render": "render.md",
     "controller": "controller.md",
     "admission": "admission.md",
-    "kv-injection": "kv-injection.md",
+    "kv-injection": "injection-notes.md",
+    "injection-notes": "injection-notes.md",
     "kubernetes-notes": "kubernetes-notes.md",
     "api": "api-notes.md",
     "api-notes": "api-notes.md",
-    "DECISIONS": "decisions.md",
+    "DECISIONS": "spec-decisions.md",
+    "spec-decisions": "spec-decisions.md",
     "INTERFACES": "interfaces.md",
     "model-deployment": "model-deployment.md",
     "kv-cache-injection": "kv-cache-injection.md",
@@ -192,7 +194,7 @@ def _line_problems(
         problems.append(f"refers to {OUTSIDE}, which the repository does not hold")
     for m in DECISION.finditer(line):
         if int(m["n"]) not in decisions:
-            problems.append(f"D{m['n']} is not a decision in docs/contract/decisions.md")
+            problems.append(f"D{m['n']} is not a decision in docs/contract/spec-decisions.md")
     for m in SEED_SECTION.finditer(line):
         if m["title"] not in seed_titles:
             problems.append(f'seed section "{m["title"]}" is not a heading of either seed')
@@ -242,10 +244,12 @@ def check(root: Path) -> list[Broken]:
     decisions = (
         {
             int(m["n"])
-            for line in (root / CONTRACT / "decisions.md").read_text(encoding="utf-8").splitlines()
+            for line in (root / CONTRACT / "spec-decisions.md")
+            .read_text(encoding="utf-8")
+            .splitlines()
             if (m := DECISION_HEADING.match(line))
         }
-        if (root / CONTRACT / "decisions.md").is_file()
+        if (root / CONTRACT / "spec-decisions.md").is_file()
         else set()
     )
     seed_titles = set().union(*(contracts[s].titles for s in SEEDS if s in contracts))

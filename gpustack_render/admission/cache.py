@@ -2,8 +2,8 @@
 transport of a new pool binding. Both read the Binding → pool → backend chain.
 
 Offers and the transport checks are those of :mod:`gpustack_render.engines.connectors`
-(docs/contract/api-notes.md §11.4, docs/contract/kv-injection.md §11), so admission and the renderer
-agree on what a pool offers.
+(docs/contract/api-notes.md §11.4, docs/contract/injection-notes.md §11), so admission and the
+renderer agree on what a pool offers.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def _kv_cache_changed(ctx: Context, old_ctx: Context | None) -> bool:
 def validate_pool_transport(ctx: Context, *, old_ctx: Context | None) -> ErrorList:
     """docs/contract/admission.md §10.2: a new binding must be to a pool whose offers every engine
     of the deployment can use (the mixed-offer check and the match of
-    docs/contract/kv-injection.md §11)."""
+    docs/contract/injection-notes.md §11)."""
     out = ErrorList()
     if not ctx.has_cache or ctx.deleting or not _kv_cache_changed(ctx, old_ctx):
         return out

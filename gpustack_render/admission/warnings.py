@@ -8,7 +8,7 @@ what it seems to say. A warning never changes the verdict.
 - an image that looks like a placeholder (``<…>``) left in from a template;
 - a ``min-render-version`` annotation outside the supported range, clamped into it;
 - a role's volume mounted inside a path the operator mounts replaces what the operator put
-  there (``admission/objectrules.py``);
+  there (``admission/volumes.py``);
 - the router's objects cannot be rendered (no image, roles listening on different ports): the
   engines run without it (``admission/router.py``).
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 
 from gpustack_render.admission.context import request_context
-from gpustack_render.admission.objectrules import volume_warnings
 from gpustack_render.admission.router import router_warnings
+from gpustack_render.admission.volumes import volume_warnings
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.labels import MIN_RENDER_VERSION
 from gpustack_render.core.paths import ENGINE, KV_CACHE, METADATA, ROLES, FieldPath

@@ -1,16 +1,17 @@
 """The Mooncake store-client rendering shared by Pod injection and deployment rendering.
 
 Written once, used by both: ``gpustack_render.injection`` (an opted-in Pod,
-``docs/contract/kv-injection.md`` §4) and the deployment renderer (``docs/contract/render.md`` §17).
+``docs/contract/injection-notes.md`` §4) and the deployment renderer (``docs/contract/render.md``
+§17).
 Everything here is a pure function returning plain JSON data (env entries, argv fragments,
 volumes, mounts, annotation values), so each caller composes it into its own Pod.
 
 What lives here:
 
 - the transport: API → artifact spelling (docs/contract/api-notes.md §11.4), the backend's offers in
-  group order, the mixed-offer check and the match (docs/contract/kv-injection.md §11);
+  group order, the mixed-offer check and the match (docs/contract/injection-notes.md §11);
 - the tenant: the pool's ``QuotaLedgerAvailable`` condition decides whether the Binding's
-  domain is rendered (docs/contract/kv-injection.md §3, D20);
+  domain is rendered (docs/contract/injection-notes.md §3, D20);
 - the documents: the vLLM client configuration file (docs/contract/render.md §17.1), the store-only
   ``--kv-transfer-config`` document (§17.2), the SGLang ``MOONCAKE_*`` environment (§17.5);
 - the defaulted variables (``MC_TE_METRIC``, ``MC_STORE_CLIENT_METRIC_BANDWIDTH``,
@@ -100,14 +101,15 @@ ARTIFACT_TRANSPORT: Final[dict[str, str]] = {
     "MACA": "maca",
 }
 #: The artifact transport an engine requires, when it requires one
-#: (docs/contract/kv-injection.md §11).
+#: (docs/contract/injection-notes.md §11).
 REQUIRED_TRANSPORT: Final[dict[Engine, str]] = {Engine.VLLM_ASCEND: "ascend"}
 #: The API value to set for a required artifact transport (messages name both spellings).
 API_PROTOCOL_FOR: Final[dict[str, str]] = {"ascend": "CANN"}
 
 # --- Tenancy ----------------------------------------------------------------------------------
 
-#: The pool condition deciding whether a tenant is rendered (docs/contract/kv-injection.md §3, D20).
+#: The pool condition deciding whether a tenant is rendered (docs/contract/injection-notes.md §3,
+#: D20).
 LEDGER_CONDITION: Final = "QuotaLedgerAvailable"
 #: The one ``False`` reason that is a declared single-tenant store rather than an outage.
 REASON_MULTI_TENANCY_DISABLED: Final = "MultiTenancyDisabled"
@@ -117,8 +119,8 @@ def compact_json(value: Any) -> str:
     """Compact JSON (no spaces), keys in build order, as the Go encoder writes it.
 
     ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e``, ``\\u0026``
-    (docs/contract/kv-injection.md §9), and U+2028/U+2029 are escaped; other non-ASCII text is kept
-    as is.
+    (docs/contract/injection-notes.md §9), and U+2028/U+2029 are escaped; other non-ASCII text is
+    kept as is.
     """
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     # These characters only ever occur inside JSON strings, so a textual replace is exact.
@@ -184,7 +186,7 @@ def distinct_offers(offers: Sequence[str]) -> tuple[str, ...]:
 
 def match_transport(engine: Engine, offers: Sequence[str]) -> str | None:
     """The first non-empty offer ``engine`` accepts, or ``None``
-    (docs/contract/kv-injection.md §11).
+    (docs/contract/injection-notes.md §11).
 
     This is the transport written into the client (``protocol`` / ``MOONCAKE_PROTOCOL``). It
     ignores the mixed-offer check, so a renderer keeping an older binding (which still renders its
@@ -229,7 +231,7 @@ class TransportCheck:
 
 
 def check_transport(engine: Engine, offers: Sequence[str]) -> TransportCheck:
-    """The mixed-offer check, then the match (docs/contract/kv-injection.md §11;
+    """The mixed-offer check, then the match (docs/contract/injection-notes.md §11;
     docs/contract/admission.md §10.2).
 
     An engine without a required transport facing two or more distinct non-empty offers fails as
@@ -255,7 +257,7 @@ def check_transport(engine: Engine, offers: Sequence[str]) -> TransportCheck:
 
 class LedgerState(enum.Enum):
     """What the pool's ``QuotaLedgerAvailable`` condition says
-    (docs/contract/kv-injection.md §3)."""
+    (docs/contract/injection-notes.md §3)."""
 
     #: Not reported yet: unresolved (``inject.ledger-absent``).
     ABSENT = "absent"
@@ -317,7 +319,7 @@ def resolve_tenant(
     *,
     backend_fallback: KVCacheBackend | None = None,
 ) -> TenantResolution:
-    """The tenant to render for ``binding`` on ``pool`` (docs/contract/kv-injection.md §3, D20).
+    """The tenant to render for ``binding`` on ``pool`` (docs/contract/injection-notes.md §3, D20).
 
     ``True`` → the Binding's domain; ``False``/``MultiTenancyDisabled`` → resolved with no tenant;
     absent, ``Unknown`` or another ``False`` reason → unresolved. Both Pod injection (the seed
@@ -506,7 +508,7 @@ def store_client(
     dtype: str,
     kv_role: KVRole = "kv_both",
 ) -> StoreClient:
-    """The store-only client for ``engine`` (docs/contract/kv-injection.md §4,
+    """The store-only client for ``engine`` (docs/contract/injection-notes.md §4,
     docs/contract/render.md §17).
 
     vLLM family: file vehicle (``--kv-transfer-config`` store document, dtype, env

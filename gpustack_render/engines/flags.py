@@ -3,7 +3,7 @@
 One rule decides whether a token is a given flag, for admission (owned keys, ``--port``,
 ``--served-model-name``, ``--kv-cache-dtype``), for the renderer (does ``extraArgs`` already
 carry ``--port``/``--host``/``--served-model-name``/a defaulted connector flag, D17) and for the
-Pod injection webhook (docs/contract/kv-injection.md §8):
+Pod injection webhook (docs/contract/injection-notes.md §8):
 
 1. the name is the token up to its first ``=`` (a split value token is judged on its own and,
    not starting with ``--``, is never a flag);

@@ -5,7 +5,7 @@ Two mounts at one path make an invalid container. A mount below another
 there; a mount above it (``/etc/gpustack``) is mounted first and the inner one on top of it, as
 kubelet sorts mounts by depth. Each caller says which of these it refuses: the Pod injection
 refuses all three where a path is held; a deployment's own volumes are refused only at an
-operator path (D22 amended, ``admission/objectrules.py``).
+operator path (D22 amended, ``admission/volumes.py``).
 """
 
 from __future__ import annotations

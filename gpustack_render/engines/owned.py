@@ -5,7 +5,7 @@ authority: ownership is per (engine, key), never by a name prefix. Every name is
 once; admission refuses an owned key in a role's ``extraArgs``/``env`` (``args.owned-flag``,
 ``env.owned-name``, §10.3),
 the renderer writes them (docs/contract/render.md §9, §10, §17) and the Pod injection webhook guards
-the ones it writes (docs/contract/kv-injection.md §6).
+the ones it writes (docs/contract/injection-notes.md §6).
 
 Engines are the lowercase internal names of D1: ``vllm``, ``vllm-ascend``, ``sglang``. The two
 vLLM backends own exactly the same keys (per seed: "One vLLM row covers both backends").
@@ -124,7 +124,7 @@ BOOTSTRAP_PORT: Final = 8998
 #: Where a direct decoder's engine moves (raised past declared ports, docs/contract/render.md §18).
 DECODER_ENGINE_PORT_BASE: Final = 8200
 #: The vLLM-family client configuration directory (docs/contract/render.md §14 row 2,
-#: docs/contract/kv-injection.md §4).
+#: docs/contract/injection-notes.md §4).
 CLIENT_CONFIG_MOUNT_PATH: Final = "/etc/gpustack/kvcache"
 #: The Ascend driver mounted on a vllm-ascend direct leg (docs/contract/render.md §14 row 3).
 ASCEND_DRIVER_PATH: Final = "/usr/local/Ascend/driver"

@@ -3,7 +3,7 @@
 Any Pod labelled ``kvcache.gpustack.ai/inject: "true"`` joins the KV-cache pool its
 ``KVCachePoolBinding`` names: at CREATE the webhook writes exactly the store-client
 configuration its declared engine expects, or refuses, fail-closed, every case that would
-produce a container that starts normally and caches nothing (``docs/contract/kv-injection.md``).
+produce a container that starts normally and caches nothing (``docs/contract/injection-notes.md``).
 
 Modules by step: ``contract`` (the label and annotations), ``resolve`` (Binding → pool →
 backend, tenant, transport), ``target`` (the container), ``collisions`` (keys refused rather

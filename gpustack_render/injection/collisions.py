@@ -38,8 +38,8 @@ def owned_connector_flag(family: EngineFamily) -> str:
 
 def find_spelled(container: Mapping[str, Any], flag: str, *, engine: Engine) -> str | None:
     """How the container's own tokens name ``flag`` (``args`` first, then ``command``, value
-    tokens included, docs/contract/kv-injection.md §8), in any spelling ``engine`` reads; ``None``
-    if not."""
+    tokens included, docs/contract/injection-notes.md §8), in any spelling ``engine`` reads;
+    ``None`` if not."""
     for argv in (jsonview.tokens(container.get("args")), jsonview.tokens(container.get("command"))):
         hits = flags.find_flag(argv, flag, engine)
         if hits:

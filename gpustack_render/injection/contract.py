@@ -1,6 +1,6 @@
 """The opt-in contract of a Pod: the label, the annotations and their accepted values.
 
-``docs/contract/kv-injection.md`` §1. Values are exact and case-sensitive; nothing is trimmed or
+``docs/contract/injection-notes.md`` §1. Values are exact and case-sensitive; nothing is trimmed or
 case-folded. Steps 2–6 of the CREATE processing order (§2) live here: the annotation
 vocabulary, the refused domain key, and the engine, manufacturer and role values.
 """

@@ -1,4 +1,4 @@
-"""The UPDATE freeze: what injection wrote stays as written (docs/contract/kv-injection.md §10).
+"""The UPDATE freeze: what injection wrote stays as written (docs/contract/injection-notes.md §10).
 
 The opt-in label and the two written annotations are frozen on a live Pod and on a terminating
 one, since a Pod keeps serving and the kubelet keeps reprojecting the client file through its

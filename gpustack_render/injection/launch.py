@@ -1,5 +1,5 @@
 """Launch recognition: does an appended argument reach the declared engine?
-(docs/contract/kv-injection.md §7)
+(docs/contract/injection-notes.md §7)
 
 Injection appends its flags to the container's ``args``. That only configures the engine when
 the command line visibly runs the engine with those arguments, so the launch is read token by
@@ -84,7 +84,7 @@ class Launcher:
         return matches[0] if len(matches) == 1 else name
 
 
-#: The transparent launchers, by program basename (docs/contract/kv-injection.md §7 step 4).
+#: The transparent launchers, by program basename (docs/contract/injection-notes.md §7 step 4).
 LAUNCHERS: Final[dict[str, Launcher]] = {
     "env": Launcher(
         value_short=frozenset("uCa"),

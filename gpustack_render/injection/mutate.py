@@ -1,5 +1,5 @@
 """Applying a rendered store client to a copy of the Pod (step 20,
-docs/contract/kv-injection.md §5).
+docs/contract/injection-notes.md §5).
 
 Nothing else changes: no label, resource, image, command, scheduling field, owner reference or
 other container. The input is never modified. The copy is made copy-on-write: every object on

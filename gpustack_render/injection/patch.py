@@ -15,8 +15,8 @@ marker or a placeholder, or names a marker member in its path, would write a pru
 real one: then the plain ``make_patch`` is used instead. Otherwise every written value is a real,
 unpruned branch of the mutated Pod and every path exists in both, so the patch applied to the
 pruned submitted Pod giving the pruned mutated one means it gives the real mutated Pod from the
-real submitted one (docs/contract/kv-injection.md §5: the patch *is* the mutation). That check runs
-on the small pruned trees, with this module's own RFC 6902 applier (``jsonpatch``'s copies and
+real submitted one (docs/contract/injection-notes.md §5: the patch *is* the mutation). That check
+runs on the small pruned trees, with this module's own RFC 6902 applier (``jsonpatch``'s copies and
 validates every operation, and cost more than the diff it checked); a failure falls back to the
 plain diff, verified on the whole Pods, and as a last resort to a coarse patch that never diffs
 inside an array. A changed array too long to diff in time (a hostile Pod's) gets the coarse patch

@@ -1,5 +1,5 @@
 """The KV-cache Pod injection pipeline: the CREATE processing order of
-``docs/contract/kv-injection.md`` §2, step by step, and the UPDATE freeze (§10).
+``docs/contract/injection-notes.md`` §2, step by step, and the UPDATE freeze (§10).
 
 Entry points:
 
@@ -63,7 +63,7 @@ def inject_pod(
     lookups: Lookups,
     settings: Settings,
 ) -> InjectionResult:
-    """The CREATE injection of ``pod`` in ``namespace`` (docs/contract/kv-injection.md §2).
+    """The CREATE injection of ``pod`` in ``namespace`` (docs/contract/injection-notes.md §2).
 
     Every refusal runs before any mutation, so a refused Pod is returned as submitted; the first
     failing step wins. Never raises on malformed Pods (a field of the wrong type reads as

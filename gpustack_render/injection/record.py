@@ -1,5 +1,5 @@
 """The injection record: the ``kvcache.gpustack.ai/injected`` annotation
-(docs/contract/kv-injection.md §9).
+(docs/contract/injection-notes.md §9).
 
 Compact JSON with keys in a fixed order; ``<``, ``>``, ``&`` escaped. It records what the
 webhook decided (an action, not an outcome): ``tenantInjected`` says a tenant was written, not

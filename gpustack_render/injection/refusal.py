@@ -1,5 +1,5 @@
 """Refusals of the KV-cache Pod injection and their stable rule ids
-(docs/contract/kv-injection.md §6, §10).
+(docs/contract/injection-notes.md §6, §10).
 
 A CREATE refusal is a denied admission with a message and no field causes (HTTP 403, D23); the
 rule id is the verdict's ``origin``. The UPDATE freeze reports field errors (HTTP 422) whose

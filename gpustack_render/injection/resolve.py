@@ -1,6 +1,6 @@
 """Resolving what a Pod's Binding names: Binding, pool, ledger, backend, endpoint, transport.
 
-Steps 7–14 of the CREATE processing order (docs/contract/kv-injection.md §2, §3, §11). Reads go
+Steps 7–14 of the CREATE processing order (docs/contract/injection-notes.md §2, §3, §11). Reads go
 through the caller's :class:`~gpustack_render.schema.lookups.Lookups`: ``None`` is "not found", and
 a failed read
 (:class:`~gpustack_render.schema.lookups.LookupFailed`) is refused with the object and the error

@@ -1,6 +1,6 @@
 """Choosing the container to inject into (step 16; ``inject.no-containers``,
 ``inject.container-unnamed``, ``inject.init-container`` and ``inject.container-not-found``, the
-refusals of docs/contract/kv-injection.md §6).
+refusals of docs/contract/injection-notes.md §6).
 
 The first container is never chosen for the author: with several containers the container
 annotation must name the engine's, and it must name an app container, since an init container

@@ -39,7 +39,7 @@ NAMESPACE = "default"
 APPLY = "application/apply-patch+yaml"
 
 # Kinds the project's CRDs must define (docs/contract/api-notes.md §1, §11;
-# docs/contract/decisions.md D1).
+# docs/contract/spec-decisions.md D1).
 PROJECT_KINDS = {
     "ModelDeployment": "Namespaced",
     "InstanceType": "Cluster",

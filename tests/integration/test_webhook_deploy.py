@@ -281,8 +281,8 @@ def test_the_shipped_rbac_is_exactly_enough(
                     labelled_pod(f"pod-{scope}", binding),
                 )
             status = json.loads(info.value.body)
-            # docs/contract/kv-injection.md B4: the Pod is refused naming the Binding and the read
-            # error.
+            # docs/contract/injection-notes.md B4: the Pod is refused naming the Binding and the
+            # read error.
             assert status["code"] == 403, status
             assert binding in status["message"] and "403" in status["message"]
 

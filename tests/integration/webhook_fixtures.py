@@ -48,7 +48,7 @@ SCOPE_LABEL = "webhook-test.gpustack.ai/scope"
 
 GROUP = "worker.gpustack.ai"
 VERSION = "v1"
-#: The Pod opt-in label (docs/contract/kv-injection.md §1).
+#: The Pod opt-in label (docs/contract/injection-notes.md §1).
 INJECT_LABEL = "kvcache.gpustack.ai/inject"
 #: How long the API server may take to pick up a new registration or RBAC change.
 SETTLE_SECONDS = 20.0

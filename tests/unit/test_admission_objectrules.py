@@ -637,7 +637,7 @@ def test_service_name_claims_do_not_grow_with_replicas(monkeypatch: pytest.Monke
     building every instance Service's name: enumerating them took over a minute for 20,000
     roles, past the webhook's timeout. No two of these roles can contest a name, so none is
     built."""
-    from gpustack_render.admission import objectrules
+    from gpustack_render.admission import names
     from gpustack_render.admission.context import Context, memoised
     from gpustack_render.core.naming import instance_name
 
@@ -648,8 +648,8 @@ def test_service_name_claims_do_not_grow_with_replicas(monkeypatch: pytest.Monke
         built.append(name)
         return name
 
-    # objectrules imported the name: counted where it is called.
-    monkeypatch.setattr(objectrules, "instance_name", counting)
+    # The names rules imported the name: counted where it is called.
+    monkeypatch.setattr(names, "instance_name", counting)
     roles = [role(f"r{i}", size=2, replicas=1024) for i in range(200)]
     md = ModelDeployment.model_validate(deployment(*roles))
     ctx = Context(
@@ -659,7 +659,7 @@ def test_service_name_claims_do_not_grow_with_replicas(monkeypatch: pytest.Monke
         name="qwen",
         namespace="team-a",
     )
-    assert not objectrules.validate_service_collisions(ctx)
+    assert not names.validate_service_collisions(ctx)
     assert built == []  # the full enumeration builds 204,800
 
 

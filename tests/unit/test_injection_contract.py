@@ -1,4 +1,4 @@
-"""The Pod contract (docs/contract/kv-injection.md §1, steps 1–6 of §2): label, annotation
+"""The Pod contract (docs/contract/injection-notes.md §1, steps 1–6 of §2): label, annotation
 vocabulary, values."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The UPDATE freeze (docs/contract/kv-injection.md §10) and the injection record (§9)."""
+"""The UPDATE freeze (docs/contract/injection-notes.md §10) and the injection record (§9)."""
 
 from __future__ import annotations
 

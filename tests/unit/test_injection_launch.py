@@ -1,4 +1,4 @@
-"""Launch recognition (docs/contract/kv-injection.md §7): transparent launchers, shells, scripts,
+"""Launch recognition (docs/contract/injection-notes.md §7): transparent launchers, shells, scripts,
 programs."""
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def test_writes_placeholder() -> None:
 
 
 def test_in_place_env_beside_valueless_entry() -> None:
-    # docs/contract/kv-injection.md §5 step 1: MOONCAKE_MASTER rewritten in place and
+    # docs/contract/injection-notes.md §5 step 1: MOONCAKE_MASTER rewritten in place and
     # MOONCAKE_DEVICE, declared without a value, replaced whole. Pruned against different partners,
     # the first rewritten entry compares equal to the second original one, and the pruned diff wrote
     # a nameless env entry. The patch must give exactly the injected Pod.
