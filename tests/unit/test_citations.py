@@ -49,7 +49,7 @@ def _mini_repo(root: Path, files: dict[str, str]) -> Path:
     contract = root / "docs" / "contract"
     contract.mkdir(parents=True)
     (contract / "render.md").write_text(CONTRACT_RENDER)
-    (contract / "decisions.md").write_text(CONTRACT_DECISIONS)
+    (contract / "spec-decisions.md").write_text(CONTRACT_DECISIONS)
     (contract / "model-deployment.md").write_text(SEED)
     for rel, text in files.items():
         path = root / rel
@@ -107,7 +107,7 @@ def test_a_bare_section_belongs_to_the_file_cited_above_it(tmp_path: Path) -> No
 def test_inside_the_contract_a_bare_section_is_the_file_itself(tmp_path: Path) -> None:
     root = _mini_repo(tmp_path, {})
     (root / "docs/contract/render.md").write_text(
-        CONTRACT_RENDER + "\nSee decisions.md D1; §17.2.\n"
+        CONTRACT_RENDER + "\nSee spec-decisions.md D1; §17.2.\n"
     )
     assert _problems(root) == []
 
