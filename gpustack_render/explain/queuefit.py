@@ -5,8 +5,11 @@ A Kueue v0.17 ClusterQueue publishes what it holds: ``spec.resourceGroups[].flav
 .nominalQuota`` per flavor and resource, and in its status ``flavorsReservation[].resources[]
 .total``, the quota the Workloads that reserved it hold (``apis/kueue/v1beta2/
 clusterqueue_types.go``; ``flavorsUsage`` is the part of it admitted Workloads use). Free is the
-nominal quota less the reservation, per resource, summed over the queue's flavors. The extra
-replicas fit when, for every resource they need more of, that much is free.
+nominal quota less the reservation, per resource, summed over the queue's flavors. What the
+asked count needs more of is what the deployment would hold at that count less what its own
+Workloads hold reserved there now (``status.admission.podSetAssignments[].resourceUsage``): a
+replica that waits for quota now holds nothing, so the ask counts it too. The count fits when,
+for every resource it needs more of, that much is free.
 
 What is not counted, and the answer says so in docs/explain.md: quota the queue could borrow
 from its cohort, a flavor the Pods could not be placed on, and room on the nodes (a queue with
@@ -15,7 +18,7 @@ free quota on a topology-aware flavor still waits for a node with room; status t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -23,6 +26,7 @@ from gpustack_render.core import jsonview
 from gpustack_render.core.quantity import QuantityError, parse_quantity
 from gpustack_render.explain.model import QueueFit
 from gpustack_render.explain.resourcetotals import Amounts, formatted
+from gpustack_render.reconcile.observed import observe_workload
 
 
 def _quantity(value: object) -> Fraction | None:
@@ -62,6 +66,27 @@ def reserved_quota(cluster_queue: Mapping[str, Any]) -> Amounts:
     """``status.flavorsReservation[].resources[].total`` per resource, summed over flavors."""
     status = jsonview.view(cluster_queue.get("status"))
     return _per_resource(status.get("flavorsReservation"), "total")
+
+
+def held_quota(workloads: Iterable[Mapping[str, Any]], cluster_queue: str) -> Amounts:
+    """What the Workloads given (a deployment's) hold reserved on ``cluster_queue`` now: the
+    ``status.admission.podSetAssignments[].resourceUsage`` of each one that holds a reservation
+    there (``QuotaReserved=True``), per resource."""
+    out: Amounts = {}
+    for obj in workloads:
+        admission = jsonview.view(jsonview.view(obj.get("status")).get("admission"))
+        if (
+            admission.get("clusterQueue") != cluster_queue
+            or not observe_workload(obj).quota_reserved
+        ):
+            continue
+        for assignment in jsonview.items(admission.get("podSetAssignments")):
+            usage = jsonview.view(jsonview.view(assignment).get("resourceUsage"))
+            for name, value in usage.items():
+                amount = _quantity(value)
+                if isinstance(name, str) and amount is not None:
+                    out[name] = out.get(name, Fraction(0)) + amount
+    return out
 
 
 def extra_needed(before: Mapping[str, Fraction], after: Mapping[str, Fraction]) -> Amounts:

@@ -34,7 +34,12 @@ from gpustack_render.explain.model import (
     RoleExplanation,
     ScaleQuestion,
 )
-from gpustack_render.explain.observed import ObservedState, explain_observed, observed_to_json
+from gpustack_render.explain.observed import (
+    ObservedState,
+    deployment_objects,
+    explain_observed,
+    observed_to_json,
+)
 from gpustack_render.explain.router import explain_router
 from gpustack_render.explain.scaling import explain_scaling
 from gpustack_render.explain.update import dropped_fields, explain_update
@@ -220,6 +225,11 @@ def explain_deployment(
                     if observed is not None
                     else None
                 ),
+                workloads=(
+                    deployment_objects(md, rendered, observed, owner_uid=md.metadata.uid or "")[2]
+                    if observed is not None
+                    else ()
+                ),
             ),
         )
     return answer
@@ -238,13 +248,17 @@ def _scaling(
     lookups: Lookups,
     settings: Settings,
     cluster_queues: Mapping[str, Mapping[str, Any]] | None = None,
+    workloads: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[ScaleQuestion, ...]:
     """The ``--replicas`` answers; what one replica requests is read off a rendering with at
     least one replica of every role (a role scaled to zero renders none). ``cluster_queues``:
-    the ClusterQueues observed (live mode, ``--observed``), else ``None``."""
+    the ClusterQueues observed (live mode, ``--observed``), else ``None``; ``workloads`` the
+    deployment's observed Workloads."""
     counts = {r.name: max(1, r.replicas) for r in rendered.roles}
     probe = render(md, lookups=lookups, settings=settings, counts=counts)
-    return explain_scaling(md, rendered, replicas, probe=probe, cluster_queues=cluster_queues)
+    return explain_scaling(
+        md, rendered, replicas, probe=probe, cluster_queues=cluster_queues, workloads=workloads
+    )
 
 
 def _decoded(obj: Mapping[str, Any]) -> ModelDeployment | None:

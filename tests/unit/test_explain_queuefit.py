@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from gpustack_render.explain.queuefit import extra_needed, fit_text, queue_fit
+from gpustack_render.explain.queuefit import extra_needed, fit_text, held_quota, queue_fit
 
 
 def _queue(gpus: int | str, reserved: str | None) -> dict[str, Any]:
@@ -64,3 +64,45 @@ def test_a_scale_down_needs_nothing_more() -> None:
     assert extra_needed({"nvidia.com/gpu": Fraction(4)}, {"nvidia.com/gpu": Fraction(2)}) == {}
     fit = queue_fit("q", _queue(0, "0"), needed={})
     assert fit.fits and "needs no more quota" in fit_text(fit)
+
+
+def test_nothing_free_reads_zero() -> None:
+    """A ClusterQueue whose quota is all reserved has 0 free, written as Kubernetes writes it
+    (format_decimal wrote ``0E``)."""
+    fit = queue_fit("q", _queue(2, "2"), needed={"nvidia.com/gpu": Fraction(1)})
+    assert fit.free == {"nvidia.com/gpu": "0"}
+    assert "(needs 1 more, has 0 free)" in fit_text(fit)
+
+
+def test_what_the_deployment_holds_is_its_admitted_workloads_on_that_queue() -> None:
+    """A replica that waits for quota holds nothing: what an ask needs more of is measured from
+    the reservations of the deployment's own Workloads on that ClusterQueue."""
+
+    def workload(queue: str, gpus: str, *, reserved: bool) -> dict[str, Any]:
+        return {
+            "metadata": {"name": f"w-{queue}-{gpus}"},
+            "status": {
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "True" if reserved else "False"}
+                ],
+                "admission": {
+                    "clusterQueue": queue,
+                    "podSetAssignments": [
+                        {"name": "server", "resourceUsage": {"nvidia.com/gpu": gpus, "cpu": "8"}}
+                    ],
+                },
+            },
+        }
+
+    held = held_quota(
+        [
+            workload("q", "1", reserved=True),
+            workload("q", "1", reserved=True),
+            workload("q", "1", reserved=False),
+            workload("other", "4", reserved=True),
+        ],
+        "q",
+    )
+    assert held == {"nvidia.com/gpu": Fraction(2), "cpu": Fraction(16)}
+    needed = extra_needed(held, {"nvidia.com/gpu": Fraction(4), "cpu": Fraction(32)})
+    assert needed == {"nvidia.com/gpu": Fraction(2), "cpu": Fraction(16)}
