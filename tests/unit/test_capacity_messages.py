@@ -143,16 +143,9 @@ def test_admitted_replicas_the_scheduler_cannot_place_read_nodes_full() -> None:
         )
         assert NO_FIT in text and "more quota does not help" in text
     assert status.phase_message is not None and "wait for a node with room" in status.phase_message
-
-
-def test_gated_pods_are_not_read_as_unschedulable() -> None:
-    md = deployment(role(replicas=1, resources={"accelerator": 1}))
-    rendering = rendered(md, binding=None)
-    pods = [
-        replace(p, ready=False, phase="Pending", gated=True, unscheduled_reason="Unschedulable")
-        for p in pods_of(rendering)
-    ]
-    status = compute(md, rendering, pods, workloads_of(pods))
+    # A Pod still behind Kueue's gate is not one the scheduler could not place.
+    gated = [replace(p, gated=True) for p in pods]
+    status = compute(md, rendering, gated, workloads_of(gated))
     assert condition(status, cond.READY)[1] != "NodesFull"
 
 
