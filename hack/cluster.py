@@ -15,8 +15,11 @@ applied first), so the shipped RBAC judges them. It writes the admin kubeconfig 
 ClusterQueue per entrance), waits with ``kubectl wait --for=condition=Ready`` until every
 ModelDeployment is ready (the condition tools read, docs/api.md "Readiness"; a deployment behind
 a router is Ready once its rendered router Deployment has a ready Pod, which KWOK runs) and
-prints ``kubectl get md,pods,workloads,deployments``. The cluster has the InferencePool CRD
-installed (tests/integration/cluster.py).
+prints ``kubectl get md,pods,workloads,deployments``. Then the quota demo (``examples/quota/``:
+a deployment asking for more than the small ClusterQueue shipped beside it holds): it waits
+until its ``QuotaReserved`` condition says the queue lacks quota, and prints that message
+(docs/operations.md, "Watch a quota run out"). The cluster has the InferencePool CRD installed
+(tests/integration/cluster.py).
 
 ``down`` stops the supervisor (which stops every process it started) and removes ``.cluster/``.
 
@@ -79,6 +82,8 @@ SHIPPED_KINDS = frozenset(
 #: The shells' tokens last this long (a TokenRequest; the kubelet would rotate them).
 TOKEN_SECONDS = 30 * 24 * 3600
 EXAMPLES = REPO_ROOT / "examples"
+#: The quota demo: its deployments never turn Ready (one replica more than its queue holds).
+QUOTA_DEMO = EXAMPLES / "quota"
 SYSTEM_NAMESPACE = "gpustack-system"
 
 
@@ -321,6 +326,45 @@ def _kubectl(*args: str, check: bool = True, input: str | None = None) -> str:
     return result.stdout
 
 
+def _apply(doc: dict[str, Any]) -> None:
+    """Server-side apply one example object as it is in the file, then its status (what an
+    operator would write), the ModelDeployment's excepted."""
+    status = doc.pop("status", None)
+    for server_set in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+        doc["metadata"].pop(server_set, None)
+    _kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(doc))
+    kind = doc["kind"].lower()
+    ns = doc["metadata"].get("namespace")
+    if status is not None and doc["kind"] != "ModelDeployment":
+        args = ["patch", kind, doc["metadata"]["name"], "--subresource=status", "--type=merge"]
+        if ns:
+            args += ["-n", ns]
+        _kubectl(*args, "-p", json.dumps({"status": status}))
+
+
+def _documents(paths: list[Path]) -> list[dict[str, Any]]:
+    return [doc for path in paths for doc in load_yaml_documents(path)]
+
+
+def _kubectl_wait(
+    ns: str, name: str, condition: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            str(locate_cluster_binaries(build=False).kubectl),
+            f"--kubeconfig={KUBECONFIG}",
+            "wait",
+            "-n",
+            ns,
+            f"modeldeployment/{name}",
+            f"--for={condition}",
+            f"--timeout={int(timeout)}s",
+        ],
+        capture_output=True,
+        text=True,
+    )
+
+
 def demo(timeout: float) -> int:
     if not _running_pid():
         print("no cluster is running: `make cluster` first", file=sys.stderr)
@@ -330,62 +374,60 @@ def demo(timeout: float) -> int:
     )
     from integration.cluster import cluster_queue
 
-    namespaces: set[str] = set()
-    entrances: set[str] = set()
-    documents: list[dict[str, Any]] = []
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        for doc in load_yaml_documents(path):
-            documents.append(doc)
-            if doc.get("kind") == "InstanceType":
-                entrance = (doc.get("status") or {}).get("entrance")
-                if entrance:
-                    entrances.add(str(entrance))
-            namespace = (doc.get("metadata") or {}).get("namespace")
-            if namespace:
-                namespaces.add(str(namespace))
-    for namespace in sorted(namespaces):
+    examples = _documents(sorted(EXAMPLES.glob("*.yaml")))
+    quota_demo = _documents(sorted(QUOTA_DEMO.glob("*.yaml")))
+    documents = examples + quota_demo
+    shipped = {d["metadata"]["name"] for d in documents if d.get("kind") == "ClusterQueue"}
+    namespaces = sorted(
+        {str(d["metadata"]["namespace"]) for d in documents if d["metadata"].get("namespace")}
+    )
+    entrances = sorted(
+        {
+            str((d.get("status") or {}).get("entrance"))
+            for d in documents
+            if d.get("kind") == "InstanceType" and (d.get("status") or {}).get("entrance")
+        }
+        - shipped
+    )
+    for namespace in namespaces:
         _kubectl("create", "namespace", namespace, check=False)
-    for entrance in sorted(entrances):
+    for entrance in entrances:
         _kubectl("apply", "--server-side", "-f", "-", input=json.dumps(cluster_queue(entrance)))
-    deployments = []
     # What a deployment names first (with its status), the deployments last: the webhook
     # looks the named objects up.
     documents.sort(key=lambda d: d.get("kind") == "ModelDeployment")
     for doc in documents:
-        status = doc.pop("status", None)
-        for server_set in ("uid", "resourceVersion", "creationTimestamp", "generation"):
-            doc["metadata"].pop(server_set, None)
-        _kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(doc))
-        kind = doc["kind"].lower()
-        name = doc["metadata"]["name"]
-        ns = doc["metadata"].get("namespace")
-        if status is not None and doc["kind"] != "ModelDeployment":
-            args = ["patch", kind, name, "--subresource=status", "--type=merge"]
-            if ns:
-                args += ["-n", ns]
-            _kubectl(*args, "-p", json.dumps({"status": status}))
-        if doc["kind"] == "ModelDeployment":
-            deployments.append((ns or "default", name))
-    print(f"applied {len(documents)} objects; waiting for {len(deployments)} ModelDeployments")
+        _apply(doc)
+
+    def deployments(docs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return [
+            (str(d["metadata"].get("namespace") or "default"), str(d["metadata"]["name"]))
+            for d in docs
+            if d.get("kind") == "ModelDeployment"
+        ]
+
+    ready, queued = deployments(examples), deployments(quota_demo)
+    print(f"applied {len(documents)} objects; waiting for {len(ready)} ModelDeployments")
     failed = 0
-    for ns, name in deployments:
-        result = subprocess.run(
-            [
-                str(locate_cluster_binaries(build=False).kubectl),
-                f"--kubeconfig={KUBECONFIG}",
-                "wait",
-                "-n",
-                ns,
-                f"modeldeployment/{name}",
-                "--for=condition=Ready",
-                f"--timeout={int(timeout)}s",
-            ],
-            capture_output=True,
-            text=True,
-        )
+    for ns, name in ready:
+        result = _kubectl_wait(ns, name, "condition=Ready", timeout)
         print(result.stdout.strip() or result.stderr.strip())
         failed += result.returncode != 0
     print(_kubectl("get", "md,pods,workloads.kueue.x-k8s.io,deployments", "-A", "-o", "wide"))
+    for ns, name in queued:
+        # Kueue's reason lands after the controller's first status: wait for the queue's words
+        # (which ClusterQueue lacks which resource).
+        deadline = time.monotonic() + timeout
+        message = ""
+        while " lacks " not in message and time.monotonic() < deadline:
+            time.sleep(1)
+            message = _kubectl(
+                "get", "md", name, "-n", ns, "-o",
+                "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].message}",
+                check=False,
+            ).strip()  # fmt: skip
+        print(f"quota demo: modeldeployment/{name} -n {ns}: QuotaReserved: {message}")
+        failed += " lacks " not in message
     return 1 if failed else 0
 
 

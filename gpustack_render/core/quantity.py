@@ -94,7 +94,10 @@ def format_memory(amount: Fraction) -> str:
 
 
 def format_decimal(amount: Fraction) -> str:
-    """A decimal-SI canonical form: the largest suffix that keeps the number whole."""
+    """A decimal-SI canonical form: the largest suffix that keeps the number whole (zero is
+    ``0``, as Kubernetes writes it, not ``0E``)."""
+    if amount == 0:
+        return "0"
     for suffix, exp in sorted(_DECIMAL.items(), key=lambda kv: -kv[1]):
         scaled = amount / _pow10(exp)
         if scaled.denominator == 1:

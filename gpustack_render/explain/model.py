@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from gpustack_render.api.modeldeployment import RoleKindName
@@ -181,6 +181,23 @@ class ScaledRole:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueFit:
+    """Whether the extra replicas of an asked count fit one ClusterQueue's free quota.
+
+    ``needed`` is what the asked count needs beyond what the deployment holds now (only the
+    resources it needs more of); ``free`` what the queue has free of those now; ``short`` by
+    how much each resource falls short (empty when it fits); ``uncovered`` the resources the
+    queue does not cover at all (Kueue admits no Pod asking for one)."""
+
+    cluster_queue: str
+    fits: bool
+    needed: Mapping[str, str] = field(default_factory=dict)
+    free: Mapping[str, str] = field(default_factory=dict)
+    short: Mapping[str, str] = field(default_factory=dict)
+    uncovered: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleQuestion:
     """The answer to ``--replicas TARGET=N``.
 
@@ -188,7 +205,9 @@ class ScaleQuestion:
     ModelDeploymentScaler that carries the count (``None`` for a role the deployment's own
     ``replicas`` sets: the answer is then what editing it to N needs). ``refused`` says why the
     count cannot be set (outside the bounds, an unknown target, a grouped role asked alone);
-    ``roles`` and ``entrances`` are empty then.
+    ``roles`` and ``entrances`` are empty then. ``queues`` says, per ClusterQueue read from the
+    cluster, whether what the count needs beyond the deployment now fits its free quota (empty
+    when no ClusterQueue was read: offline).
     """
 
     target: str
@@ -199,6 +218,7 @@ class ScaleQuestion:
     refused: str = ""
     roles: tuple[ScaledRole, ...] = ()
     entrances: tuple[EntranceLoad, ...] = ()
+    queues: tuple[QueueFit, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

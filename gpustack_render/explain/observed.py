@@ -47,7 +47,12 @@ from gpustack_render.explain.timeline import (
     simulate,
 )
 from gpustack_render.reconcile.jointcheck import joint_deployment
-from gpustack_render.reconcile.observed import ObservedPod, observe_pod, observe_workload
+from gpustack_render.reconcile.observed import (
+    ObservedPod,
+    ObservedWorkload,
+    observe_pod,
+    observe_workload,
+)
 from gpustack_render.reconcile.queues import queue_conflict
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rolloutinputs import (
@@ -218,6 +223,32 @@ def _with_uid(pod: ObservedPod) -> ObservedPod:
     return pod if pod.uid else replace(pod, uid=f"(no uid) {pod.name}")
 
 
+def deployment_objects(
+    md: ModelDeployment, rendering: Rendering, observed: ObservedState, *, owner_uid: str
+) -> tuple[
+    list[Mapping[str, Any]], list[ObservedPod], list[Mapping[str, Any]], list[ObservedWorkload]
+]:
+    """The deployment's Pods (by its label selector, in its namespace) and the Workloads the
+    controller's pass reads for it (owning one of those Pods or named after one of its groups),
+    each raw and observed."""
+    namespace = md.metadata.namespace or ""
+    selector = labels.deployment_selector(md.metadata.name)
+    raw_pods = [p for p in observed.pods if _selected(p, selector, namespace)]
+    pods = [_with_uid(observe_pod(p, owner_uid=owner_uid)) for p in raw_pods]
+    groups = desired_from_rendering(rendering).groups
+    uids = {p.uid for p in pods}
+    raw_workloads: list[Mapping[str, Any]] = []
+    workloads: list[ObservedWorkload] = []
+    for obj in observed.workloads:
+        if not _in_namespace(obj, namespace):
+            continue
+        wl = observe_workload(obj)
+        if wl.of_deployment(pod_uids=uids, groups=groups):
+            raw_workloads.append(obj)
+            workloads.append(wl)
+    return raw_pods, pods, raw_workloads, workloads
+
+
 def explain_observed(
     md: ModelDeployment,
     rendering: Rendering,
@@ -246,20 +277,10 @@ def explain_observed(
     owner_uid = md.metadata.uid or (stored.metadata.uid if stored is not None else "") or ""
     namespace = md.metadata.namespace or ""
     selector = labels.deployment_selector(md.metadata.name)
-    raw_pods = [p for p in observed.pods if _selected(p, selector, namespace)]
-    pods = [_with_uid(observe_pod(p, owner_uid=owner_uid)) for p in raw_pods]
+    raw_pods, pods, raw_workloads, workloads = deployment_objects(
+        md, rendering, observed, owner_uid=owner_uid
+    )
     desired = desired_from_rendering(rendering)
-    groups = desired.groups
-    uids = {p.uid for p in pods}
-    raw_workloads = []
-    workloads = []
-    for obj in observed.workloads:
-        if not _in_namespace(obj, namespace):
-            continue
-        wl = observe_workload(obj)
-        if wl.of_deployment(pod_uids=uids, groups=groups):
-            raw_workloads.append(obj)
-            workloads.append(wl)
     services = [s for s in observed.services if _selected(s, selector, namespace)]
     index = ReplicaIndex.of(pods, workloads)
     replacing = remembered_replacing(current)

@@ -34,7 +34,12 @@ from gpustack_render.explain.model import (
     RoleExplanation,
     ScaleQuestion,
 )
-from gpustack_render.explain.observed import ObservedState, explain_observed, observed_to_json
+from gpustack_render.explain.observed import (
+    ObservedState,
+    deployment_objects,
+    explain_observed,
+    observed_to_json,
+)
 from gpustack_render.explain.router import explain_router
 from gpustack_render.explain.scaling import explain_scaling
 from gpustack_render.explain.update import dropped_fields, explain_update
@@ -221,9 +226,30 @@ def explain_deployment(
     if replicas:
         answer = replace(
             answer,
-            scaling=_scaling(md, rendered, replicas, lookups=lookups, settings=settings),
+            scaling=_scaling(
+                md,
+                rendered,
+                replicas,
+                lookups=lookups,
+                settings=settings,
+                cluster_queues=(
+                    {_name_of(q): q for q in observed.cluster_queues}
+                    if observed is not None
+                    else None
+                ),
+                workloads=(
+                    deployment_objects(md, rendered, observed, owner_uid=md.metadata.uid or "")[2]
+                    if observed is not None
+                    else ()
+                ),
+            ),
         )
     return answer
+
+
+def _name_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
 
 
 def _scaling(
@@ -233,12 +259,18 @@ def _scaling(
     *,
     lookups: Lookups,
     settings: Settings,
+    cluster_queues: Mapping[str, Mapping[str, Any]] | None = None,
+    workloads: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[ScaleQuestion, ...]:
     """The ``--replicas`` answers; what one replica requests is read off a rendering with at
-    least one replica of every role (a role scaled to zero renders none)."""
+    least one replica of every role (a role scaled to zero renders none). ``cluster_queues``:
+    the ClusterQueues observed (live mode, ``--observed``), else ``None``; ``workloads`` the
+    deployment's observed Workloads."""
     counts = {r.name: max(1, r.replicas) for r in rendered.roles}
     probe = render(md, lookups=lookups, settings=settings, counts=counts)
-    return explain_scaling(md, rendered, replicas, probe=probe)
+    return explain_scaling(
+        md, rendered, replicas, probe=probe, cluster_queues=cluster_queues, workloads=workloads
+    )
 
 
 def _decoded(obj: Mapping[str, Any]) -> ModelDeployment | None:
@@ -444,6 +476,18 @@ def _scaling_json(question: ScaleQuestion) -> dict[str, Any]:
         ],
         "entrances": [_entrance_json(e) for e in question.entrances],
     }
+    if question.queues:
+        out["queues"] = [
+            {
+                "clusterQueue": q.cluster_queue,
+                "fits": q.fits,
+                "needed": dict(q.needed),
+                "free": dict(q.free),
+                "short": dict(q.short),
+                "uncovered": list(q.uncovered),
+            }
+            for q in question.queues
+        ]
     if question.bounds is not None:
         out["bounds"] = {"min": question.bounds[0], "max": question.bounds[1]}
     return out

@@ -7,17 +7,26 @@ role requests what its Pods request; the deployment at the asked count holds, pe
 (the ClusterQueue of the same name), the sum over its roles. The count the deployment runs now
 is the one the controller would apply (``reconcile/scaling.resolve_scaling``: the stored
 status's count for an autoscaled role).
+
+Given the ClusterQueues as they stand (live mode reads them; ``--observed`` may hold them), each
+answer also says whether what the asked count needs beyond the deployment now fits what the
+entrance's ClusterQueue has free (:mod:`gpustack_render.explain.queuefit`). Without them it says
+nothing about free quota.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.deployment.scaling import scale_targets, targets_by_role
 from gpustack_render.explain.create import entrance_loads, entrance_totals
-from gpustack_render.explain.model import ScaledRole, ScaleQuestion
+from gpustack_render.explain.model import QueueFit, ScaledRole, ScaleQuestion
+from gpustack_render.explain.queuefit import extra_needed, held_quota, queue_fit
+from gpustack_render.explain.resourcetotals import Amounts
+from gpustack_render.reconcile.quotashortfall import cluster_queue_of
 from gpustack_render.rendering.renderer import Rendering
 
 
@@ -92,11 +101,16 @@ def explain_scaling(
     asked: Iterable[tuple[str, int]],
     *,
     probe: Rendering,
+    cluster_queues: Mapping[str, Mapping[str, Any]] | None = None,
+    workloads: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[ScaleQuestion, ...]:
     """One answer per asked (target, count), in the order asked.
 
     ``rendering`` is the deployment at the counts it runs; ``probe`` the same deployment with
-    at least one replica of every role (what one replica requests is read off it)."""
+    at least one replica of every role (what one replica requests is read off it).
+    ``cluster_queues`` are the ClusterQueues as they stand now, by name (``None``: not read,
+    nothing is said about free quota); ``workloads`` the deployment's Workloads as observed
+    (what it holds reserved now)."""
     now = {r.name: r.replicas for r in rendering.roles}
     out = []
     for target, replicas in asked:
@@ -111,10 +125,31 @@ def explain_scaling(
             for r in rendering.roles
             if r.name in counts
         )
-        loads = entrance_loads(
-            probe,
-            before=entrance_totals(probe, counts=now),
-            after=entrance_totals(probe, counts=after),
+        before = entrance_totals(probe, counts=now)
+        later = entrance_totals(probe, counts=after)
+        loads = entrance_loads(probe, before=before, after=later)
+        queues = (
+            _fits(probe, later, cluster_queues, workloads) if cluster_queues is not None else ()
         )
-        out.append(replace(frame, roles=roles, entrances=loads))
+        out.append(replace(frame, roles=roles, entrances=loads, queues=queues))
+    return tuple(out)
+
+
+def _fits(
+    probe: Rendering,
+    after: Mapping[str, Amounts],
+    cluster_queues: Mapping[str, Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]],
+) -> tuple[QueueFit, ...]:
+    """Per entrance, whether its ClusterQueue has free what the asked count needs beyond what
+    the deployment's Workloads hold reserved there now; an entrance whose ClusterQueue was not
+    read is left out (the live reader warns of it)."""
+    out = []
+    for entrance in sorted(after):
+        name = cluster_queue_of(probe, entrance)
+        queue = cluster_queues.get(name)
+        if queue is None:
+            continue
+        needed = extra_needed(held_quota(workloads, name), after.get(entrance, {}))
+        out.append(queue_fit(name, queue, needed=needed))
     return tuple(out)

@@ -177,6 +177,24 @@ _SCALING: Final = _object(
             ),
         },
         "entrances": {"type": "array", "items": _ENTRANCE},
+        "queues": {
+            "type": "array",
+            "items": _object(
+                {
+                    "clusterQueue": _STRING,
+                    "fits": {"type": "boolean"},
+                    "needed": _QUANTITIES,
+                    "free": _QUANTITIES,
+                    "short": _QUANTITIES,
+                    "uncovered": _STRINGS,
+                },
+                ["clusterQueue", "fits", "needed", "free", "short", "uncovered"],
+                "whether what the asked count needs beyond the deployment now (needed) fits what "
+                "the ClusterQueue has free now (its nominal quota less its flavorsReservation; "
+                "borrowing not counted); short: by how much per resource. Present only when the "
+                "ClusterQueues were read (live mode, or --observed holding them)",
+            ),
+        },
     },
     ["target", "group", "replicas", "scaler", "refused", "roles", "entrances"],
     "what --replicas TARGET=N needs from the queue: per entrance the deployment now (before) "

@@ -20,6 +20,7 @@ from gpustack_render.explain.model import (
     ScaleQuestion,
 )
 from gpustack_render.explain.observed import observed_text
+from gpustack_render.explain.queuefit import fit_text
 
 #: Group names listed per role before the rest are counted.
 _GROUPS_SHOWN: Final = 3
@@ -170,6 +171,7 @@ def _scaling_lines(questions: Sequence[ScaleQuestion]) -> list[str]:
         for load in q.entrances:
             out.append(f"  {load.entrance}: now {_amounts(load.before)}")
             out.append(f"  {' ' * len(load.entrance)}  then {_amounts(load.after)}")
+        out.extend(f"  {fit_text(fit)}" for fit in q.queues)
     return out
 
 

@@ -8,7 +8,7 @@ the Workload's copy of the Pod template). Two rules, each a pure function of one
 
 - :func:`strip_managed_fields`, for every kind: the ``managedFields`` entries are dropped
   except those of the managers named (the controller keeps its own apply entries, which
-  :func:`~gpustack_render.reconcile.servicesync.service_aligned` reads to tell whether an apply
+  :func:`~gpustack_render.reconcile.applied.apply_aligned` reads to tell whether an apply
   would change anything);
 - a projection per kind, naming what its readers read: :func:`project_pod`
   (:func:`~gpustack_render.reconcile.observed.observe_pod`, the owner references the event

@@ -15,7 +15,9 @@ from gpustack_render.reconcile.conditions.common import (
     STALLED,
 )
 from gpustack_render.reconcile.conditions.readiness import (
+    BEFORE_PLACEMENT,
     DELETING,
+    NODES_FULL,
     READY_NEEDS,
     REPLICAS_NOT_READY,
     STALLING,
@@ -33,6 +35,7 @@ def _stalling_text() -> str:
 def readiness_reference() -> list[str]:
     """Markdown lines of the section (after the ModelDeployment field table)."""
     needs = ", ".join(f"`{t}`" for t in READY_NEEDS)
+    before = ", ".join(f"`{t}`" for t in BEFORE_PLACEMENT)
     informational = ", ".join(
         f"`{t}`" for t in CONDITION_TYPES if t not in READY_NEEDS and t != CACHE_ATTACHED
     )
@@ -61,6 +64,12 @@ def readiness_reference() -> list[str]:
         f"| True | False | False | `{SCALED_TO_ZERO}` | every role's count comes from a "
         "ModelDeploymentScaler and each asks for zero (docs/autoscaling.md): nothing is declared, "
         "so nothing is to be ready |",
+        f"| False | True | False | the condition's reason | the first of {before} that is not "
+        "`True` |",
+        f"| False | True | False | `{NODES_FULL}` | fewer ready replicas than declared, and "
+        "replicas that hold quota have a Pod the scheduler cannot place (`PodScheduled=False`, "
+        "`Unschedulable`): how many, the first few, the scheduler's words for one Pod, the ways "
+        "out |",
         f"| False | True | False | the condition's reason | the first of {needs} that is not "
         f"`True`, or `{CACHE_ATTACHED}` `False` |",
         f"| False | True | False | `{REPLICAS_NOT_READY}` | fewer ready replicas than declared |",
@@ -69,7 +78,9 @@ def readiness_reference() -> list[str]:
         "",
         f"`{READY}`'s reason is the reason of the row; the two `False` summary conditions give the "
         f"name of the `True` one as their reason, and `{READY}`'s message (or the `True` "
-        "condition's) names the condition that decided, followed by its message. "
+        "condition's) names the condition that decided, followed by its message, or by its brief "
+        "form when the message carries detail (a list of waiting replicas, Kueue's words): the "
+        "detail is said once, in that condition, and the summary refers to it. "
         f"`{CACHE_ATTACHED}` is `Unknown` in this release (nothing observes cache traffic) and "
         f"holds readiness back only when `False`; {informational} reports configuration (D9) "
         f"and never does. `{ROUTER_READY}` holds readiness back until a declared router has a "

@@ -11,9 +11,10 @@ the desired ones (ordinals below the count):
 - ``selector``: the target's serving Pods (``deployment/scaling.serving_selector``);
 - the ``QuotaReserved`` condition: ``True`` when every desired unit holds quota; ``False``,
   reason ``QuotaPending``, naming each ClusterQueue, the resource it lacks and Kueue's words
-  (``quotashortfall.py``), when some wait for it; ``False``, reason ``Parked``, when the joint
-  check deactivated a unit's Workloads; ``Unknown``, reason ``AdmissionInFlight``, while a new
-  replica has no Workload yet.
+  (``quotashortfall.py``), when some wait for it; ``False``, reason ``NodesFull``, when the
+  queue has the quota but Kueue finds no node with room for them; ``False``, reason
+  ``Parked``, when the joint check deactivated a unit's Workloads; ``Unknown``, reason
+  ``AdmissionInFlight``, while a new replica has no Workload yet.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from gpustack_render.reconcile.admissionsets import AdmissionSets
 from gpustack_render.reconcile.conditions.common import (
     ConditionVerdict,
     conditions_with_times,
+    few,
 )
-from gpustack_render.reconcile.quotashortfall import shortfall
+from gpustack_render.reconcile.conditions.quota import NODES_FULL
+from gpustack_render.reconcile.quotashortfall import no_room, shortfall, split_pending
 from gpustack_render.reconcile.replicas import Replica, ReplicaIndex
 from gpustack_render.rendering.renderer import Rendering
 
@@ -105,17 +108,31 @@ def quota_condition(
         return ConditionVerdict(
             ConditionStatus.FALSE,
             "Parked",
-            f"Workloads {', '.join(counts.parked)} were deactivated by the joint admission "
-            "check after waiting for their unit to hold quota; they no longer ask for it. Scale "
-            "down, or free the capacity and reactivate them (spec.active: true)",
+            f"{len(counts.parked)} Workload(s) ({few(counts.parked)}) were deactivated by the "
+            "joint admission check after waiting for their unit to hold quota; they no longer "
+            "ask for it. Scale down, or free the capacity and reactivate them (spec.active: true)",
         )
     if counts.quota_pending:
+        for_quota, for_nodes = split_pending(counts.pending)
+        said = "; ".join(
+            part
+            for part in (shortfall(rendering, for_quota), no_room(rendering, for_nodes))
+            if part
+        )
+        if for_nodes and not for_quota:
+            return ConditionVerdict(
+                ConditionStatus.FALSE,
+                NODES_FULL,
+                f"{_what(target, counts.quota_pending)} of {counts.desired} wait for room on a "
+                f"node, not for quota: {said}. They stay queued until a node has room; asking "
+                "for more adds queued replicas only",
+            )
         return ConditionVerdict(
             ConditionStatus.FALSE,
             "QuotaPending",
             f"{_what(target, counts.quota_pending)} of {counts.desired} wait for quota: "
-            f"{shortfall(rendering, counts.pending)}. They stay queued until the ClusterQueue "
-            "has room; asking for more adds queued replicas only",
+            f"{said}. They stay queued until the ClusterQueue has room; asking for more adds "
+            "queued replicas only",
         )
     if counts.assembling:
         return ConditionVerdict(

@@ -38,9 +38,10 @@ from gpustack_render.reconcile.conditions.common import (
     ROLE_KINDS_READY,
     ROUTER_READY,
     conditions_with_times,
+    few,
 )
 from gpustack_render.reconcile.conditions.kvcache import cache_attached, domain_registered
-from gpustack_render.reconcile.conditions.quota import PARKED, quota_reserved
+from gpustack_render.reconcile.conditions.quota import PARKED, no_node_yet, quota_reserved
 from gpustack_render.reconcile.conditions.readiness import (
     deleting_readiness,
     readiness,
@@ -171,11 +172,13 @@ def deployment_status(
     }
     total_ready = sum(ready_by_role.values())
     total_desired = sum(r.replicas for r in rendering.roles)
+    no_node = no_node_yet(rendering, index)
     summary = readiness(
         verdicts,
         ready=total_ready,
         desired=total_desired,
         scaled_to_zero=total_desired == 0 and scaling is not None and scaling.all_scaled(),
+        no_node=no_node,
     )
     previous = md.status.conditions if md.status is not None else None
     conditions = conditions_with_times(
@@ -190,13 +193,15 @@ def deployment_status(
         notes.append("parked: its Workloads are deactivated")
     evicted = [p.name for p in index.live if p.evicted]
     if evicted:
-        notes.append("evicted: " + ", ".join(sorted(evicted)))
+        notes.append("evicted: " + few(sorted(evicted)))
     router_verdict = verdicts[ROUTER_READY]
     router_up = md.spec.router is not None and router_verdict.status == ConditionStatus.TRUE
+    # phaseMessage quotes briefly: the detail is in the condition that carries it.
+    starting = no_node if quota.status == ConditionStatus.TRUE and no_node else quota.brief
     value, message = phase(
         ready=total_ready,
         desired=total_desired,
-        quota_message=quota.message,
+        quota_message=starting,
         notes=notes,
         router_waiting=(
             router_verdict.message if md.spec.router is not None and not router_up else None

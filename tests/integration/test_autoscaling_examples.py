@@ -14,13 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from example_objects import rendered_scalers
 
-from gpustack_render.api.inputs import InstanceType
 from gpustack_render.cli.yamlio import load_documents
-from gpustack_render.core.settings import Settings
-from gpustack_render.rendering.renderer import render
-from gpustack_render.schema.decoding import decode_deployment, decode_model
-from gpustack_render.schema.lookups import StaticLookups
 
 from .cluster import ClusterBinaries
 from .controlplane import APIError, ControlPlane
@@ -52,21 +48,7 @@ def _documents() -> list[dict[str, Any]]:
 
 
 def _rendered_scalers(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
-    types = []
-    for doc in docs:
-        if doc["kind"] == "InstanceType":
-            found, errs = decode_model(InstanceType, doc)
-            assert found is not None, errs
-            types.append(found)
-    out = set()
-    for doc in docs:
-        if doc["kind"] != "ModelDeployment":
-            continue
-        md, errs = decode_deployment(copy.deepcopy(doc))
-        assert md is not None, errs
-        rendering = render(md, lookups=StaticLookups.of(types), settings=Settings())
-        out |= {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in rendering.scalers}
-    return out
+    return {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in rendered_scalers(docs)}
 
 
 @pytest.fixture(scope="module")

@@ -454,3 +454,49 @@ async def test_live_explain_of_a_file_from_git_equals_the_offline_answer(
     assert not live["router"]["enginePodsRoll"]
     live.pop("observed", None)
     assert live == offline
+
+
+async def test_live_replicas_say_whether_the_count_fits_the_cluster_queue_now(
+    kube: Kube, kubeconfig_path: Path, cluster: Cluster, reader: Path
+) -> None:
+    """Issue 37: ``explain md/NAME --replicas ROLE=N`` reads the ClusterQueue (GET) and says
+    whether what N needs beyond the deployment now fits what the queue has free now: two of
+    four GPUs are reserved, so one more replica fits and five more are three short."""
+    ns = await new_namespace(kube, "explain")
+    cluster.apply(_role_binding(ns))
+    entrance = await new_entrance(kube, cluster, gpus=4)
+    async with running_controller(kubeconfig_path):
+        await deploy_serving(kube, deployment("fit", ns, entrance.role(replicas=2)), 2)
+
+        async def reserved() -> bool:
+            _, cq = cluster.control_plane.request(
+                "GET", f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{entrance.name}"
+            )
+            totals = [
+                r.get("total")
+                for f in (cq.get("status") or {}).get("flavorsReservation") or ()
+                for r in f.get("resources") or ()
+                if r.get("name") == "nvidia.com/gpu"
+            ]
+            return totals == ["2"]
+
+        await eventually(reserved, what="two GPUs reserved on the ClusterQueue")
+        argv = ["md/fit", "-n", ns, "--kubeconfig", str(reader)]
+        answer = await eventually(
+            lambda: asyncio.to_thread(
+                _explain_verb,
+                [*argv, "--replicas", "server=3", "--replicas", "server=7"],
+                "gpustack-system",
+            ),
+            what="the live answer",
+        )
+        await tear_down(kube, ns, "fit")
+
+    one_more, five_more = answer["scaling"]
+    (fits,) = one_more["queues"]
+    assert fits["clusterQueue"] == entrance.name and fits["fits"] is True, fits
+    assert (fits["needed"]["nvidia.com/gpu"], fits["free"]["nvidia.com/gpu"]) == ("1", "2")
+    assert fits["short"] == {}
+    (short,) = five_more["queues"]
+    assert short["fits"] is False and short["short"] == {"nvidia.com/gpu": "3"}, short
+    assert (short["needed"]["nvidia.com/gpu"], short["free"]["nvidia.com/gpu"]) == ("5", "2")

@@ -81,6 +81,7 @@ def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None
         assert demo.returncode == 0, demo.stdout + demo.stderr
         examples = len(list((REPO_ROOT / "examples").glob("*.yaml")))
         assert demo.stdout.count("condition met") == examples, demo.stdout
+        _quota_demo_says_what_runs_out(envtest_binaries, state / "kubeconfig", demo.stdout)
         # The bundled prefill/decode pair is served through its rendered router (D26).
         pair = subprocess.run(
             [
@@ -141,6 +142,38 @@ def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None
     assert down.returncode == 0, down.stdout + down.stderr
     assert not state.exists()
     assert [p for p in pids if _alive(p)] == []
+
+
+def _quota_demo_says_what_runs_out(binaries: ClusterBinaries, kubeconfig: Path, out: str) -> None:
+    """Issue 37: the quota demo (examples/quota/) asks for three one-GPU replicas on a
+    ClusterQueue of two: two serve, the third waits, and status says which ClusterQueue lacks
+    which resource (the deployment's QuotaReserved, its scaler's, and the demo's output)."""
+    queue = "gpustack-fnv64-9a8b7c6d5e4f3a2b"
+    lacks = f"ClusterQueue {queue} lacks nvidia.com/gpu in flavor default-flavor"
+    line = next(x for x in out.splitlines() if x.startswith("quota demo: "))
+    assert "1 of 3 replicas wait for quota" in line and f"ClusterQueue {queue}" in line, line
+    assert "it lacks nvidia.com/gpu in flavor default-flavor" in line, line
+
+    def get(*args: str) -> dict[str, Any]:
+        got = subprocess.run(
+            [str(binaries.kubectl), f"--kubeconfig={kubeconfig}", "get", *args, "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        found: dict[str, Any] = json.loads(got.stdout)
+        return found
+
+    md = get("md", "quota-demo", "-n", "quota-demo")
+    conditions = {c["type"]: c for c in md["status"]["conditions"]}
+    quota = conditions["QuotaReserved"]
+    assert (quota["status"], quota["reason"]) == ("False", "Pending"), quota
+    assert conditions["Ready"]["status"] == "False"
+    assert lacks in conditions["Ready"]["message"], conditions["Ready"]
+    assert md["status"]["roleReadiness"] == "server 2/3 Server", md["status"]
+    scaler = get("mdscaler", "quota-demo-server", "-n", "quota-demo")
+    assert scaler["status"]["quotaPending"] == 1, scaler["status"]
 
 
 def _pair_runs_without_its_router(binaries: ClusterBinaries, kubeconfig: Path) -> None:

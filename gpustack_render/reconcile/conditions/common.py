@@ -1,11 +1,12 @@
 """What every condition rule shares: the condition types in ``status.conditions`` order, one
 condition's verdict before times are attached, ``lastTransitionTime`` carried over while a
-condition's ``status`` is unchanged, and the bound on a message (docs/contract/controller.md
-§14)."""
+condition's ``status`` is unchanged, the bound on a message (docs/contract/controller.md
+§14), and the bound on a list a message names (counts and the first few names,
+docs/autoscaling.md "What status tells when capacity runs out")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -53,21 +54,46 @@ SCALED_TO_ZERO: Final = "ScaledToZero"
 #: deployment would outgrow what the API server stores and no status would be written at all.
 MAX_MESSAGE_CHARS: Final = 32768
 _TRUNCATED: Final = " ..."
+#: How many names a status message lists of a longer list (replicas, Workloads, Pods): the
+#: count and these first few, so a message stays short whatever the replica count.
+NAMES_SHOWN: Final = 3
+#: Another component's words (Kueue's, the scheduler's, an admission check's) are quoted up to
+#: this length, once per message.
+QUOTED_CHARS: Final = 400
 
 
 @dataclass(frozen=True, slots=True)
 class ConditionVerdict:
-    """One condition's ``status``/``reason``/``message`` before times are attached."""
+    """One condition's ``status``/``reason``/``message`` before times are attached.
+
+    ``summary`` is the brief form the summary conditions and ``phaseMessage`` quote when the
+    message carries detail (the replicas waiting, the queue's words): the detail is said once,
+    in this condition, and the others refer to it. Empty: the message is brief itself."""
 
     status: ConditionStatus
     reason: str
     message: str = ""
+    summary: str = ""
+
+    @property
+    def brief(self) -> str:
+        """What another field quotes of this condition: its summary, else its message."""
+        return self.summary or self.message
 
 
 def declared_replicas(rendering: Rendering, index: ReplicaIndex) -> list[Replica]:
     """The occupied replicas at declared ordinals, role by role in spec order (what the
     conditions count; a Pod beyond ``replicas`` or without an ordinal is no replica)."""
     return [r for role in rendering.roles for r in index.replicas_of(role.name, role.replicas)]
+
+
+def few(names: Iterable[str], *, shown: int = NAMES_SHOWN) -> str:
+    """``names`` joined by ``, ``, at most ``shown`` of them: ``a, b, c`` when that is all, else
+    ``a, b, c … (+75 more)``. The caller says the count."""
+    items = list(names)
+    listed = ", ".join(items[:shown])
+    rest = len(items) - shown
+    return f"{listed} … (+{rest} more)" if rest > 0 else listed
 
 
 def bounded_message(message: str) -> str:

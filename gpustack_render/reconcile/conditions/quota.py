@@ -8,18 +8,31 @@ from collections.abc import Sequence
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile.conditions.common import (
+    QUOTED_CHARS,
     SCALED_TO_ZERO,
     ConditionVerdict,
     declared_replicas,
+    few,
 )
 from gpustack_render.reconcile.jointcheck import CHECK_NAME as JOINT_CHECK
-from gpustack_render.reconcile.quotashortfall import shortfall
-from gpustack_render.reconcile.replicas import ReplicaIndex
+from gpustack_render.reconcile.quotashortfall import (
+    lacking,
+    no_node_for_admitted,
+    no_room,
+    shortfall,
+    split_pending,
+    unplaced,
+)
+from gpustack_render.reconcile.replicas import Replica, ReplicaIndex
 from gpustack_render.rendering.renderer import Rendering
 
 #: ``QuotaReserved`` reasons another rule reads (the summary conditions, the phase message).
 LOCAL_QUEUE_CONFLICT = "LocalQueueConflict"
 PARKED = "Parked"
+#: Replicas wait for quota: the ClusterQueue cannot hold them (Kueue's ``Pending``).
+PENDING = "Pending"
+#: Replicas wait although the ClusterQueue has the quota: no node has room for their Pods.
+NODES_FULL = "NodesFull"
 NO_QUEUE_IN_RESERVED_NAMESPACE = "NoQueueInReservedNamespace"
 
 
@@ -33,7 +46,7 @@ def _size_of(rendering: Rendering, role: str) -> int:
     return r.size if r is not None else 1
 
 
-def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row wins, read top to bottom)
+def quota_reserved(
     md: ModelDeployment,
     rendering: Rendering,
     index: ReplicaIndex,
@@ -56,7 +69,7 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
     admitted = [r for r in replicas if r.admitted]
     note = ""
     if preempted:
-        names = ", ".join(sorted(w.name for w in preempted))
+        names = few(sorted(w.name for w in preempted))
         note = f"; Kueue preempted {len(preempted)} replica(s) (Workload {names})"
     parked = [
         w
@@ -67,13 +80,14 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
     ]
     if parked:
         # Every deactivated Workload of the set: parking deactivates them all at once.
-        names = ", ".join(sorted(w.name for w in workloads if not w.active))
+        inactive = sorted(w.name for w in workloads if not w.active)
         return ConditionVerdict(
             ConditionStatus.FALSE,
             PARKED,
-            f"the deployment is parked: its Workloads ({names}) were deactivated after waiting "
-            "for the joint admission check, and no longer ask for quota; free the capacity and "
-            "reactivate them, or delete and recreate the deployment" + note,
+            f"the deployment is parked: its {len(inactive)} Workload(s) ({few(inactive)}) were "
+            "deactivated after waiting for the joint admission check, and no longer ask for "
+            "quota; free the capacity and reactivate them, or delete and recreate the deployment"
+            + note,
         )
     if preempted and admitted:
         return ConditionVerdict(
@@ -147,19 +161,89 @@ def quota_reserved(  # noqa: C901 (the QuotaReserved table, first matching row w
         where = f"in queue {rendering.roles[0].queue}"
     else:
         where = "roles " + ", ".join(waiting_roles)
-    downstream = []
+    return _waiting(
+        rendering, replicas, declared=declared, reserved=len(reserved), where=where, note=note
+    )
+
+
+def _checks_waiting(replicas: Sequence[Replica]) -> str:
+    """The downstream admission checks that are not ``Ready`` and say why: how many replicas,
+    the first few, and the first one's words in full (the others are alike)."""
+    found = []
     for replica in replicas:
         for wl in replica.workloads:
             for name, check in sorted(wl.checks.items()):
                 if check.state != "Ready" and check.message:
-                    downstream.append(
-                        f"role {replica.role} replica {replica.ordinal} Workload {wl.name} "
-                        f"check {name}: {check.message}"
-                    )
-    message = f"{declared - len(reserved)} of {declared} replicas wait for quota {where}"
-    short = shortfall(rendering, [r for r in replicas if r.quota_pending])
-    if short:
-        message += "; " + short
-    if downstream:
-        message += "; " + "; ".join(downstream)
-    return ConditionVerdict(ConditionStatus.FALSE, "Pending", message + note)
+                    found.append((replica, wl.name, name, check.message))
+    if not found:
+        return ""
+    replica, workload, name, message = found[0]
+    first = (
+        f"role {replica.role} replica {replica.ordinal} Workload {workload} check {name}: "
+        f"{message[:QUOTED_CHARS]}"
+    )
+    if len(found) == 1:
+        return first
+    held = list(dict.fromkeys(f"{r.role} {r.ordinal}" for r, _, _, _ in found))
+    return f"admission checks hold {len(held)} replica(s) ({few(held)}); the first: {first}"
+
+
+def _waiting(
+    rendering: Rendering,
+    replicas: Sequence[Replica],
+    *,
+    declared: int,
+    reserved: int,
+    where: str,
+    note: str = "",
+) -> ConditionVerdict:
+    """The last row: some replicas hold no quota. Kueue's words on their Workloads tell a
+    ClusterQueue short of quota (reason ``Pending``) from nodes with no room for the Pods
+    (reason :data:`NODES_FULL`: the quota is there); the detail is in the message, the brief
+    form in ``summary`` (docs/autoscaling.md "What status tells when capacity runs out")."""
+    for_quota, for_nodes = split_pending([r for r in replicas if r.quota_pending])
+    waiting = declared - reserved
+    if for_nodes and not for_quota:
+        head = (
+            f"{len(for_nodes)} of {declared} replicas wait for room on a node, not for quota "
+            f"({where})"
+        )
+        brief = head
+        reason = NODES_FULL
+    else:
+        head = f"{waiting} of {declared} replicas wait for quota {where}"
+        if for_nodes:
+            head += f" ({len(for_nodes)} of them for room on a node, not for quota)"
+        brief = head
+        if for_quota:
+            brief += ": " + lacking(rendering, for_quota)
+        reason = PENDING
+    detail = [head]
+    if for_quota:
+        detail.append(
+            shortfall(rendering, for_quota)
+            + "; they stay queued until the ClusterQueue has room: raise its nominalQuota, "
+            "free quota it holds, or lower the replicas"
+        )
+    if for_nodes:
+        detail.append(
+            no_room(rendering, for_nodes)
+            + "; free or add nodes (kubectl describe nodes shows what is allocated), or lower "
+            "the replicas: more quota does not help"
+        )
+    checks = _checks_waiting(replicas)
+    if checks:
+        detail.append(checks)
+    message = "; ".join(detail) + note
+    return ConditionVerdict(
+        ConditionStatus.FALSE, reason, message, summary=brief if brief != message else ""
+    )
+
+
+def no_node_yet(rendering: Rendering, index: ReplicaIndex) -> str:
+    """What keeps replicas that hold quota from running: the scheduler finds no node with room
+    for one of their Pods (``quotashortfall.unplaced``); empty when nothing is held so. The
+    summary conditions say it (``readiness``): ``QuotaReserved`` is ``True`` then."""
+    replicas = declared_replicas(rendering, index)
+    declared = sum(r.replicas for r in rendering.roles)
+    return no_node_for_admitted(unplaced(replicas), declared)

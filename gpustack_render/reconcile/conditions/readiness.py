@@ -29,6 +29,9 @@ from gpustack_render.rendering.roleplan import BINDING_DELETING, BINDING_NOT_FOU
 
 #: ``Ready=False``/``Reconciling=True`` when every condition holds but not every replica is ready.
 REPLICAS_NOT_READY: Final = "ReplicasNotReady"
+#: ``Ready=False``/``Reconciling=True`` when replicas hold quota but the scheduler finds no node
+#: with room for their Pods (the same reason as ``QuotaReserved``'s for Kueue's placement).
+NODES_FULL: Final = "NodesFull"
 #: The summary conditions' reason while the deployment is being deleted.
 DELETING: Final = "Deleting"
 #: What a deployment whose generation cannot be rendered asks of its reader (the renderer's
@@ -63,6 +66,11 @@ READY_NEEDS: Final = (
 )
 
 
+#: The conditions whose wait is reported before replicas that wait for a node: what holds a
+#: replica back before the scheduler places it (the Binding, the quota, the rollout).
+BEFORE_PLACEMENT: Final = (DOMAIN_REGISTERED, QUOTA_RESERVED, REPLICAS_UP_TO_DATE)
+
+
 def _summary(true_type: str, reason: str, message: str) -> dict[str, ConditionVerdict]:
     """The three summary verdicts with ``true_type`` the one that is ``True``; the others are
     ``False`` with the name of the true one as their reason (``Ready``'s keeps ``reason``)."""
@@ -77,12 +85,21 @@ def _summary(true_type: str, reason: str, message: str) -> dict[str, ConditionVe
     return out
 
 
+def _quoted(type_: str, verdict: ConditionVerdict) -> str:
+    """What a summary condition says of condition ``type_``: its message when brief, else its
+    summary and where the detail is (said once, in that condition)."""
+    if verdict.summary:
+        return f"{type_}: {verdict.summary} (condition {type_} has the detail)"
+    return f"{type_}: {verdict.message}"
+
+
 def readiness(
     verdicts: Mapping[str, ConditionVerdict],
     *,
     ready: int,
     desired: int,
     scaled_to_zero: bool = False,
+    no_node: str = "",
 ) -> dict[str, ConditionVerdict]:
     """``Ready``, ``Reconciling`` and ``Stalled`` from the seven conditions and the ready count
     (docs/decisions.md, "Readiness for tools"), first match:
@@ -92,13 +109,19 @@ def readiness(
         ``Ready``, ``ScaledToZero`` (kstatus reads a workload scaled to zero as current);
     2. the first of :data:`READY_NEEDS` that is not ``True``, or ``CacheAttached`` ``False`` →
        ``Reconciling`` (its reason and message);
-    3. fewer ready replicas than declared → ``Reconciling``, ``ReplicasNotReady``;
+       (``NodesFull`` with ``no_node`` comes before ``RoleKindsReady`` and ``RouterReady``:
+       replicas that hold quota wait for a node with room, ``conditions/quota.no_node_yet``);
+    3. fewer ready replicas than declared → ``Reconciling``, ``NodesFull`` as above, else
+       ``ReplicasNotReady``;
     4. otherwise ``Ready``.
+
+    A condition quoted in rule 1 or 2 is quoted briefly when it carries detail (its
+    ``summary``): the detail is said once, in that condition.
     """
     for type_ in CONDITION_TYPES:
         verdict = verdicts.get(type_)
         if verdict is not None and (type_, verdict.reason) in STALLING:
-            return _summary(STALLED, verdict.reason, f"{type_}: {verdict.message}")
+            return _summary(STALLED, verdict.reason, _quoted(type_, verdict))
     if scaled_to_zero and ready == 0:
         return _summary(
             READY,
@@ -111,9 +134,16 @@ def readiness(
     cache = verdicts.get(CACHE_ATTACHED)
     if cache is not None and cache.status == ConditionStatus.FALSE:
         waiting.append(CACHE_ATTACHED)
+    if waiting and waiting[0] in BEFORE_PLACEMENT:
+        verdict = verdicts[waiting[0]]
+        return _summary(RECONCILING, verdict.reason, _quoted(waiting[0], verdict))
+    if desired and ready < desired and no_node:
+        return _summary(
+            RECONCILING, NODES_FULL, f"{ready} of {desired} replicas are ready; {no_node}"
+        )
     if waiting:
         verdict = verdicts[waiting[0]]
-        return _summary(RECONCILING, verdict.reason, f"{waiting[0]}: {verdict.message}")
+        return _summary(RECONCILING, verdict.reason, _quoted(waiting[0], verdict))
     if not desired or ready < desired:
         return _summary(RECONCILING, REPLICAS_NOT_READY, f"{ready} of {desired} replicas are ready")
     return _summary(READY, READY, f"{ready} of {desired} replicas are ready and up to date")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from gpustack_render.core.vocabulary import ConditionStatus
-from gpustack_render.reconcile.conditions.common import ConditionVerdict, declared_replicas
+from gpustack_render.reconcile.conditions.common import ConditionVerdict, declared_replicas, few
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import Desired, RolloutStep, is_pod_outdated
 from gpustack_render.rendering.renderer import Rendering
@@ -71,7 +71,7 @@ def replicas_up_to_date(
         absent = [o for o in range(role.replicas) if o not in have]
         if not absent:
             continue
-        label = f"role {role.name} replica(s) " + ", ".join(str(o) for o in absent)
+        label = f"role {role.name} replica(s) " + few(str(o) for o in absent)
         missing.append(label)
         if any(r.workloads for r in present):
             missing_with_workload.append(label)
