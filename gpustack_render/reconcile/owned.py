@@ -45,6 +45,7 @@ from gpustack_render.reconcile import events
 from gpustack_render.reconcile.applied import apply_aligned
 from gpustack_render.reconcile.observed import ObservedPod
 from gpustack_render.reconcile.queues import queue_conflict
+from gpustack_render.rendering.router.model import OBJECT_ORDER
 from gpustack_render.rendering.scalers import KEPT_SPEC_FIELDS
 
 
@@ -267,14 +268,6 @@ SCALER_POLICY: Final = OwnedPolicy(
     conflicts_fail=False,
     conflict_event=events.SCALER_CONFLICT,
 )
-#: The router's kinds (D26), in the order they are applied.
-ROUTER_KINDS: Final = (
-    "ServiceAccount",
-    "Role",
-    "RoleBinding",
-    "ConfigMap",
-    "Service",
-    "Deployment",
-    "InferencePool",
-)
+#: The router's kinds (D26), in the order they are applied: the renderer's own order.
+ROUTER_KINDS: Final = OBJECT_ORDER
 ROUTER_POLICIES: Final = {kind: OwnedPolicy(kind, WriteMode.APPLY) for kind in ROUTER_KINDS}
