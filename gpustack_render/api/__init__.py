@@ -1,12 +1,12 @@
 """Typed models of every kind the project serves or reads (group ``worker.gpustack.ai/v1``)."""
 
+from gpustack_render.api.artifact import ModelArtifact
 from gpustack_render.api.common import API_VERSION, GROUP, VERSION, Condition, ObjectMeta
 from gpustack_render.api.inputs import (
     InstanceType,
     KVCacheBackend,
     KVCachePool,
     KVCachePoolBinding,
-    ModelArtifact,
 )
 from gpustack_render.api.modeldeployment import (
     AdditionalVolume,

@@ -425,20 +425,3 @@ class KVCacheBackend(InputObject):
         KVCacheBackendSpec,
         Field(default_factory=KVCacheBackendSpec, description="Its transports and connection."),
     ]
-
-
-# --- ModelArtifact (namespaced) -------------------------------------------------------------
-
-
-class ModelArtifact(InputObject):
-    """Weights delivery; only the CRD ships while ``model.artifactRef`` is refused (D8)."""
-
-    kind: Literal["ModelArtifact"] = "ModelArtifact"
-    spec: Annotated[
-        dict[str, Any],
-        Field(default_factory=dict, description="The artifact's source; not read yet."),
-    ]
-    status: Annotated[
-        dict[str, Any],
-        Field(default_factory=dict, description="The artifact's delivery; not read yet."),
-    ]

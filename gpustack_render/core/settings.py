@@ -5,6 +5,7 @@ The library receives Settings as an argument; it never reads the environment.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
@@ -33,6 +34,14 @@ DEFAULT_ROUTER_MEMORY = "512Mi"
 #: How long a multi-role deployment may wait on the joint admission check, with quota reserved,
 #: before it is parked (docs/contract/controller.md §9).
 DEFAULT_PARK_AFTER_SECONDS = 30 * 60
+#: The public hubs (``model-artifact-*-endpoint``, D28).
+DEFAULT_HUGGINGFACE_ENDPOINT = "https://huggingface.co"
+DEFAULT_MODELSCOPE_ENDPOINT = "https://www.modelscope.cn"
+#: ``model-artifact-revalidate-interval``: the default, and the floor below which it applies.
+DEFAULT_REVALIDATE_INTERVAL_SECONDS = 24 * 3600
+MIN_REVALIDATE_INTERVAL_SECONDS = 60
+#: ``model-artifact-delivery-mode``: how hub weights reach a Pod.
+DELIVERY_MODES = ("Engine", "Node")
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,22 @@ class Settings:
     #: ``model-deployment-inference-pool``: also render an InferencePool for a deployment behind
     #: llm-d-router, so a Gateway API Inference Extension gateway can front it.
     inference_pool: bool = False
+    #: ``model-artifact-delivery-mode``: ``Engine`` (the engine downloads the pinned commit) or
+    #: ``Node`` (the node plugin mounts a verified tree) for hub-sourced artifacts.
+    artifact_delivery_mode: str = "Engine"
+    #: ``model-artifact-huggingface-endpoint``: resolution and the Pods' ``HF_ENDPOINT``.
+    huggingface_endpoint: str = DEFAULT_HUGGINGFACE_ENDPOINT
+    #: ``model-artifact-modelscope-endpoint``: resolution; its host is ``MODELSCOPE_DOMAIN``.
+    modelscope_endpoint: str = DEFAULT_MODELSCOPE_ENDPOINT
+    #: ``model-artifact-https-proxy`` / ``-no-proxy``: given to resolution and, when not blank,
+    #: to Engine-delivered Pods as ``HTTPS_PROXY`` / ``NO_PROXY`` defaults.
+    artifact_https_proxy: str = ""
+    artifact_no_proxy: str = ""
+    #: ``model-artifact-ca-bundle``: a ConfigMap (key ``ca.crt``) trusted by resolution only.
+    artifact_ca_bundle: str = ""
+    #: ``model-artifact-revalidate-interval``: seconds between revalidations (``24h``; a value
+    #: below ``1m`` is refused and keeps the default).
+    artifact_revalidate_interval: int = DEFAULT_REVALIDATE_INTERVAL_SECONDS
     #: The controller's own namespace; set by the process, not the ConfigMap (D24).
     system_namespace: str = DEFAULT_SYSTEM_NAMESPACE
 
@@ -99,6 +124,13 @@ KEYS: dict[str, str] = {
     "model-deployment-router-cpu": "router_cpu",
     "model-deployment-router-memory": "router_memory",
     "model-deployment-inference-pool": "inference_pool",
+    "model-artifact-delivery-mode": "artifact_delivery_mode",
+    "model-artifact-huggingface-endpoint": "huggingface_endpoint",
+    "model-artifact-modelscope-endpoint": "modelscope_endpoint",
+    "model-artifact-https-proxy": "artifact_https_proxy",
+    "model-artifact-no-proxy": "artifact_no_proxy",
+    "model-artifact-ca-bundle": "artifact_ca_bundle",
+    "model-artifact-revalidate-interval": "artifact_revalidate_interval",
 }
 #: Router name → the Settings attribute of its default image.
 ROUTER_IMAGE_ATTRS: dict[str, str] = {
@@ -107,7 +139,21 @@ ROUTER_IMAGE_ATTRS: dict[str, str] = {
     "sglang-gateway": "router_image_sglang_gateway",
 }
 #: Settings attributes an empty value is meaningful for: no default image.
-_MAY_BE_EMPTY = frozenset({*ROUTER_IMAGE_ATTRS.values(), "router_tokenizer_image"})
+_MAY_BE_EMPTY = frozenset(
+    {
+        *ROUTER_IMAGE_ATTRS.values(),
+        "router_tokenizer_image",
+        "artifact_https_proxy",
+        "artifact_no_proxy",
+        "artifact_ca_bundle",
+    }
+)
+#: Settings attributes whose value is an http(s) URL (proxies: without credentials).
+_URLS = frozenset({"huggingface_endpoint", "modelscope_endpoint", "artifact_https_proxy"})
+#: Settings attributes whose value is a duration (``90s``, ``10m``, ``24h``; stored in seconds).
+_DURATIONS = {"artifact_revalidate_interval": MIN_REVALIDATE_INTERVAL_SECONDS}
+#: Settings attributes limited to a set of words.
+_CHOICES = {"artifact_delivery_mode": DELIVERY_MODES}
 #: Settings attributes whose value is a Kubernetes quantity.
 _QUANTITIES = frozenset({"router_cpu", "router_memory"})
 #: The ConfigMap key of each router's default image, for messages.
@@ -145,6 +191,19 @@ def settings_from_data(
                 errs.append(errors.invalid(path.key(key), raw, 'must be "true" or "false"'))
                 continue
             updates[attr] = value
+        elif attr in _DURATIONS:
+            seconds = parse_duration(raw.strip())
+            if seconds is None or seconds < _DURATIONS[attr]:
+                errs.append(
+                    errors.invalid(
+                        path.key(key),
+                        raw,
+                        f"must be a duration such as 30m or 24h, at least "
+                        f"{_DURATIONS[attr]}s; the default applies",
+                    )
+                )
+                continue
+            updates[attr] = seconds
         elif types[attr] in ("int", int):
             text = raw.strip()
             if not (text.isascii() and text.isdigit() and int(text) > 0):
@@ -160,8 +219,48 @@ def settings_from_data(
                     errors.invalid(path.key(key), raw, "must be a positive Kubernetes quantity")
                 )
                 continue
+            if attr in _CHOICES and raw.strip() not in _CHOICES[attr]:
+                errs.append(errors.not_supported(path.key(key), raw, list(_CHOICES[attr])))
+                continue
+            if attr in _URLS and raw.strip() and (problem := url_problem(raw.strip())):
+                errs.append(errors.invalid(path.key(key), raw, problem))
+                continue
             updates[attr] = raw.strip()
     return replace(settings, **updates), errs  # type: ignore[arg-type]
+
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(text: str) -> int | None:
+    """Seconds of a Go-style duration made of hours, minutes and seconds (``1h30m``, ``90s``);
+    ``None`` when it is not one."""
+    match = _DURATION.match(text)
+    if not text or match is None:
+        return None
+    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def format_duration(seconds: int) -> str:
+    """The shortest ``XhYmZs`` spelling of ``seconds`` (``86400`` → ``24h``)."""
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = "".join(f"{v}{u}" for v, u in ((hours, "h"), (minutes, "m"), (secs, "s")) if v)
+    return out or "0s"
+
+
+def url_problem(text: str) -> str:
+    """Why ``text`` is not an ``http``/``https`` URL without credentials (``""``: it is one)."""
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        return "must be an http:// or https:// URL"
+    host = rest.split("/", 1)[0]
+    if not host:
+        return "must name a host"
+    if "@" in host:
+        return "must not carry credentials (user:password@); give them another way"
+    return ""
 
 
 def _positive_quantity(text: str) -> bool:
@@ -189,5 +288,10 @@ def settings_to_data(settings: Settings) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, attr in KEYS.items():
         value = getattr(settings, attr)
-        out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif attr in _DURATIONS:
+            out[key] = format_duration(int(value))
+        else:
+            out[key] = str(value)
     return out

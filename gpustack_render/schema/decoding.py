@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from gpustack_render.api.artifact import DIGEST_PATTERN
 from gpustack_render.api.inputs import DNS1123_SUBDOMAIN_PATTERN
 from gpustack_render.api.modeldeployment import (
     ABSOLUTE_PATH_PATTERN,
@@ -90,6 +91,7 @@ PATTERN_WORDS: dict[str, str] = {
     RELATIVE_PATH_PATTERN: (
         "must be a relative path on one line: not empty and not starting with '/'"
     ),
+    DIGEST_PATTERN: "must be 'sha256:' and 64 lowercase hex digits (a manifest digest)",
 }
 
 #: A DNS-1123 label, matched whole (``fullmatch``: ``$`` alone also matches before a newline).

@@ -13,6 +13,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 
+from gpustack_render.api.artifact import ModelArtifact
 from gpustack_render.api.common import GROUP, VERSION
 from gpustack_render.api.inputs import (
     InputObject,
@@ -20,7 +21,6 @@ from gpustack_render.api.inputs import (
     KVCacheBackend,
     KVCachePool,
     KVCachePoolBinding,
-    ModelArtifact,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.api.scaler import ModelDeploymentScaler
@@ -167,7 +167,23 @@ KINDS: tuple[KindInfo, ...] = (
         ("kvcb",),
         (_column("Protocol", ".spec.transport.protocol", "The backend-wide transport."), _AGE),
     ),
-    KindInfo(ModelArtifact, "ModelArtifact", "modelartifacts", "Namespaced", ("mart",), (_AGE,)),
+    KindInfo(
+        ModelArtifact,
+        "ModelArtifact",
+        "modelartifacts",
+        "Namespaced",
+        ("mart",),
+        (
+            _column("Revision", ".status.resolved.revision", "The resolved commit."),
+            _column(
+                "Size", ".status.resolved.sizeBytes", "Bytes in the manifest.", type_="integer"
+            ),
+            _column("Resolved", '.status.conditions[?(@.type=="Resolved")].status', "Resolved."),
+            _column("Ready", ".status.nodes.ready", "Nodes holding the weights.", type_="integer"),
+            _AGE,
+        ),
+        owned=True,
+    ),
 )
 
 

@@ -13,17 +13,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from gpustack_render.api.artifact import ModelArtifact
 from gpustack_render.api.inputs import (
     InputObject,
     InstanceType,
     KVCacheBackend,
     KVCachePool,
     KVCachePoolBinding,
-    ModelArtifact,
 )
 from gpustack_render.schema.decoding import decode_model
 
 M = TypeVar("M", bound=InputObject)
+
+#: The namespaced kinds among the read kinds without a field of their own in StaticLookups.
+NAMESPACED_READ_KINDS = frozenset({"PersistentVolumeClaim"})
 
 
 class LookupFailed(Exception):  # noqa: N818 (public API since the first release; names the event)
@@ -76,6 +79,9 @@ class StaticLookups:
     pools: dict[str, KVCachePool] = field(default_factory=dict)
     backends: dict[str, KVCacheBackend] = field(default_factory=dict)
     artifacts: dict[tuple[str, str], ModelArtifact] = field(default_factory=dict)
+    #: The other read kinds (the storage kinds weight delivery reads), by (kind, ns, name);
+    #: ``ns`` is ``""`` for a cluster-scoped kind.
+    others: dict[tuple[str, str, str], InputObject] = field(default_factory=dict)
     #: (kind, namespace, name) triples whose read raises LookupFailed (for tests and faults).
     failing: set[tuple[str, str, str]] = field(default_factory=set)
     #: Reads that failed for the caller, by (kind, namespace, name): raised again when asked.
@@ -99,6 +105,9 @@ class StaticLookups:
                 out.backends[obj.name] = obj
             elif isinstance(obj, ModelArtifact):
                 out.artifacts[(ns, obj.name)] = obj
+            else:
+                scoped = ns if obj.kind in NAMESPACED_READ_KINDS else ""
+                out.others[(obj.kind, scoped, obj.name)] = obj
         return out
 
     def _check(self, kind: str, namespace: str, name: str) -> None:
@@ -122,5 +131,5 @@ class StaticLookups:
         elif kind is ModelArtifact:
             found = self.artifacts.get((namespace, name))
         else:
-            found = None
+            found = self.others.get((kind.__name__, namespace, name))
         return found if isinstance(found, kind) else None
