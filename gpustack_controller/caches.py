@@ -13,11 +13,26 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpustack_controller.kube import LOCAL_QUEUES, SCALERS, SERVICES
+from gpustack_controller.kube import (
+    BACKENDS,
+    BINDINGS,
+    CSI_DRIVERS,
+    INSTANCE_TYPES,
+    LOCAL_QUEUES,
+    MODEL_ARTIFACTS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    POOLS,
+    SCALERS,
+    SERVICES,
+    STORAGE_CLASSES,
+    Resource,
+)
 from gpustack_controller.observe import SERVICES_BY_OWNER
 from gpustack_controller.owned import OwnedKind, instance_candidates
 from gpustack_controller.watches import Informer
 from gpustack_kube.cachedread import CachedReader
+from gpustack_render.api.artifact import ModelArtifact
 from gpustack_render.api.inputs import (
     InputObject,
     InstanceType,
@@ -26,6 +41,12 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.storage import (
+    CSIDriver,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.owned import (
     LOCAL_QUEUE_POLICY,
@@ -38,6 +59,19 @@ from gpustack_render.reconcile.owned import (
 from gpustack_render.schema.resources import ROUTER_RESOURCES
 
 log = logging.getLogger(__name__)
+
+#: Where each input kind is read when no informer holds it.
+INPUT_RESOURCES: dict[type[InputObject], Resource] = {
+    InstanceType: INSTANCE_TYPES,
+    KVCachePoolBinding: BINDINGS,
+    KVCachePool: POOLS,
+    KVCacheBackend: BACKENDS,
+    ModelArtifact: MODEL_ARTIFACTS,
+    PersistentVolumeClaim: PERSISTENT_VOLUME_CLAIMS,
+    PersistentVolume: PERSISTENT_VOLUMES,
+    StorageClass: STORAGE_CLASSES,
+    CSIDriver: CSI_DRIVERS,
+}
 
 
 @dataclass
@@ -58,14 +92,26 @@ class Caches:
     local_queues: Informer | None = None
     #: The router's objects by kind (D26); a kind without one is read live and never pruned.
     routers: dict[str, Informer] = field(default_factory=dict)
+    #: The weight inputs (D28): ModelArtifacts and the storage kinds a delivery reads. A kind
+    #: without an informer is read live.
+    artifacts: Informer | None = None
+    claims: Informer | None = None
+    volumes: Informer | None = None
+    storage_classes: Informer | None = None
+    csi_drivers: Informer | None = None
 
-    def of(self, kind: type[InputObject]) -> Informer:
-        """The informer of an input kind."""
-        by_kind: dict[type[InputObject], Informer] = {
+    def of(self, kind: type[InputObject]) -> Informer | None:
+        """The informer of an input kind (``None``: read it live)."""
+        by_kind: dict[type[InputObject], Informer | None] = {
             InstanceType: self.instance_types,
             KVCachePoolBinding: self.bindings,
             KVCachePool: self.pools,
             KVCacheBackend: self.backends,
+            ModelArtifact: self.artifacts,
+            PersistentVolumeClaim: self.claims,
+            PersistentVolume: self.volumes,
+            StorageClass: self.storage_classes,
+            CSIDriver: self.csi_drivers,
         }
         return by_kind[kind]
 
@@ -132,6 +178,12 @@ class InputReader:
 
     async def _fetch(self, read: Read) -> dict[str, Any] | None:
         informer = self.caches.of(read.kind)
+        resource = informer.resource if informer is not None else INPUT_RESOURCES[read.kind]
         return await self.reader.get(
-            informer.resource, read.name, read.namespace or None, informer=informer
+            resource,
+            read.name,
+            read.namespace or None,
+            informer=informer,
+            # The node plugin's driver is usually absent: a synced cache's miss answers.
+            authoritative=read.kind is CSIDriver,
         )

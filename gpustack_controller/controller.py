@@ -56,13 +56,18 @@ from gpustack_controller.kube import (
     BACKENDS,
     BINDINGS,
     CONFIGMAPS,
+    CSI_DRIVERS,
     INSTANCE_TYPES,
     LOCAL_QUEUES,
+    MODEL_ARTIFACTS,
     MODEL_DEPLOYMENTS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     PODS,
     POOLS,
     SCALERS,
     SERVICES,
+    STORAGE_CLASSES,
     WORKLOADS,
     Kube,
 )
@@ -72,12 +77,19 @@ from gpustack_controller.reconciler import DeploymentReconciler
 from gpustack_controller.recorder import EventRecorder
 from gpustack_controller.watches import Handler, Informer, object_key
 from gpustack_controller.workqueue import Priority, WorkQueue
+from gpustack_render.api.artifact import ModelArtifact
 from gpustack_render.api.inputs import (
     InputObject,
     InstanceType,
     KVCacheBackend,
     KVCachePool,
     KVCachePoolBinding,
+)
+from gpustack_render.api.storage import (
+    CSIDriver,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
 )
 from gpustack_render.core import labels
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_of_config_map
@@ -161,6 +173,19 @@ class Controller:
             "instance_types": Informer(
                 kube, INSTANCE_TYPES, handlers=[self._on_input(InstanceType)]
             ),
+            # The weight inputs (D28): the artifacts deployments name and what their delivery
+            # reads (a claim, its volume and class; the node plugin's driver).
+            "artifacts": Informer(kube, MODEL_ARTIFACTS, handlers=[self._on_input(ModelArtifact)]),
+            "claims": Informer(
+                kube, PERSISTENT_VOLUME_CLAIMS, handlers=[self._on_input(PersistentVolumeClaim)]
+            ),
+            "volumes": Informer(
+                kube, PERSISTENT_VOLUMES, handlers=[self._on_input(PersistentVolume)]
+            ),
+            "storage_classes": Informer(
+                kube, STORAGE_CLASSES, handlers=[self._on_input(StorageClass)]
+            ),
+            "csi_drivers": Informer(kube, CSI_DRIVERS, handlers=[self._on_input(CSIDriver)]),
             # Read by every pass (is the deployment's LocalQueue there, and whose is it).
             "local_queues": Informer(kube, LOCAL_QUEUES),
             "settings": Informer(
@@ -188,6 +213,11 @@ class Controller:
             routers=self.routers,
             scalers=i["scalers"],
             local_queues=i["local_queues"],
+            artifacts=i["artifacts"],
+            claims=i["claims"],
+            volumes=i["volumes"],
+            storage_classes=i["storage_classes"],
+            csi_drivers=i["csi_drivers"],
         )
         self.recorder = EventRecorder(kube)
         self.reconciler = DeploymentReconciler(

@@ -9,8 +9,10 @@ this module fetches what they ask for, calls them, and writes what they return. 
    finalizer → add it), fetches the objects the input graph asks for (cache first, then live;
    a stored object that does not decode is a failed read), claims the Binding
    (``status.usedBy``), reads the stored scalers (they set autoscaled roles' counts);
-2. **render** (a render error → a ``RenderFailed`` event and the failed generation's status,
-   then a retry);
+2. **weights** (D28): while the artifact's weights cannot be delivered (missing, unresolved,
+   an unbound claim, no node plugin …), the held status and nothing else: no Pod is created,
+   replaced or deleted; **render** (a render error → a ``RenderFailed`` event and the failed
+   generation's status, then a retry);
 3. **plan**: observes the Pods (live) and their Workloads (``observe.py``), creates the missing
    LocalQueues (the ones found feeding another ClusterQueue block their roles), plans the
    rollout, persists a newly chosen replacement;
@@ -92,9 +94,12 @@ from gpustack_render.reconcile.status import (
     render_failed_status,
     status_changed,
     status_to_json,
+    weights_held_status,
 )
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.lookups import LookupFailed
+from gpustack_render.weights.delivery import WeightsBlock, weights_of
 
 __all__ = ["FIELD_MANAGER", "Caches", "DeploymentReconciler"]
 
@@ -195,6 +200,14 @@ class DeploymentReconciler:
             md,
             scalers=observed_scalers((s for s in scalers.values() if s), owner_uid=meta.uid),
         )
+        # weights: while they cannot be delivered nothing is created, replaced or deleted
+        try:
+            weights = weights_of(md, lookups=inputs.lookups, settings=settings)
+        except LookupFailed:
+            weights = None  # the render fails on the same read and says so
+        if isinstance(weights, WeightsBlock):
+            await self._hold_for_weights(md, weights)
+            return None
         # render
         try:
             with paused_gc():
@@ -259,6 +272,7 @@ class DeploymentReconciler:
             queue_conflicts=[c.message for c in queues.plan.conflicts],
             router=router,
             scaling=scaling,
+            weights=weights,
         )
         if status_changed(stored, new_status):
             await self._write_status(md, new_status)
@@ -312,6 +326,16 @@ class DeploymentReconciler:
             return None, passes
         deployment = next(p for p in passes if p.kind.policy.kind == "Deployment")
         return observe_router(deployment.current(router.object_name), owner_uid=owner.uid), passes
+
+    async def _hold_for_weights(self, md: ModelDeployment, block: WeightsBlock) -> None:
+        """Write the status of a deployment whose weights cannot be delivered when it changed
+        (:func:`~gpustack_render.reconcile.status.weights_held_status`, from the Pods as they
+        are now); nothing else is touched. The artifact's, the claim's and the driver's watches
+        bring the deployment back when what blocks it changes."""
+        held = weights_held_status(md, block, index=await self.observer.index(md), now=self.now())
+        if status_changed(md.status, held):
+            await self._write_status(md, held)
+        self.gauges.observe(md.metadata.namespace, md.metadata.name, held)
 
     async def _report_render_failure(self, md: ModelDeployment, error: RenderError) -> None:
         """Write the status of a generation that cannot be rendered when it changed

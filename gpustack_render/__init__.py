@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         deleting_status,
         deployment_status,
         render_failed_status,
+        weights_held_status,
     )
     from gpustack_render.rendering.hashing import (
         CURRENT_RENDER_VERSION,
@@ -72,6 +73,13 @@ if TYPE_CHECKING:
     from gpustack_render.schema.crd import all_crds
     from gpustack_render.schema.decoding import decode_deployment, decode_model
     from gpustack_render.schema.lookups import LookupFailed, Lookups, StaticLookups
+    from gpustack_render.weights.delivery import WeightsBlock, WeightsPlan, weights_of
+    from gpustack_render.weights.manifest import (
+        InvalidManifest,
+        Manifest,
+        ManifestEntry,
+        build_manifest,
+    )
 
 #: Where each public name lives.
 _HOME: dict[str, str] = {
@@ -119,6 +127,14 @@ _HOME: dict[str, str] = {
     "deleting_status": "gpustack_render.reconcile.status",
     "deployment_status": "gpustack_render.reconcile.status",
     "render_failed_status": "gpustack_render.reconcile.status",
+    "weights_held_status": "gpustack_render.reconcile.status",
+    "WeightsBlock": "gpustack_render.weights.delivery",
+    "WeightsPlan": "gpustack_render.weights.delivery",
+    "weights_of": "gpustack_render.weights.delivery",
+    "InvalidManifest": "gpustack_render.weights.manifest",
+    "Manifest": "gpustack_render.weights.manifest",
+    "ManifestEntry": "gpustack_render.weights.manifest",
+    "build_manifest": "gpustack_render.weights.manifest",
     "CURRENT_RENDER_VERSION": "gpustack_render.rendering.hashing",
     "MIN_SUPPORTED_RENDER_VERSION": "gpustack_render.rendering.hashing",
     "effective_floor": "gpustack_render.rendering.hashing",
@@ -194,6 +210,14 @@ __all__ = [
     "render",
     "render_failed",
     "render_failed_status",
+    "weights_held_status",
+    "WeightsBlock",
+    "WeightsPlan",
+    "weights_of",
+    "InvalidManifest",
+    "Manifest",
+    "ManifestEntry",
+    "build_manifest",
     "review_deployment",
     "review_pod",
     "settings_from_data",

@@ -71,7 +71,10 @@ class ModelSpec(SpecModel):
     ]
     artifact_ref: Annotated[
         LocalObjectReference | None,
-        Field(description="A ModelArtifact in this namespace; refused in this release."),
+        Field(
+            description="A ModelArtifact in this namespace whose pinned weights every role "
+            "gets (docs/weights.md); no Pod is created until it resolves."
+        ),
     ] = None
 
 
@@ -746,11 +749,13 @@ class RouterStatus(StatusModel):
 
 
 class ModelStatus(StatusModel):
-    """The model artifact delivered (not filled in this release, D8)."""
+    """The ModelArtifact whose weights the Pods get (D28; absent without one)."""
 
     artifact: Annotated[str | None, Field(description="The ModelArtifact.")] = None
-    revision: Annotated[str | None, Field(description="The artifact's revision.")] = None
-    manifest_digest: Annotated[str | None, Field(description="The artifact's digest.")] = None
+    revision: Annotated[str | None, Field(description="The resolved commit (hub sources).")] = None
+    manifest_digest: Annotated[
+        str | None, Field(description="The manifest digest (hub sources).")
+    ] = None
     delivery: Annotated[
         Literal["PVC", "Engine", "Node", "Image"] | None,
         Field(description="How the weights reach the Pods."),
@@ -829,7 +834,8 @@ class ModelDeploymentStatus(StatusModel):
         ),
     ] = None
     model: Annotated[
-        ModelStatus | None, Field(description="The delivered artifact; not filled in this release.")
+        ModelStatus | None,
+        Field(description="The artifact delivered (spec.model.artifactRef); absent without one."),
     ] = None
     retirement: Annotated[
         RetirementStatus | None, Field(description="Retirement; not filled in this release.")

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_render.api.artifact import ModelArtifact
 from gpustack_render.api.inputs import (
     InputObject,
     InstanceType,
@@ -35,9 +36,16 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.storage import (
+    CSIDriver,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
 from gpustack_render.core import jsonview
 from gpustack_render.reconcile import events
 from gpustack_render.schema.lookups import LookupFailed, StaticLookups, decode_stored
+from gpustack_render.weights.delivery import CSI_DRIVER
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,8 @@ class Read:
 
 def deployment_reads(md: ModelDeployment) -> list[Read]:
     """What the render of ``md`` reads first: every role's InstanceType, then the KV-cache
-    Binding its ``poolRef`` names (in its namespace), each once."""
+    Binding its ``poolRef`` names (in its namespace), then the ModelArtifact its
+    ``model.artifactRef`` names (in its namespace), each once."""
     reads: list[Read] = []
     for role in md.spec.roles:
         reads.append(Read(InstanceType, "", role.instance_type))
@@ -65,16 +74,34 @@ def deployment_reads(md: ModelDeployment) -> list[Read]:
         reads.append(
             Read(KVCachePoolBinding, md.metadata.namespace, md.spec.kv_cache.pool_ref.name)
         )
+    if md.spec.model.artifact_ref is not None:
+        reads.append(Read(ModelArtifact, md.metadata.namespace, md.spec.model.artifact_ref.name))
     return list(dict.fromkeys(reads))
 
 
 def references(obj: InputObject) -> list[Read]:
     """What the render reads next through the decoded input ``obj``: a Binding's pool, a pool's
-    first backend (the Binding → Pool → Backend walk); nothing for another kind."""
+    first backend (the Binding → Pool → Backend walk); a claim-sourced artifact's claim, a bound
+    claim's volume and a claim's storage class (claim placement), a hub-sourced artifact's
+    CSIDriver (whether node delivery is available); nothing for another kind."""
     if isinstance(obj, KVCachePoolBinding):
         return [Read(KVCachePool, "", obj.spec.pool_ref.name)]
     if isinstance(obj, KVCachePool) and obj.spec.backends:
         return [Read(KVCacheBackend, "", obj.spec.backends[0])]
+    if isinstance(obj, ModelArtifact):
+        claim = obj.spec.source.persistent_volume_claim
+        if claim is not None:
+            return [Read(PersistentVolumeClaim, obj.metadata.namespace, claim.claim_name)]
+        if obj.spec.source.hub is not None:
+            return [Read(CSIDriver, "", CSI_DRIVER)]
+        return []
+    if isinstance(obj, PersistentVolumeClaim):
+        out: list[Read] = []
+        if obj.spec.volume_name:
+            out.append(Read(PersistentVolume, "", obj.spec.volume_name))
+        if obj.spec.storage_class_name:
+            out.append(Read(StorageClass, "", obj.spec.storage_class_name))
+        return out
     return []
 
 
@@ -138,5 +165,9 @@ class InputGraph:
             self.lookups.pools[read.name] = obj
         elif isinstance(obj, KVCacheBackend):
             self.lookups.backends[read.name] = obj
+        elif isinstance(obj, ModelArtifact):
+            self.lookups.artifacts[(read.namespace, read.name)] = obj
+        else:
+            self.lookups.others[(read.kind.__name__, read.namespace, read.name)] = obj
         for follow in references(obj):
             self._want(follow)

@@ -18,6 +18,7 @@ from typing import Any
 from gpustack_render.core import jsonview, labels, ownerrefs
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.rendering.hashing import pod_render_version
+from gpustack_render.rendering.pods import MAIN_CONTAINER
 
 #: Scheduling gate Kueue's Pod webhook adds to every member of a group and removes on admission
 #: (docs/contract/kubernetes-notes.md §4). A Pod still carrying it has never run.
@@ -30,6 +31,8 @@ PREEMPTED = "Preempted"
 FINISHED = "Finished"
 #: The Pod condition the scheduler writes (``False``, reason ``Unschedulable``, when no node fits).
 POD_SCHEDULED = "PodScheduled"
+#: The kubelet's condition once a Pod's sandbox and volumes are ready.
+POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"
 #: The reason of an ``Evicted`` condition written by a preemption.
 PREEMPTED_REASON = "Preempted"
 #: ``status.reason`` a kubelet writes on a Pod it evicted.
@@ -81,6 +84,11 @@ class ObservedPod:
     unscheduled_message: str = ""
     #: ``state.waiting.reason`` of each container still waiting (``CrashLoopBackOff``, …).
     waiting_reasons: tuple[str, ...] = ()
+    #: ``PodReadyToStartContainers=True``: its volumes are mounted (weights delivered by a
+    #: mount have arrived).
+    volumes_ready: bool = False
+    #: The ``main`` container reports ready (Engine delivery: its download is done).
+    main_ready: bool = False
 
     @property
     def failed(self) -> bool:
@@ -105,12 +113,17 @@ def observe_pod(obj: Mapping[str, Any], *, owner_uid: str = "") -> ObservedPod:
     status = jsonview.view(obj.get("status"))
     pod_labels = jsonview.strings(meta.get("labels"))
     annotations = jsonview.strings(meta.get("annotations"))
-    ready = False
+    ready = volumes_ready = main_ready = False
     unscheduled: Mapping[str, Any] = {}
     for c in jsonview.items(status.get("conditions")):
         c = jsonview.view(c)
         if c.get("type") == "Ready" and c.get("status") == ConditionStatus.TRUE:
             ready = True
+        elif (
+            c.get("type") == POD_READY_TO_START_CONTAINERS
+            and c.get("status") == ConditionStatus.TRUE
+        ):
+            volumes_ready = True
         elif c.get("type") == POD_SCHEDULED and c.get("status") == ConditionStatus.FALSE:
             unscheduled = c
     gates = tuple(
@@ -127,6 +140,8 @@ def observe_pod(obj: Mapping[str, Any], *, owner_uid: str = "") -> ObservedPod:
         count = cs.get("restartCount")
         if isinstance(count, int) and count > 0:
             restarts += count
+        if cs.get("name") == MAIN_CONTAINER and cs.get("ready") is True:
+            main_ready = True
         reason = jsonview.view(jsonview.view(cs.get("state")).get("waiting")).get("reason")
         if isinstance(reason, str) and reason:
             waiting.append(reason)
@@ -155,6 +170,8 @@ def observe_pod(obj: Mapping[str, Any], *, owner_uid: str = "") -> ObservedPod:
         unscheduled_reason=str(unscheduled.get("reason") or ""),
         unscheduled_message=str(unscheduled.get("message") or ""),
         waiting_reasons=tuple(waiting),
+        volumes_ready=volumes_ready,
+        main_ready=main_ready,
     )
 
 

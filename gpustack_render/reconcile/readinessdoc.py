@@ -1,5 +1,5 @@
 """The readiness section of the API reference (``docs/api.md``): how ``Ready``, ``Reconciling``
-and ``Stalled`` follow from the seven conditions, written from the tables
+and ``Stalled`` follow from the eight conditions, written from the tables
 :func:`~gpustack_render.reconcile.conditions.readiness.readiness` reads, so the reference cannot
 drift from the code."""
 
@@ -42,7 +42,7 @@ def readiness_reference() -> list[str]:
     return [
         f"### Readiness: `{READY}`, `{RECONCILING}`, `{STALLED}`",
         "",
-        "Computed by the controller on every status write from the seven conditions above, for "
+        "Computed by the controller on every status write from the eight conditions above, for "
         "tools that read kstatus conventions (`kubectl wait --for=condition=Ready`, Argo CD, "
         f"Flux): `{READY}` is normal-true, `{RECONCILING}` and `{STALLED}` abnormal-true, and "
         "exactly one of the three is `True`. They come first in `status.conditions`. Every "

@@ -2,7 +2,7 @@
 (docs/contract/controller.md §13–§15).
 
 :func:`deployment_status` builds the whole status of a converging deployment: per-role counts
-read from the :class:`~gpustack_render.reconcile.replicas.ReplicaIndex`, the seven conditions
+read from the :class:`~gpustack_render.reconcile.replicas.ReplicaIndex`, the eight conditions
 (:mod:`gpustack_render.reconcile.conditions`) and the three summary conditions computed from them
 (``Ready``, ``Reconciling``, ``Stalled``), with ``lastTransitionTime`` carried over while a
 condition's ``status`` is unchanged, and ``observedGeneration``; ``phase``/``phaseMessage``,
@@ -18,7 +18,8 @@ The only state carried across passes is the previous ``ReplicasUpToDate`` reason
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from gpustack_render.api.modeldeployment import (
@@ -34,9 +35,16 @@ from gpustack_render.reconcile.conditions.common import (
     DOMAIN_REGISTERED,
     KV_EVENTS_PUBLISHING,
     QUOTA_RESERVED,
+    READY,
+    RECONCILING,
     REPLICAS_UP_TO_DATE,
     ROLE_KINDS_READY,
     ROUTER_READY,
+    STALLED,
+    SUMMARY_CONDITION_TYPES,
+    WEIGHTS_READY,
+    ConditionVerdict,
+    bounded_message,
     conditions_with_times,
     few,
 )
@@ -49,6 +57,13 @@ from gpustack_render.reconcile.conditions.readiness import (
 )
 from gpustack_render.reconcile.conditions.router import kv_events_publishing, router_ready
 from gpustack_render.reconcile.conditions.serving import replicas_up_to_date, role_kinds_ready
+from gpustack_render.reconcile.conditions.weights import (
+    STALLING_REASONS,
+    blocked_verdict,
+    model_status,
+    rollout_held,
+    weights_ready,
+)
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.rollout import RolloutStep
@@ -56,7 +71,9 @@ from gpustack_render.reconcile.rolloutinputs import desired_from_rendering
 from gpustack_render.reconcile.routerstate import RouterObservation
 from gpustack_render.reconcile.scaling import ScalingState
 from gpustack_render.reconcile.statusfields import (
+    PHASE_DEGRADED,
     PHASE_DELETING,
+    PHASE_STARTING,
     endpoint,
     kv_cache_status,
     parallelism_status,
@@ -68,6 +85,7 @@ from gpustack_render.reconcile.statusfields import (
     summary_router_ready,
 )
 from gpustack_render.rendering.renderer import Rendering
+from gpustack_render.weights.delivery import WeightsBlock, WeightsPlan
 
 
 def _previous_reason(md: ModelDeployment, type_: str) -> str | None:
@@ -116,6 +134,7 @@ def deployment_status(
     queue_conflicts: Sequence[str] = (),
     router: RouterObservation | None = None,
     scaling: ScalingState | None = None,
+    weights: WeightsPlan | None = None,
 ) -> ModelDeploymentStatus:
     """The status of a converging deployment, from the Pods re-listed after the pass.
 
@@ -125,7 +144,9 @@ def deployment_status(
     feeding another ClusterQueue (``reconcile/queues.py``); ``router`` the stored router
     Deployment (``reconcile/routerstate.py``; ``None``: not observed).
     feeding another ClusterQueue (``reconcile/queues.py``). ``scaling`` says where each
-    role's count came from (``status.roles[].scaling``, D27).
+    role's count came from (``status.roles[].scaling``, D27). ``weights`` is the delivery
+    of the artifact the deployment names (``None``: none): ``WeightsReady`` and
+    ``status.model`` (D28).
     """
     if index is None:
         index = ReplicaIndex.of(pods, workloads)
@@ -169,6 +190,7 @@ def deployment_status(
         ),
         KV_EVENTS_PUBLISHING: kv_events_publishing(md, rendering),
         ROUTER_READY: router_ready(md, rendering, router),
+        WEIGHTS_READY: weights_ready(weights, index.live),
     }
     total_ready = sum(ready_by_role.values())
     total_desired = sum(r.replicas for r in rendering.roles)
@@ -220,6 +242,7 @@ def deployment_status(
             roles, router_ready=router_pods if rendering.router is not None else None
         ),
         role_readiness=role_readiness(roles),
+        model=model_status(weights),
         observed_generation=md.metadata.generation or None,
     )
 
@@ -227,7 +250,7 @@ def deployment_status(
 def deleting_status(md: ModelDeployment, *, remaining: int, now: str) -> ModelDeploymentStatus:
     """The teardown status: phase ``Deleting`` and the summary conditions ``Reconciling``
     (reason ``Deleting``, at the current generation); every other field kept as it was (the
-    Binding is not re-read, the seven conditions untouched)."""
+    Binding is not re-read, the eight conditions untouched)."""
     base = md.status or ModelDeploymentStatus()
     conditions = conditions_with_times(
         deleting_readiness(remaining),
@@ -258,12 +281,71 @@ def render_failed_status(
     (:func:`~gpustack_render.reconcile.statusfields.render_failed_phase`). The roles the last
     rendered pass listed are counted again on ``index`` (ready, quota, admitted, flavors), and
     ``roleSummary`` and ``roleReadiness`` follow the counts (the router's part of the summary,
-    like ``RouterReady``, is as that pass observed it). Every other field — the seven
+    like ``RouterReady``, is as that pass observed it). Every other field — the eight
     conditions at the generation they were computed from, ``endpoint``, ``kvCache``,
     ``router``, ``roles[].replacing`` — is kept: the replicas it describes are untouched. A
     first generation that cannot render gets the summary conditions, ``phase`` and
     ``observedGeneration`` only. ``now`` lands only in a ``lastTransitionTime`` that moves.
     """
+    generation = md.metadata.generation or None
+    which = f"generation {generation}" if generation else "the deployment"
+    failure = f"{which} cannot be rendered: {error}"
+    return _held_status(
+        md,
+        render_failed_readiness(failure),
+        index=index,
+        now=now,
+        phase_of=partial(render_failed_phase, failure),
+    )
+
+
+def weights_held_status(
+    md: ModelDeployment, block: WeightsBlock, *, index: ReplicaIndex, now: str
+) -> ModelDeploymentStatus:
+    """The status of a deployment whose weights cannot be delivered (``block``, from
+    :func:`~gpustack_render.weights.delivery.weights_of`): nothing is created, replaced or
+    deleted, so the status says why and keeps describing what runs (as
+    :func:`render_failed_status` does). ``WeightsReady`` carries the block's reason and message,
+    ``ReplicasUpToDate`` is ``False RolloutHeldByWeights``; the deployment is ``Stalled`` when
+    someone must act and ``Reconciling`` while the artifact resolves; ``phaseMessage`` leads
+    with the ``WeightsReady`` message."""
+    verdict = blocked_verdict(block)
+    summary_type = STALLED if block.reason in STALLING_REASONS else RECONCILING
+    quoted = f"{WEIGHTS_READY}: {block.message}"
+    verdicts: dict[str, ConditionVerdict] = {}
+    for type_ in SUMMARY_CONDITION_TYPES:
+        if type_ == summary_type:
+            verdicts[type_] = ConditionVerdict(ConditionStatus.TRUE, block.reason, quoted)
+        elif type_ == READY:
+            verdicts[type_] = ConditionVerdict(ConditionStatus.FALSE, block.reason, quoted)
+        else:
+            verdicts[type_] = ConditionVerdict(ConditionStatus.FALSE, summary_type, "")
+    verdicts[WEIGHTS_READY] = verdict
+    verdicts[REPLICAS_UP_TO_DATE] = rollout_held(block)
+    return _held_status(
+        md, verdicts, index=index, now=now, phase_of=partial(_weights_held_phase, block.message)
+    )
+
+
+def _weights_held_phase(message: str, *, ready: int, desired: int) -> tuple[str, str]:
+    if ready > 0:
+        return PHASE_DEGRADED, bounded_message(
+            f"{message}; {ready} of {desired} replicas keep serving"
+        )
+    return PHASE_STARTING, bounded_message(message)
+
+
+def _held_status(
+    md: ModelDeployment,
+    verdicts: Mapping[str, ConditionVerdict],
+    *,
+    index: ReplicaIndex,
+    now: str,
+    phase_of: Callable[..., tuple[str, str]],
+) -> ModelDeploymentStatus:
+    """The status of a pass that renders nothing: ``verdicts`` over the stored conditions, the
+    roles the last rendered pass listed counted again on ``index``, ``phase_of(ready=,
+    desired=)`` for the phase; every other field kept."""
     base = md.status or ModelDeploymentStatus()
     generation = md.metadata.generation or None
     sizes = {role.name: role.size for role in md.spec.roles}
@@ -275,17 +357,14 @@ def render_failed_status(
         )
         for role in base.roles or ()
     ]
-    which = f"generation {generation}" if generation else "the deployment"
-    failure = f"{which} cannot be rendered: {error}"
     conditions = conditions_with_times(
-        render_failed_readiness(failure),
+        verdicts,
         base.conditions,
         generation=generation,
         now=now,
         types=ALL_CONDITION_TYPES,
     )
-    value, message = render_failed_phase(
-        failure,
+    value, message = phase_of(
         ready=sum(role.ready or 0 for role in roles),
         desired=sum(role.desired or 0 for role in roles),
     )

@@ -3,4 +3,4 @@ family: ``common`` (the condition types in status order, the verdict, ``lastTran
 carried over, the message bound), ``kvcache`` (``DomainRegistered``, ``CacheAttached``),
 ``quota`` (``QuotaReserved``), ``serving`` (``ReplicasUpToDate``, ``RoleKindsReady``),
 ``router`` (``KVEventsPublishing``, ``RouterReady``) and ``readiness`` (the summary conditions
-``Ready``, ``Reconciling``, ``Stalled`` computed from the seven)."""
+``Ready``, ``Reconciling``, ``Stalled`` computed from the eight)."""

@@ -22,6 +22,7 @@ ROLE_KINDS_READY: Final = "RoleKindsReady"
 CACHE_ATTACHED: Final = "CacheAttached"
 KV_EVENTS_PUBLISHING: Final = "KVEventsPublishing"
 ROUTER_READY: Final = "RouterReady"
+WEIGHTS_READY: Final = "WeightsReady"
 #: Condition order in ``status.conditions``.
 CONDITION_TYPES: Final = (
     DOMAIN_REGISTERED,
@@ -31,16 +32,17 @@ CONDITION_TYPES: Final = (
     CACHE_ATTACHED,
     KV_EVENTS_PUBLISHING,
     ROUTER_READY,
+    WEIGHTS_READY,
 )
 
 #: The summary conditions tools read (kstatus: ``Ready`` normal-true, ``Reconciling`` and
-#: ``Stalled`` abnormal-true), computed from the seven above (docs/decisions.md, "Readiness for
+#: ``Stalled`` abnormal-true), computed from the eight above (docs/decisions.md, "Readiness for
 #: tools"). Exactly one of the three is ``True``.
 READY: Final = "Ready"
 RECONCILING: Final = "Reconciling"
 STALLED: Final = "Stalled"
 SUMMARY_CONDITION_TYPES: Final = (READY, RECONCILING, STALLED)
-#: Every condition, in ``status.conditions`` order: the summary first, then the seven.
+#: Every condition, in ``status.conditions`` order: the summary first, then the eight.
 ALL_CONDITION_TYPES: Final = (*SUMMARY_CONDITION_TYPES, *CONDITION_TYPES)
 
 #: The reason of a condition about something the deployment does not use.

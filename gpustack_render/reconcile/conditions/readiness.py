@@ -1,5 +1,5 @@
 """The summary conditions tools read — ``Ready``, ``Reconciling``, ``Stalled`` (kstatus) —
-computed from the seven conditions and the ready count (docs/decisions.md, "Readiness for
+computed from the eight conditions and the ready count (docs/decisions.md, "Readiness for
 tools"). ``reconcile/readinessdoc.py`` writes the reference table from the constants here."""
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ from gpustack_render.reconcile.conditions.common import (
     SCALED_TO_ZERO,
     STALLED,
     SUMMARY_CONDITION_TYPES,
+    WEIGHTS_READY,
     ConditionVerdict,
 )
 from gpustack_render.reconcile.conditions.quota import NO_QUEUE_IN_RESERVED_NAMESPACE, PARKED
 from gpustack_render.reconcile.conditions.router import RENDER_FAILED
+from gpustack_render.reconcile.conditions.weights import STALLING_REASONS as WEIGHTS_STALLING
 from gpustack_render.rendering.roleplan import BINDING_DELETING, BINDING_NOT_FOUND
 
 #: ``Ready=False``/``Reconciling=True`` when every condition holds but not every replica is ready.
@@ -51,18 +53,21 @@ STALLING: Final = frozenset(
         (QUOTA_RESERVED, PARKED),
         (QUOTA_RESERVED, NO_QUEUE_IN_RESERVED_NAMESPACE),
         (ROUTER_READY, RENDER_FAILED),
+        *((WEIGHTS_READY, reason) for reason in sorted(WEIGHTS_STALLING)),
     }
 )
 #: The conditions ``Ready`` needs ``True``, in the order the first unmet one is reported.
 #: ``CacheAttached`` counts only when ``False`` (``Unknown`` is all this release can observe);
 #: ``KVEventsPublishing`` reports configuration and does not hold readiness back.
-#: ``RouterReady`` does (D26): a deployment behind a router serves through it.
+#: ``RouterReady`` does (D26): a deployment behind a router serves through it, and so does
+#: ``WeightsReady`` (D28): a replica serves the artifact's weights once they have arrived.
 READY_NEEDS: Final = (
     DOMAIN_REGISTERED,
     QUOTA_RESERVED,
     REPLICAS_UP_TO_DATE,
     ROLE_KINDS_READY,
     ROUTER_READY,
+    WEIGHTS_READY,
 )
 
 
@@ -101,7 +106,7 @@ def readiness(
     scaled_to_zero: bool = False,
     no_node: str = "",
 ) -> dict[str, ConditionVerdict]:
-    """``Ready``, ``Reconciling`` and ``Stalled`` from the seven conditions and the ready count
+    """``Ready``, ``Reconciling`` and ``Stalled`` from the eight conditions and the ready count
     (docs/decisions.md, "Readiness for tools"), first match:
 
     1. a condition with a reason of :data:`STALLING` → ``Stalled`` (its reason and message);
