@@ -6,7 +6,8 @@ whose components are the released code, built from pinned Go modules by
 ``hack/envtest/build.sh``:
 
 * ``kube-controller-manager`` runs the garbage collector, the namespace, EndpointSlice, node
-  lifecycle, taint eviction, Pod GC and disruption controllers (no cloud);
+  lifecycle, taint eviction, Pod GC and disruption controllers, and the PV binder with the
+  claim and volume protection controllers (no cloud);
 * ``kube-scheduler`` binds Pods to Nodes;
 * ``kwok`` keeps the fake Nodes Ready (Lease heartbeats) and plays the Pod lifecycle with its own
   "fast" Stages: a bound Pod turns Running and Ready, a deleted Pod goes once its finalizers are
@@ -125,6 +126,10 @@ _CONTROLLERS = (
     "disruption-controller",
     "serviceaccount-controller",
     "clusterrole-aggregation-controller",
+    # Claims bind for real (weights from a claim, D28), and a claim or volume in use is kept.
+    "persistentvolume-binder-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
 )
 
 
