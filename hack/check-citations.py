@@ -69,6 +69,8 @@ CONTRACT_FILES = {
     "INTERFACES": "interfaces.md",
     "model-deployment": "model-deployment.md",
     "kv-cache-injection": "kv-cache-injection.md",
+    "model-delivery": "model-delivery.md",
+    "elastic-ep": "elastic-ep.md",
 }
 SEEDS = ("model-deployment.md", "kv-cache-injection.md")
 
