@@ -12,7 +12,7 @@ from gpustack_render.cli.yamlio import DocumentError, load_located
 from gpustack_render.core import errors
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_from_data
 from gpustack_render.schema.decoding import decode_model
-from gpustack_render.schema.kinds import KINDS, MODELS
+from gpustack_render.schema.kinds import KINDS, MODELS, STORAGE_MODELS, STORAGE_NAMESPACED
 from gpustack_render.schema.lookups import StaticLookups
 
 
@@ -66,13 +66,18 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
                 bundle.settings = _settings(doc, where)
                 bundle.has_settings = True
                 continue
+            storage = STORAGE_MODELS.get((api_version, kind))
             if namespace and (
                 (api_version == "v1" and kind == "Pod")
                 or (api_version == API_VERSION and kind in _NAMESPACED)
+                or (storage is not None and kind in STORAGE_NAMESPACED)
             ):
                 doc = _in_namespace(doc, namespace, where)
             if api_version == "v1" and kind == "Pod":
                 bundle.pods.append(doc)
+                continue
+            if storage is not None:
+                bundle.inputs.append(_decoded(storage, kind, doc, where))
                 continue
             if api_version != API_VERSION or kind not in MODELS:
                 raise DocumentError(f"{where}: {_not_ours(api_version, kind)}")
@@ -86,20 +91,27 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
                     "sets its count; leave it out (explain --replicas ROLE=N says what a count "
                     "needs)"
                 )
-            model, errs = decode_model(MODELS[kind], doc)
-            if model is None or not isinstance(model, InputObject):
-                msgs = "; ".join(e.message() for e in errs)
-                raise DocumentError(f"{where}: {kind} cannot be read: {msgs}")
-            bundle.inputs.append(model)
+            bundle.inputs.append(_decoded(MODELS[kind], kind, doc, where))
     return bundle
+
+
+def _decoded(model_type: type[Any], kind: str, doc: dict[str, Any], where: str) -> InputObject:
+    """``doc`` as the read kind ``model_type``, or a :class:`DocumentError` naming it."""
+    model, errs = decode_model(model_type, doc)
+    if model is None or not isinstance(model, InputObject):
+        msgs = "; ".join(e.message() for e in errs)
+        raise DocumentError(f"{where}: {kind} cannot be read: {msgs}")
+    return model
 
 
 def skipped_kind(doc: dict[str, Any]) -> str | None:
     """Why the command line skips ``doc`` (a warning's words, naming its kind and name), or
     None when it reads the document or refuses it.
 
-    Read: the project's kinds (``worker.gpustack.ai``), a ``v1`` Pod and the ``v1`` ConfigMap
-    ``gpustack-settings``. Refused, not skipped (:func:`read_bundle` says why): any other kind
+    Read: the project's kinds (``worker.gpustack.ai``), a ``v1`` Pod, the ``v1`` ConfigMap
+    ``gpustack-settings``, and the storage kinds weight delivery reads (``v1``
+    PersistentVolumeClaim and PersistentVolume, ``storage.k8s.io/v1`` StorageClass and
+    CSIDriver; docs/weights.md). Refused, not skipped (:func:`read_bundle` says why): any other kind
     or version of the project's group, and a kind of the project's under another apiVersion
     (a typo there would drop the deployment or an input it names without a word). Skipped:
     every other kind, a ConfigMap of another name included.
@@ -115,6 +127,8 @@ def skipped_kind(doc: dict[str, Any]) -> str | None:
             "carries Settings"
         )
     if (api_version == "v1" and kind == "Pod") or kind in MODELS:
+        return None
+    if (api_version, kind) in STORAGE_MODELS:
         return None
     if api_version.partition("/")[0] == GROUP:
         return None

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, assert_never
 
@@ -439,9 +439,14 @@ def vllm_store_args(*, engine: Engine, kv_role: KVRole, dtype: str) -> list[str]
     return [owned.KV_TRANSFER_CONFIG_FLAG, doc, *dtype_args(dtype)]
 
 
-def sglang_store_args(*, dtype: str) -> list[str]:
-    """The SGLang store arguments: ``--hicache-storage-backend mooncake``, then the dtype."""
-    return [owned.HICACHE_STORAGE_BACKEND_FLAG, HICACHE_BACKEND_MOONCAKE, *dtype_args(dtype)]
+def sglang_store_args(*, dtype: str, extra_config: Mapping[str, Any] | None = None) -> list[str]:
+    """The SGLang store arguments: ``--hicache-storage-backend mooncake``, the backend's extra
+    configuration as compact JSON when there is any (the deployment renderer's KV reuse
+    identity), then the dtype."""
+    args = [owned.HICACHE_STORAGE_BACKEND_FLAG, HICACHE_BACKEND_MOONCAKE]
+    if extra_config:
+        args += [owned.HICACHE_STORAGE_BACKEND_EXTRA_CONFIG_FLAG, compact_json(dict(extra_config))]
+    return [*args, *dtype_args(dtype)]
 
 
 def sglang_store_env(*, endpoint: str, transport: str, tenant: str) -> list[dict[str, Any]]:

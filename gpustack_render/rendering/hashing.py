@@ -56,6 +56,9 @@ class HashBindings:
 
     ``instance_type``, ``pool`` and ``binding`` are the plain objects D10 names (or ``None``);
     ``peer_leg`` is set only on a role whose transfer leg carries both halves' degrees.
+    ``artifact`` is D28's ``bindings.artifact`` (``rendering/weights.py``): set only for a
+    deployment naming a ``ModelArtifact``, and then written; without one the key is left out
+    (not ``null``), so a deployment without an artifact keeps the hash it had before weights.
     """
 
     instance_type: Mapping[str, Any] | None
@@ -64,6 +67,7 @@ class HashBindings:
     interface_key: str | None = None
     runtime_class_name: str | None = None
     peer_leg: str | None = None
+    artifact: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -75,6 +79,8 @@ class HashBindings:
         }
         if self.peer_leg is not None:
             out["peerLeg"] = self.peer_leg
+        if self.artifact is not None:
+            out["artifact"] = dict(self.artifact)
         return out
 
 

@@ -14,6 +14,11 @@ The ``main`` container (docs/contract/render.md §8–§16, D7, D17, D19, D21):
 - ``env`` = owned connector env, defaulted env, the role's ``env``, then the three replica
   variables above size 1;
 - ports, resources, mounts, probes, the drain hook and the security context.
+
+With ``spec.model.artifactRef`` the weights' pieces (``weights.py``) join them: the model
+argument, the hub variables after the owned connector env and the proxy defaults after the
+other defaulted env, the model or cache volume after the others, the raised ephemeral limit,
+the claim's node affinity and the store client's KV reuse identity.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ from gpustack_render.engines.transfer import (
     store_role_beside_leg,
 )
 from gpustack_render.rendering import compilecache
+from gpustack_render.rendering import weights as delivery
 from gpustack_render.rendering.drain import prestop_hook
 from gpustack_render.rendering.probes import MODELS_PATH, probes
 from gpustack_render.rendering.resources import PodResources
@@ -156,6 +162,11 @@ def _vllm_connector_args(plan: RolePlan, connection: Connection | None) -> list[
             else connectors.kv_role_for(plan.kind)
         )
         store_doc = connectors.store_transfer_config(engine=plan.engine, kv_role=kv_role)
+        reuse = _kv_reuse(plan)
+        if reuse is not None:
+            # The KV reuse identity of the artifact (docs/weights.md, "Delivery"): blocks are
+            # shared only between Pods serving the same weights.
+            store_doc["kv_connector_extra_config"] = reuse
     if plan.leg_document is not None and store_doc is not None:
         doc: dict[str, Any] | None = multi_connector(
             kind=plan.kind, leg=dict(plan.leg_document), store=store_doc
@@ -176,10 +187,19 @@ def _vllm_connector_args(plan: RolePlan, connection: Connection | None) -> list[
 def _sglang_connector_args(plan: RolePlan, connection: Connection | None) -> list[str]:
     args: list[str] = []
     if plan.store_client and connection is not None:
-        args += connectors.sglang_store_args(dtype=connection.rendered_dtype)
+        args += connectors.sglang_store_args(
+            dtype=connection.rendered_dtype, extra_config=_kv_reuse(plan)
+        )
     if plan.direct_leg:
         args += sglang_leg_args(kind=plan.kind, protocol=plan.leg_protocol)
     return args
+
+
+def _kv_reuse(plan: RolePlan) -> dict[str, str] | None:
+    """The artifact's KV reuse identity for the role's store client, or None."""
+    if plan.weights is None or not plan.store_client:
+        return None
+    return delivery.kv_reuse_config(plan.weights, engine=plan.engine)
 
 
 def _defaulted_groups(plan: RolePlan) -> list[list[str]]:
@@ -200,7 +220,12 @@ def main_command(md: ModelDeployment, plan: RolePlan, connection: Connection | N
     if not plan.managed:
         return extra
     model = md.spec.model.name
-    argv = base_command(plan.family, model)
+    if plan.weights is not None:
+        # The artifact's weights: the mount path, or the hub repository at its commit.
+        value, pinned = delivery.model_argument(plan.weights)
+        argv = [*base_command(plan.family, value), *pinned]
+    else:
+        argv = base_command(plan.family, model)
     match plan.family:
         case EngineFamily.VLLM:
             argv += _vllm_connector_args(plan, connection)
@@ -269,10 +294,18 @@ def main_env(
     env: list[dict[str, Any]] = []
     user = list(role.env or ())
     user_names = {e.name for e in user}
+    weights = plan.weights
     if plan.managed:
         env += _owned_connector_env(plan, connection)
-    env += [e for e in _defaulted_env(plan) if e["name"] not in user_names]
+        if weights is not None:
+            env += delivery.owned_env(weights, engine=plan.engine, managed=True)
+    defaulted = _defaulted_env(plan)
+    if weights is not None:
+        defaulted += delivery.defaulted_env(weights, managed=plan.managed)
+    env += [e for e in defaulted if e["name"] not in user_names]
     owned = set(owned_env(plan.engine))
+    if weights is not None and plan.managed:
+        owned.update(delivery.owned_env_names(plan.engine))
     position = {e["name"]: i for i, e in enumerate(env)}
     for entry in user:
         if entry.name in owned:
@@ -409,6 +442,10 @@ def volumes_and_mounts(
     if plan.managed and compile_cache_path and owned.COMPILE_CACHE_MOUNT_PATH not in paths:
         volumes.append(compilecache.cache_volume(compile_cache_path))
         mounts.append(compilecache.cache_mount())
+    if plan.weights is not None:
+        more, more_mounts = delivery.volumes_and_mounts(plan.weights, managed=plan.managed)
+        volumes += more
+        mounts += more_mounts
     return volumes, mounts
 
 
@@ -491,6 +528,10 @@ def main_container(
         container["env"] = env
     container["ports"] = main_ports(plan)
     container["resources"] = resources.to_json()
+    if plan.weights is not None:
+        container["resources"] = delivery.raise_ephemeral_limit(
+            container["resources"], plan.weights, managed=plan.managed
+        )
     volumes, mounts = volumes_and_mounts(plan, compile_cache_path=compile_cache_path)
     if mounts:
         container["volumeMounts"] = mounts
@@ -634,6 +675,8 @@ def pod_template(
     spec["enableServiceLinks"] = False
     if role.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": s.name} for s in role.image_pull_secrets]
+    if plan.weights is not None:
+        delivery.apply_node_affinity(spec, plan.weights)
     containers = [main]
     if plan.direct_decoder:
         proxy = routing_proxy(plan, settings=settings)

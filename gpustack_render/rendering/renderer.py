@@ -9,7 +9,9 @@ address and pod-spec-hash differ between the Pods of a role.
 
 A render error aborts the pass before any object is produced: it is raised as
 :class:`~gpustack_render.core.errors.RenderError` naming the role and the cause; no other exception
-escapes.
+escapes. A deployment whose ``ModelArtifact`` cannot be delivered (missing, unresolved, an unbound
+claim...) is one: :class:`~gpustack_render.rendering.weights.WeightsBlockedError`, origin
+``render.weights``, carrying the ``WeightsReady`` reason.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ from gpustack_render.rendering.services import (
     role_service,
 )
 from gpustack_render.rendering.stamping import compile_builder
+from gpustack_render.rendering.weights import WeightsBlockedError
 from gpustack_render.schema.lookups import LookupFailed, Lookups
+from gpustack_render.weights.delivery import WeightsBlock, weights_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,8 +277,13 @@ def _render(
             raise RenderError(err.detail, field=err.field, origin="render.lookup-failed")
     # After defaulting, which validates the object: a scaler's count may be 0.
     md = with_counts(md, counts)
+    # The weights (docs/weights.md, "Delivery"): a deployment whose artifact cannot be
+    # delivered gets no Pod; the controller asks weights_of itself and holds its Pods.
+    weights = weights_of(md, lookups=lookups, settings=settings)
+    if isinstance(weights, WeightsBlock):
+        raise WeightsBlockedError(deployment, weights)
     cache = resolve_cache(md, namespace=namespace, lookups=lookups, settings=settings)
-    plans = plan_roles(md, instance_types=types, cache=cache)
+    plans = plan_roles(md, instance_types=types, cache=cache, weights=weights)
     connection = cache.connection if cache is not None else None
     owners = owner_references(md)
     version = CURRENT_RENDER_VERSION

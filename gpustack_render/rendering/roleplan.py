@@ -55,7 +55,9 @@ from gpustack_render.rendering.resources import (
     instance_type_hash_input,
     interface_count,
 )
+from gpustack_render.rendering.weights import artifact_hash_input
 from gpustack_render.schema.lookups import Lookups
+from gpustack_render.weights.delivery import WeightsPlan
 
 #: The container port name of the default listener.
 DEFAULT_PORT_NAME: Final = "http"
@@ -258,6 +260,9 @@ class RolePlan:
     #: The fabric-interface (key, count), or None.
     fabric: tuple[str, int] | None
     bindings: HashBindings
+    #: How the weights of ``spec.model.artifactRef`` reach the Pod (``rendering/weights.py``);
+    #: None without an artifact.
+    weights: WeightsPlan | None = None
 
     @property
     def family(self) -> EngineFamily:
@@ -437,9 +442,14 @@ def plan_roles(
     *,
     instance_types: Sequence[InstanceType],
     cache: CacheResolution | None,
+    weights: WeightsPlan | None = None,
 ) -> list[RolePlan]:
     """Every role's decisions, in spec order (docs/contract/render.md §2). Raises
-    :class:`RenderError`."""
+    :class:`RenderError`.
+
+    ``weights`` is the delivery of the deployment's artifact (``weights.delivery.weights_of``);
+    every role carries it, and its ``bindings.artifact`` hash input.
+    """
     spec = md.spec
     roles = spec.roles
     kinds = [effective_kind(r) for r in roles]
@@ -507,6 +517,7 @@ def plan_roles(
             interface_key=fabric[0] if fabric is not None else None,
             runtime_class_name=None,
             peer_leg=peer_leg,
+            artifact=artifact_hash_input(weights, role) if weights is not None else None,
         )
         plans.append(
             RolePlan(
@@ -532,6 +543,7 @@ def plan_roles(
                 probes=probes,
                 fabric=fabric,
                 bindings=bindings,
+                weights=weights,
             )
         )
     return plans

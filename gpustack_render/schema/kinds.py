@@ -24,6 +24,12 @@ from gpustack_render.api.inputs import (
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.api.scaler import ModelDeploymentScaler
+from gpustack_render.api.storage import (
+    CSIDriver,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
 
 Schema = dict[str, Any]
 
@@ -199,6 +205,19 @@ INPUT_MODELS: Final[dict[str, type[InputObject]]] = {
 OWNED_KINDS: Final[frozenset[str]] = frozenset(info.kind for info in KINDS if info.owned)
 #: Each kind's registry entry, by kind name.
 BY_KIND: Final[dict[str, KindInfo]] = {info.kind: info for info in KINDS}
+
+
+#: The Kubernetes kinds weight delivery reads (D28), by (apiVersion, kind). They are core
+#: kinds, not the project's: no CRD is generated for them and they are not in :data:`KINDS`;
+#: the command line reads them from its input files, the shells from the cluster.
+STORAGE_MODELS: Final[dict[tuple[str, str], type[InputObject]]] = {
+    ("v1", "PersistentVolumeClaim"): PersistentVolumeClaim,
+    ("v1", "PersistentVolume"): PersistentVolume,
+    ("storage.k8s.io/v1", "StorageClass"): StorageClass,
+    ("storage.k8s.io/v1", "CSIDriver"): CSIDriver,
+}
+#: The namespaced ones among them.
+STORAGE_NAMESPACED: Final[frozenset[str]] = frozenset({"PersistentVolumeClaim"})
 
 
 #: Kueue's API group.
