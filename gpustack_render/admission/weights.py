@@ -120,8 +120,8 @@ def validate_reserved_mounts(role: RoleSpec, path: FieldPath) -> ErrorList:
                 vol.mount_path,
                 f"the volume overlaps {reserved}, where the operator mounts "
                 f"{RESERVED_PATHS[reserved]} while {ARTIFACT_REF} names a ModelArtifact: a "
-                f"mount at that path, inside it or above it would hide them or be hidden. Mount "
-                f"the volume elsewhere",
+                f"mount at that path, inside it or above it would hide what is mounted there, "
+                f"or be hidden by it. Mount the volume elsewhere",
                 origin="weights.reserved-mount-path",
             )
         )
