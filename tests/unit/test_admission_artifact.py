@@ -30,6 +30,7 @@ from gpustack_render.api.artifact import (
     HubSource,
     ModelArtifact,
     ModelArtifactSpec,
+    ModelArtifactStatus,
 )
 from gpustack_render.cli import __main__ as cli
 from gpustack_render.cli import yamlio
@@ -298,7 +299,7 @@ def _constructed(source: ArtifactSource) -> ModelArtifact:
     """An artifact built without the schema (whose ``minLength`` answers an empty name first,
     before any webhook), so the rules' own answer to an empty one is seen."""
     spec = ModelArtifactSpec.model_construct(source=source)
-    return ModelArtifact.model_construct(spec=spec)
+    return ModelArtifact.model_construct(spec=spec, status=ModelArtifactStatus())
 
 
 def test_an_empty_repository_is_required() -> None:

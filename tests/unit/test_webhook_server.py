@@ -500,9 +500,7 @@ async def test_an_artifact_sent_to_the_deployment_path_is_a_bad_request(
     library: tuple[WebhookServer, TestClient[Any, Any], StaticLookups],
 ) -> None:
     _, client, _ = library
-    resp = await client.post(
-        PATH_MODELDEPLOYMENT_VALIDATE, json=review(artifact(), kind=MART_KIND)
-    )
+    resp = await client.post(PATH_MODELDEPLOYMENT_VALIDATE, json=review(artifact(), kind=MART_KIND))
     assert resp.status == 400
     assert "reviews ModelDeployment" in await resp.text()
 
