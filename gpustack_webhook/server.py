@@ -1,10 +1,12 @@
 """The HTTPS admission server: decode an AdmissionReview, call the library, encode the answer.
 
-Four webhooks, each a ``POST`` of an ``admission.k8s.io/v1`` AdmissionReview (paths are the ones
+Six webhooks, each a ``POST`` of an ``admission.k8s.io/v1`` AdmissionReview (paths are the ones
 ``deploy/webhook`` registers):
 
 * ``/mutate-worker-gpustack-ai-v1-modeldeployment``: ModelDeployment default (CREATE, UPDATE)
 * ``/validate-worker-gpustack-ai-v1-modeldeployment``: ModelDeployment validation (CREATE, UPDATE)
+* ``/mutate-worker-gpustack-ai-v1-modelartifact``: ModelArtifact default revision (CREATE, UPDATE)
+* ``/validate-worker-gpustack-ai-v1-modelartifact``: ModelArtifact validation (CREATE, UPDATE)
 * ``/mutate-gpustack-worker-kvcache-core-v1-pod``: Pod KV-cache injection (CREATE)
 * ``/validate-gpustack-worker-kvcache-core-v1-pod``: Pod freeze (UPDATE)
 
@@ -14,7 +16,8 @@ answered ``400`` with the problem named, never ``5xx`` (nesting past the bound a
 the wrong JSON type included); a body over the limit ``413``; a body slower than the body
 timeout ``408``. Each listener's connections go through :mod:`gpustack_webhook.limits`
 (header and idle timeouts, a connection cap). Objects are read while the library runs: live
-for the ModelDeployment hooks (:mod:`gpustack_webhook.lookups`), through watch-fed caches for
+for the ModelDeployment hooks (:mod:`gpustack_webhook.lookups`; the ModelArtifact hooks read
+nothing), through watch-fed caches for
 the Pod hooks when the server has them (:mod:`gpustack_webhook.cache`: a miss, an object being
 deleted or a cache cut off from the API server is read live); a read that fails is raised to
 the library where it asked, which reports it as the specification says (an ``InternalError``
@@ -38,7 +41,12 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from gpustack_render.admission import mutate_deployment, validate_deployment
+from gpustack_render.admission import (
+    mutate_artifact,
+    mutate_deployment,
+    validate_artifact,
+    validate_deployment,
+)
 from gpustack_render.api.common import GROUP
 from gpustack_render.api.inputs import InputObject
 from gpustack_render.core import nesting
@@ -64,11 +72,13 @@ log = logging.getLogger(f"{LOGGER_NAME}.server")
 #: ``apiVersion`` of the only AdmissionReview version this server speaks.
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 
-#: Paths of the four webhooks (controller-runtime style for the ModelDeployment pair; the Pod
-#: pair as docs/contract/injection-notes.md §12 gives them). deploy/webhook/webhooks.yaml uses the
-#: same.
+#: Paths of the six webhooks (controller-runtime style for the ModelDeployment and ModelArtifact
+#: pairs; the Pod pair as docs/contract/injection-notes.md §12 gives them).
+#: deploy/webhook/webhooks.yaml uses the same.
 PATH_MODELDEPLOYMENT_MUTATE = "/mutate-worker-gpustack-ai-v1-modeldeployment"
 PATH_MODELDEPLOYMENT_VALIDATE = "/validate-worker-gpustack-ai-v1-modeldeployment"
+PATH_MODELARTIFACT_MUTATE = "/mutate-worker-gpustack-ai-v1-modelartifact"
+PATH_MODELARTIFACT_VALIDATE = "/validate-worker-gpustack-ai-v1-modelartifact"
 PATH_POD_INJECT = "/mutate-gpustack-worker-kvcache-core-v1-pod"
 PATH_POD_FREEZE = "/validate-gpustack-worker-kvcache-core-v1-pod"
 
@@ -111,7 +121,7 @@ class Webhook:
 
 
 def default_webhooks() -> tuple[Webhook, ...]:
-    """The four webhooks wired to the library's admission and injection entry points."""
+    """The six webhooks wired to the library's admission and injection entry points."""
     return (
         Webhook(
             "modeldeployment-mutate",
@@ -128,6 +138,23 @@ def default_webhooks() -> tuple[Webhook, ...]:
             "v1",
             "ModelDeployment",
             validate_deployment,
+            mutating=False,
+        ),
+        Webhook(
+            "modelartifact-mutate",
+            PATH_MODELARTIFACT_MUTATE,
+            GROUP,
+            "v1",
+            "ModelArtifact",
+            mutate_artifact,
+        ),
+        Webhook(
+            "modelartifact-validate",
+            PATH_MODELARTIFACT_VALIDATE,
+            GROUP,
+            "v1",
+            "ModelArtifact",
+            validate_artifact,
             mutating=False,
         ),
         Webhook("pod-inject", PATH_POD_INJECT, "", "v1", "Pod", review_pod, cached=True),

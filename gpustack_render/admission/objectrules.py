@@ -1,6 +1,7 @@
 """Object-only rules (``docs/contract/admission.md`` §5, §12, §7): answered from the submitted
 object alone, in the order of §4 step 1 — the release-scope refusals, then the rules of each role in
-turn, then the rules of the whole deployment and the router rules.
+turn (the weights rules of ``admission/weights.py`` after the others), then the rules of the whole
+deployment and the router rules.
 
 Rule ids (``origin``) are listed in ``docs/rules.md`` with the old ids they replace.
 """
@@ -23,9 +24,10 @@ from gpustack_render.admission.router import validate_router
 from gpustack_render.admission.scaling import validate_scaling
 from gpustack_render.admission.topology import validate_topology
 from gpustack_render.admission.volumes import volume_warnings
+from gpustack_render.admission.weights import validate_role_weights
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
-from gpustack_render.core.paths import KV_CACHE
+from gpustack_render.core.paths import KV_CACHE, ROLES
 
 __all__ = ["qualified_name_problems", "validate_object", "volume_warnings"]
 
@@ -59,6 +61,7 @@ def validate_object(
     out.extend(validate_release_scope(ctx))
     for i, role in enumerate(ctx.md.spec.roles):
         out.extend(validate_role(ctx, i, role))
+        out.extend(validate_role_weights(ctx, role, ROLES.index(i)))
     out.extend(validate_pool_ref(ctx))
     out.extend(validate_role_count(ctx))
     out.extend(validate_unique_names(ctx))

@@ -27,6 +27,7 @@ from gpustack_render.admission.instancetypes import validate_instance_types
 from gpustack_render.admission.objectrules import qualified_name_problems, validate_object
 from gpustack_render.admission.ports import validate_port_flag, validate_reserved_port_flag
 from gpustack_render.admission.warnings import deployment_warnings
+from gpustack_render.api.inputs import InputObject
 from gpustack_render.api.modeldeployment import ModelDeployment
 from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList, Verdict
@@ -175,7 +176,7 @@ def review_deployment(
     if errs:
         return _refuse(errs, name)
     if request.operation == "CREATE" and not name and not md.metadata.generate_name:
-        return _refuse(_NAME_REQUIRED, name)
+        return _refuse(NAME_REQUIRED, name)
     meta = metadata_errors(md)
     if meta:
         return _refuse(meta, name)
@@ -203,7 +204,7 @@ def review_deployment(
 #: What the API server answers a create that names no object, after the mutating webhooks and
 #: before the validating ones (it generates a name from ``generateName`` at the same point, so
 #: a validating webhook always sees a name).
-_NAME_REQUIRED = ErrorList(
+NAME_REQUIRED = ErrorList(
     [
         errors.required(
             "metadata.name", "name or generateName is required", origin="metadata.name-required"
@@ -218,7 +219,7 @@ _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 ANNOTATIONS_LIMIT = 256 * 1024
 
 
-def metadata_errors(md: ModelDeployment) -> ErrorList:
+def metadata_errors(md: ModelDeployment | InputObject) -> ErrorList:
     """What the API server's own ObjectMeta validation refuses in the labels and annotations,
     after the mutating webhooks and before the validating ones (the ``review_deployment``
     question is the API server's as a whole): keys that are not qualified names, label values

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from gpustack_render.api.common import API_VERSION, GROUP
 from gpustack_render.api.inputs import InputObject
@@ -15,12 +16,18 @@ from gpustack_render.schema.decoding import decode_model
 from gpustack_render.schema.kinds import KINDS, MODELS, STORAGE_MODELS, STORAGE_NAMESPACED
 from gpustack_render.schema.lookups import StaticLookups
 
+#: The kind ``admit`` also judges (docs/weights.md "Admission").
+ARTIFACT_KIND: Final = "ModelArtifact"
+
 
 @dataclass
 class Bundle:
     """Every object of the input files, by role."""
 
     deployments: list[dict[str, Any]] = field(default_factory=list)
+    #: Every ModelArtifact as written, in file order (``admit`` judges them when the files hold
+    #: no deployment; a deployment reads them through :attr:`inputs`).
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     inputs: list[InputObject] = field(default_factory=list)
     settings: Settings = field(default_factory=Settings)
@@ -35,8 +42,15 @@ class Bundle:
         return StaticLookups.of(self.inputs, default_namespace=default_namespace)
 
 
-def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundle:
+def read_bundle(
+    sources: list[tuple[str, str]], *, namespace: str = "", judged: Collection[str] = ()
+) -> Bundle:
     """Classify the documents of ``sources`` ((name, text) pairs).
+
+    ``judged`` names the input kinds the caller judges as requests (``admit``: ModelArtifact):
+    one of them that does not decode is kept as written in its list (:attr:`Bundle.artifacts`)
+    for the verdict to name the field, instead of ending the read, as long as the files hold no
+    deployment (beside one it is an input, which must decode).
 
     ``namespace`` (``-n``) is given to every namespaced object that names none, as kubectl
     does; without it such an object is in ``default``.
@@ -51,6 +65,7 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
     not decode, or a bad Settings value.
     """
     bundle = Bundle()
+    held = ""  # the first judged object that does not decode
     for source, text in sources:
         for position, doc in load_located(text, source=source):
             where = f"{source}: {position}"
@@ -91,8 +106,30 @@ def read_bundle(sources: list[tuple[str, str]], *, namespace: str = "") -> Bundl
                     "sets its count; leave it out (explain --replicas ROLE=N says what a count "
                     "needs)"
                 )
-            bundle.inputs.append(_decoded(MODELS[kind], kind, doc, where))
+            held = held or _read_input(bundle, kind, doc, where, judged=judged)
+    if held and bundle.deployments:
+        raise DocumentError(held)  # beside a deployment it is an input, and must decode
     return bundle
+
+
+def _read_input(
+    bundle: Bundle, kind: str, doc: dict[str, Any], where: str, *, judged: Collection[str]
+) -> str:
+    """Add the input object ``doc`` of the project's ``kind`` to ``bundle`` (an artifact also to
+    the ones ``admit`` judges). One that does not decode is refused (:class:`DocumentError`),
+    unless ``admit`` judges its kind: then the refusal's words are returned, held until the
+    bundle proves to hold no deployment."""
+    if kind == ARTIFACT_KIND:
+        bundle.artifacts.append(doc)
+    model, errs = decode_model(MODELS[kind], doc)
+    if model is None or not isinstance(model, InputObject):
+        msgs = "; ".join(e.message() for e in errs)
+        unreadable = f"{where}: {kind} cannot be read: {msgs}"
+        if kind not in judged:
+            raise DocumentError(unreadable)
+        return unreadable
+    bundle.inputs.append(model)
+    return ""
 
 
 def _decoded(model_type: type[Any], kind: str, doc: dict[str, Any], where: str) -> InputObject:

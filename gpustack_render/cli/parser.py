@@ -186,7 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
         a = sub.add_parser(
             verb,
             help=f"run the {what} on "
-            + ("each ModelDeployment" if verb == "admit" else "the first Pod"),
+            + (
+                "each ModelDeployment (each ModelArtifact of files holding no deployment)"
+                if verb == "admit"
+                else "the first Pod"
+            ),
         )
         files(a, batch=verb == "admit")
         ops = ["CREATE", "UPDATE", "DELETE"] if verb == "admit" else ["CREATE", "UPDATE"]

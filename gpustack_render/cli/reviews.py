@@ -1,8 +1,8 @@
 """The admission request a verb builds from its files, and the answer it prints: shared by
 ``render --validate``, ``admit`` and ``inject``.
 
-The ModelDeployment admission is imported only by :func:`deployment_verdict`: ``inject`` needs
-none of it.
+The ModelDeployment and ModelArtifact admissions are imported only by :func:`deployment_verdict`
+and :func:`artifact_verdict`: ``inject`` needs none of them.
 """
 
 from __future__ import annotations
@@ -50,6 +50,18 @@ def deployment_verdict(request: AdmissionRequest, bundle: Bundle) -> Verdict:
     if unnamed is not None:
         return Verdict.from_errors(ErrorList([unnamed]), group_kind=GROUP_KIND, name="")
     return review_deployment(
+        request,
+        lookups=bundle.lookups(default_namespace=request.namespace),
+        settings=bundle.settings,
+    )
+
+
+def artifact_verdict(request: AdmissionRequest, bundle: Bundle) -> Verdict:
+    """The ModelArtifact admission of ``request`` (object-only: ``bundle`` supplies only the
+    Settings, which no artifact rule reads)."""
+    from gpustack_render.admission import review_artifact
+
+    return review_artifact(
         request,
         lookups=bundle.lookups(default_namespace=request.namespace),
         settings=bundle.settings,

@@ -95,6 +95,76 @@ SGLANG_OWNED_ENV: Final = (
 KV_CACHE_DTYPE_FLAG: Final = "--kv-cache-dtype"
 KV_CACHE_DTYPE_SKIP_LAYERS_FLAG: Final = "--kv-cache-dtype-skip-layers"
 
+# --- owned while spec.model.artifactRef is set (docs/weights.md "Admission", D28) ---------------
+
+#: Where the engine finds its weights, and at which revision: the artifact sets them (the model
+#: argument and ``--revision`` on the command line, the hub cache in the environment), so a
+#: role's own value would load other weights than the ones the artifact pins.
+MODEL_FLAG: Final = "--model"
+MODEL_PATH_FLAG: Final = "--model-path"
+REVISION_FLAG: Final = "--revision"
+TOKENIZER_REVISION_FLAG: Final = "--tokenizer-revision"
+DOWNLOAD_DIR_FLAG: Final = "--download-dir"
+VLLM_ARTIFACT_ARGS: Final = (MODEL_FLAG, REVISION_FLAG, TOKENIZER_REVISION_FLAG, DOWNLOAD_DIR_FLAG)
+SGLANG_ARTIFACT_ARGS: Final = (MODEL_PATH_FLAG, REVISION_FLAG, DOWNLOAD_DIR_FLAG)
+#: vLLM flags whose names are prefixes of an artifact-owned flag but are flags of their own
+#: (``--tokenizer`` is not an abbreviation of ``--tokenizer-revision``): step 5 of
+#: docs/contract/admission.md §13 needs them known.
+VLLM_ARTIFACT_NEIGHBOURS: Final = ("--tokenizer",)
+
+#: The hub clients' variables, each with what it carries (the admission message names it).
+HF_TOKEN_ENV: Final = "HF_TOKEN"
+HF_ENDPOINT_ENV: Final = "HF_ENDPOINT"
+HF_HOME_ENV: Final = "HF_HOME"
+MODELSCOPE_API_TOKEN_ENV: Final = "MODELSCOPE_API_TOKEN"
+MODELSCOPE_DOMAIN_ENV: Final = "MODELSCOPE_DOMAIN"
+MODELSCOPE_CACHE_ENV: Final = "MODELSCOPE_CACHE"
+VLLM_USE_MODELSCOPE_ENV: Final = "VLLM_USE_MODELSCOPE"
+SGLANG_USE_MODELSCOPE_ENV: Final = "SGLANG_USE_MODELSCOPE"
+ARTIFACT_ENV_ROLES: Final[dict[str, str]] = {
+    HF_TOKEN_ENV: "the Hugging Face token, read from the artifact's secretRef",
+    HF_ENDPOINT_ENV: "the Hugging Face endpoint, from the Setting "
+    "model-artifact-huggingface-endpoint",
+    HF_HOME_ENV: "the Hugging Face download cache the artifact delivery mounts",
+    MODELSCOPE_API_TOKEN_ENV: "the ModelScope token, read from the artifact's secretRef",
+    MODELSCOPE_DOMAIN_ENV: "the ModelScope host, from the Setting "
+    "model-artifact-modelscope-endpoint",
+    MODELSCOPE_CACHE_ENV: "the ModelScope download cache the artifact delivery mounts",
+    VLLM_USE_MODELSCOPE_ENV: "the switch that sends vLLM's downloads to ModelScope",
+    SGLANG_USE_MODELSCOPE_ENV: "the switch that sends SGLang's downloads to ModelScope",
+}
+_HUB_ENV: Final = (
+    HF_TOKEN_ENV,
+    HF_ENDPOINT_ENV,
+    HF_HOME_ENV,
+    MODELSCOPE_API_TOKEN_ENV,
+    MODELSCOPE_DOMAIN_ENV,
+    MODELSCOPE_CACHE_ENV,
+)
+
+
+def artifact_args(engine: Engine) -> tuple[str, ...]:
+    """The flags a ``spec.model.artifactRef`` owns on ``engine``, in table order."""
+    match engine.family:
+        case EngineFamily.VLLM:
+            return VLLM_ARTIFACT_ARGS
+        case EngineFamily.SGLANG:
+            return SGLANG_ARTIFACT_ARGS
+        case _:
+            assert_never(engine.family)
+
+
+def artifact_env(engine: Engine) -> tuple[str, ...]:
+    """The environment names a ``spec.model.artifactRef`` owns on ``engine``, in table order."""
+    match engine.family:
+        case EngineFamily.VLLM:
+            return (*_HUB_ENV, VLLM_USE_MODELSCOPE_ENV)
+        case EngineFamily.SGLANG:
+            return (*_HUB_ENV, SGLANG_USE_MODELSCOPE_ENV)
+        case _:
+            assert_never(engine.family)
+
+
 # --- filled when absent (docs/contract/render.md §9 step 4, D17) ----------------------------------
 
 #: Rendered as ``--served-model-name <model.name>`` unless ``extraArgs`` carry it (D7); admission
@@ -211,15 +281,23 @@ def owned_env(engine: Engine) -> tuple[str, ...]:
 
 
 def known_flags(engine: Engine) -> frozenset[str]:
-    """Every flag this module names for ``engine``: owned, conditional and filled.
+    """Every flag this module names for ``engine``: owned, conditional, filled, owned by an
+    artifact, and the artifact flags' neighbours.
 
     Flag resolution (``flags.resolves_to``) uses it for step 5 of docs/contract/admission.md §13: a
     name that is exactly one of these flags is that flag, never an abbreviation of another.
     """
     known = _KNOWN.get(engine)
     if known is None:
+        neighbours = VLLM_ARTIFACT_NEIGHBOURS if engine.family is EngineFamily.VLLM else ()
         known = _KNOWN[engine] = frozenset(
-            (*owned_args(engine), KV_CACHE_DTYPE_FLAG, *FILLED_FLAGS)
+            (
+                *owned_args(engine),
+                KV_CACHE_DTYPE_FLAG,
+                *FILLED_FLAGS,
+                *artifact_args(engine),
+                *neighbours,
+            )
         )
     return known
 

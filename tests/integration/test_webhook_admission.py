@@ -9,6 +9,7 @@ pool, backend, the Settings ConfigMap) is a real object the server GETs live.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterator
@@ -486,6 +487,120 @@ async def test_metrics_and_logs_of_the_running_server(
     assert reviews and all(line["uid"] for line in reviews)
     assert {"pod-inject", "modeldeployment-validate"} <= {line["webhook"] for line in reviews}
     assert not any("hf-secret-never-logged" in line for line in env.server.log_lines())
+
+
+# ---- ModelArtifact and a deployment naming one ----------------------------------------------
+
+
+def artifact(name: str, namespace: str, source: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ModelArtifact",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"source": source},
+    }
+
+
+async def create_artifact(api: k8s.CustomObjectsApi, body: dict[str, Any]) -> dict[str, Any]:
+    ns = body["metadata"]["namespace"]
+    out = await api.create_namespaced_custom_object(GROUP, VERSION, ns, "modelartifacts", body)
+    assert isinstance(out, dict)
+    return out
+
+
+async def test_a_good_artifact_is_stored_with_its_revision_defaulted(
+    env: Env, api: k8s.CustomObjectsApi
+) -> None:
+    hf = await create_artifact(
+        api, artifact(_unique("mart"), env.namespace, {"huggingFace": {"repository": "gpt2"}})
+    )
+    assert hf["spec"]["source"]["huggingFace"] == {"repository": "gpt2", "revision": "main"}
+    ms = await create_artifact(
+        api,
+        artifact(_unique("mart"), env.namespace, {"modelScope": {"repository": "Qwen/Qwen3-8B"}}),
+    )
+    assert ms["spec"]["source"]["modelScope"]["revision"] == "master"
+    # Restating the stored artifact without its revision (a re-applied manifest) is no spec
+    # change: the default is filled on UPDATE too, before the CRD compares the spec.
+    name = hf["metadata"]["name"]
+    restated = artifact(name, env.namespace, {"huggingFace": {"repository": "gpt2"}})
+    restated["metadata"]["resourceVersion"] = hf["metadata"]["resourceVersion"]
+    restated["metadata"]["labels"] = {"team": "a"}
+    out = await api.replace_namespaced_custom_object(
+        GROUP, VERSION, env.namespace, "modelartifacts", name, restated
+    )
+    assert out["metadata"]["labels"] == {"team": "a"}
+    assert out["spec"]["source"]["huggingFace"]["revision"] == "main"
+
+
+async def test_a_two_source_artifact_is_refused_at_spec_source(
+    env: Env, api: k8s.CustomObjectsApi
+) -> None:
+    two = artifact(
+        _unique("mart"),
+        env.namespace,
+        {
+            "huggingFace": {"repository": "gpt2"},
+            "persistentVolumeClaim": {"claimName": "weights"},
+        },
+    )
+    exc = await refused(create_artifact(api, two))
+    assert exc.status == 422
+    assert _causes(exc) == [("spec.source", "FieldValueInvalid")]
+    status = _status(exc)
+    assert status["details"]["kind"] == "ModelArtifact"
+    assert "huggingFace, persistentVolumeClaim" in status["message"]
+    tag = artifact(_unique("mart"), env.namespace, {"image": {"reference": "qwen:latest"}})
+    exc = await refused(create_artifact(api, tag))
+    assert _causes(exc) == [("spec.source.image.reference", "FieldValueInvalid")]
+    assert "tags are mutable" in _status(exc)["message"]
+
+
+async def test_a_spec_change_is_refused_at_spec(env: Env, api: k8s.CustomObjectsApi) -> None:
+    name = _unique("mart")
+    await create_artifact(
+        api, artifact(name, env.namespace, {"huggingFace": {"repository": "gpt2"}})
+    )
+    exc = await refused(
+        api.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            env.namespace,
+            "modelartifacts",
+            name,
+            {"spec": {"source": {"huggingFace": {"revision": "v2"}}}},
+            _content_type="application/merge-patch+json",
+        )
+    )
+    assert exc.status == 422
+    assert _causes(exc) == [("spec", "FieldValueInvalid")]
+    assert "an artifact is an identity" in _status(exc)["message"]
+    # Metadata stays editable.
+    await api.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        env.namespace,
+        "modelartifacts",
+        name,
+        {"metadata": {"labels": {"team": "a"}}},
+        _content_type="application/merge-patch+json",
+    )
+
+
+async def test_a_deployment_naming_a_missing_artifact_is_stored_and_its_flags_judged(
+    env: Env, api: k8s.CustomObjectsApi
+) -> None:
+    body = deployment(_unique("md"), env.namespace, env.instance_type)
+    body["spec"]["model"]["artifactRef"] = {"name": _unique("not-there")}
+    stored = await create_md(api, body)
+    assert stored["spec"]["model"]["artifactRef"] == body["spec"]["model"]["artifactRef"]
+    flagged = copy.deepcopy(body)
+    flagged["metadata"]["name"] = _unique("md")
+    flagged["spec"]["roles"][0]["extraArgs"] = ["--max-model-len", "4096", "--revision=v2"]
+    exc = await refused(create_md(api, flagged))
+    assert exc.status == 422
+    assert _causes(exc) == [("spec.roles[0].extraArgs[2]", "FieldValueInvalid")]
+    assert "spec.model.artifactRef" in _status(exc)["message"]
 
 
 # ---- failure policies ----------------------------------------------------------------------

@@ -43,11 +43,11 @@ def _with_engine_image(obj: dict[str, Any], image: str) -> dict[str, Any]:
 
 
 CASES = [
-    # §12 release scope
+    # §12 release scope (artifactRef is delivered since D28: admitted, its artifact unread)
     pytest.param(
         deployment(model={"name": "m", "artifactRef": {"name": "w"}}),
-        [("release.field-not-delivered", "spec.model.artifactRef", FORB)],
-        id="release.field-not-delivered-artifact-ref",
+        [],
+        id="artifact-ref-admitted",
     ),
     pytest.param(
         deployment(role(elasticEp={"width": 2})),
@@ -737,9 +737,10 @@ def test_every_rule_collects() -> None:
         role(
             "a",
             kind="Encode",
-            extraArgs=["--kv-transfer-config", "-tp", "x"],
+            extraArgs=["--kv-transfer-config", "-tp", "x", "--revision", "r"],
             env=[{"name": "MOONCAKE_CONFIG_PATH"}],
             topology={"requiredLevel": "kubernetes.io/hostname"},
+            elasticEp={"width": 2},
         ),
         model={"name": "m", "artifactRef": {"name": "w"}},
     )
@@ -749,6 +750,7 @@ def test_every_rule_collects() -> None:
         "args.owned-flag",
         "degrees.unreadable",
         "env.owned-name",
+        "weights.owned-flag",
         "kinds.not-rendered-by-engine",
         "topology.hostname-level",
     ]

@@ -67,11 +67,20 @@ IDENTITY = [
     pytest.param(
         BASE,
         edit(BASE, model={"name": "Qwen/Qwen3-8B", "artifactRef": {"name": "w"}}),
-        [
-            ("release.field-not-delivered", "spec.model.artifactRef", FORB),
-            ("identity.field-changed", "spec.model", INV),
-        ],
+        [("identity.field-changed", "spec.model", INV)],
         id="model-deep",
+    ),
+    pytest.param(
+        edit(BASE, model={"name": "Qwen/Qwen3-8B", "artifactRef": {"name": "w"}}),
+        edit(BASE, model={"name": "Qwen/Qwen3-8B", "artifactRef": {"name": "w2"}}),
+        [("identity.field-changed", "spec.model", INV)],
+        id="artifact-ref-changed",
+    ),
+    pytest.param(
+        edit(BASE, model={"name": "Qwen/Qwen3-8B", "artifactRef": {"name": "w"}}),
+        BASE,
+        [("identity.field-changed", "spec.model", INV)],
+        id="artifact-ref-removed",
     ),
     pytest.param(
         BASE,

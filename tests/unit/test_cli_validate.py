@@ -31,8 +31,9 @@ def _degree_wider_than_cards(md: dict[str, Any]) -> None:
     md["spec"]["roles"][0]["extraArgs"] = ["--tensor-parallel-size", "8"]
 
 
-def _artifact_ref(md: dict[str, Any]) -> None:
+def _artifact_owned_flag(md: dict[str, Any]) -> None:
     md["spec"]["model"]["artifactRef"] = {"name": "qwen-weights"}
+    md["spec"]["roles"][0]["extraArgs"] = ["--revision", "main"]
 
 
 def _long_service_name(md: dict[str, Any]) -> None:
@@ -43,7 +44,7 @@ TRAPS = [
     pytest.param(_owned_arg, id="owned-extra-arg"),
     pytest.param(_too_many_cards, id="64-cards-on-16-card-type"),
     pytest.param(_degree_wider_than_cards, id="degree-wider-than-cards"),
-    pytest.param(_artifact_ref, id="artifact-ref"),
+    pytest.param(_artifact_owned_flag, id="artifact-owned-flag"),
     pytest.param(_long_service_name, id="service-name-too-long"),
 ]
 

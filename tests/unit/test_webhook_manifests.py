@@ -16,10 +16,13 @@ from gpustack_webhook.__main__ import DEFAULT_MUTATING, DEFAULT_VALIDATING, pars
 from gpustack_webhook.cache import WatchedSources
 from gpustack_webhook.lookups import LiveSources
 from gpustack_webhook.server import (
+    PATH_MODELARTIFACT_MUTATE,
+    PATH_MODELARTIFACT_VALIDATE,
     PATH_MODELDEPLOYMENT_MUTATE,
     PATH_MODELDEPLOYMENT_VALIDATE,
     PATH_POD_FREEZE,
     PATH_POD_INJECT,
+    default_webhooks,
 )
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "webhook"
@@ -108,6 +111,28 @@ def test_configuration_names_follow_kv_injection_section_12() -> None:
             id="modeldeployment-validate",
         ),
         pytest.param(
+            "mutate.gpustack-worker-modelartifact.worker.v1.modelartifact",
+            "MutatingWebhookConfiguration",
+            PATH_MODELARTIFACT_MUTATE,
+            "worker.gpustack.ai",
+            "modelartifacts",
+            ["CREATE", "UPDATE"],
+            "Fail",
+            None,
+            id="modelartifact-mutate",
+        ),
+        pytest.param(
+            "validate.gpustack-worker-modelartifact.worker.v1.modelartifact",
+            "ValidatingWebhookConfiguration",
+            PATH_MODELARTIFACT_VALIDATE,
+            "worker.gpustack.ai",
+            "modelartifacts",
+            ["CREATE", "UPDATE"],
+            "Fail",
+            None,
+            id="modelartifact-validate",
+        ),
+        pytest.param(
             "mutate.gpustack-worker-kvcache.core.v1.pod",
             "MutatingWebhookConfiguration",
             PATH_POD_INJECT,
@@ -167,6 +192,11 @@ def test_registration(
     assert "namespaceSelector" not in hook
     if configuration == "MutatingWebhookConfiguration":
         assert hook["reinvocationPolicy"] == "Never"
+
+
+def test_every_served_path_is_registered_and_every_registration_served() -> None:
+    registered = {h["clientConfig"]["service"]["path"] for h in hooks().values()}
+    assert registered == {hook.path for hook in default_webhooks()}
 
 
 def test_rbac_reads_and_watches_the_four_input_kinds_and_the_settings_config_map() -> None:

@@ -33,6 +33,8 @@ from gpustack_render.schema.lookups import Lookups, StaticLookups
 from gpustack_webhook import logs
 from gpustack_webhook.lookups import ReadKey, StaticSources
 from gpustack_webhook.server import (
+    PATH_MODELARTIFACT_MUTATE,
+    PATH_MODELARTIFACT_VALIDATE,
     PATH_MODELDEPLOYMENT_MUTATE,
     PATH_MODELDEPLOYMENT_VALIDATE,
     PATH_POD_FREEZE,
@@ -434,16 +436,73 @@ async def library() -> AsyncIterator[tuple[WebhookServer, TestClient[Any, Any], 
         await server.stop()
 
 
-def test_default_webhooks_serve_the_four_paths() -> None:
+def test_default_webhooks_serve_the_six_paths() -> None:
     hooks = {h.path: h for h in default_webhooks()}
     assert set(hooks) == {
         PATH_MODELDEPLOYMENT_MUTATE,
         PATH_MODELDEPLOYMENT_VALIDATE,
+        PATH_MODELARTIFACT_MUTATE,
+        PATH_MODELARTIFACT_VALIDATE,
         PATH_POD_INJECT,
         PATH_POD_FREEZE,
     }
     assert hooks[PATH_POD_INJECT].kind == hooks[PATH_POD_FREEZE].kind == "Pod"
     assert hooks[PATH_POD_INJECT].group == ""
+    artifact_hooks = (hooks[PATH_MODELARTIFACT_MUTATE], hooks[PATH_MODELARTIFACT_VALIDATE])
+    assert {(h.group, h.version, h.kind) for h in artifact_hooks} == {
+        ("worker.gpustack.ai", "v1", "ModelArtifact")
+    }
+    assert [h.mutating for h in artifact_hooks] == [True, False]
+
+
+MART_KIND = {"group": "worker.gpustack.ai", "version": "v1", "kind": "ModelArtifact"}
+
+
+def artifact(**source: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelArtifact",
+        "metadata": {"name": "qwen-weights", "namespace": "team-a"},
+        "spec": {"source": source or {"huggingFace": {"repository": "Qwen/Qwen3-8B"}}},
+    }
+
+
+async def test_the_artifact_mutation_defaults_the_revision(
+    library: tuple[WebhookServer, TestClient[Any, Any], StaticLookups],
+) -> None:
+    _, client, _ = library
+    body = review(artifact(), kind=MART_KIND, uid="u-a")
+    answer = (await (await client.post(PATH_MODELARTIFACT_MUTATE, json=body)).json())["response"]
+    assert answer["uid"] == "u-a" and answer["allowed"] is True
+    patch = json.loads(base64.b64decode(answer["patch"]))
+    assert patch == [{"op": "add", "path": "/spec/source/huggingFace/revision", "value": "main"}]
+
+
+async def test_the_artifact_validation_refuses_two_sources_at_spec_source(
+    library: tuple[WebhookServer, TestClient[Any, Any], StaticLookups],
+) -> None:
+    _, client, _ = library
+    two = artifact(
+        huggingFace={"repository": "Qwen/Qwen3-8B", "revision": "main"},
+        modelScope={"repository": "Qwen/Qwen3-8B", "revision": "master"},
+    )
+    body = review(two, kind=MART_KIND)
+    answer = (await (await client.post(PATH_MODELARTIFACT_VALIDATE, json=body)).json())["response"]
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 422
+    assert answer["status"]["details"]["kind"] == "ModelArtifact"
+    (cause,) = answer["status"]["details"]["causes"]
+    assert cause["field"] == "spec.source" and cause["reason"] == "FieldValueInvalid"
+    assert "huggingFace, modelScope" in cause["message"]
+
+
+async def test_an_artifact_sent_to_the_deployment_path_is_a_bad_request(
+    library: tuple[WebhookServer, TestClient[Any, Any], StaticLookups],
+) -> None:
+    _, client, _ = library
+    resp = await client.post(PATH_MODELDEPLOYMENT_VALIDATE, json=review(artifact(), kind=MART_KIND))
+    assert resp.status == 400
+    assert "reviews ModelDeployment" in await resp.text()
 
 
 async def test_mutation_sets_the_accelerator_default(
@@ -561,6 +620,7 @@ async def test_a_validating_path_never_answers_with_a_patch() -> None:
     assert "patchType" not in answers[PATH_POD_FREEZE]
     assert {h.path for h in default_webhooks() if not h.mutating} == {
         PATH_MODELDEPLOYMENT_VALIDATE,
+        PATH_MODELARTIFACT_VALIDATE,
         PATH_POD_FREEZE,
     }
 

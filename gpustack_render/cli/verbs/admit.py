@@ -1,6 +1,10 @@
 """``gpustack-render admit``: the ModelDeployment admission on each deployment, answered as an
 AdmissionReview response or the object as admitted (``--print``); one request when the files
-named together hold one deployment, a stream of answers for a batch."""
+named together hold one deployment, a stream of answers for a batch.
+
+Files holding no deployment are judged by the ModelArtifact admission instead, on each
+ModelArtifact (docs/weights.md "Admission"); beside a deployment an artifact is one of the
+objects the deployment is judged with."""
 
 from __future__ import annotations
 
@@ -9,13 +13,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from gpustack_render.cli.documents import Bundle
+from gpustack_render.cli.documents import ARTIFACT_KIND, Bundle
 from gpustack_render.cli.exits import EXIT_OK, EXIT_REFUSED, UsageError
 from gpustack_render.cli.operands import (
     display_name,
     each_deployment,
     input_groups,
-    old_object,
     read_files,
     read_group,
     who,
@@ -24,13 +27,16 @@ from gpustack_render.cli.output import Outcome, emit, emit_one
 from gpustack_render.cli.reviews import (
     admission_request,
     answer,
+    artifact_verdict,
     deployment_verdict,
     patched,
     request_operation,
     warn,
 )
 from gpustack_render.core.errors import Verdict
-from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.schema.decoding import decode_deployment, decode_model
+
+DEPLOYMENT_KIND = "ModelDeployment"
 
 
 def admit_review(
@@ -41,19 +47,40 @@ def admit_review(
     stdin: TextIO = sys.stdin,
     err: TextIO | None = None,
 ) -> tuple[Verdict, dict[str, Any] | None]:
-    """Run the ModelDeployment admission on ``files`` as the ``admit`` verb does; a document
-    skipped is a warning on ``err`` (standard error when None).
+    """Run the admission on ``files`` as the ``admit`` verb does (the ModelDeployment's, or the
+    ModelArtifact's when the files hold no deployment); a document skipped is a warning on
+    ``err`` (standard error when None).
 
     Returns the verdict and the schema-defaulted request object the patch applies to.
     """
     return admit_bundle(
-        read_files(files, stdin, err=err),
+        read_files(files, stdin, err=err, judged=JUDGED_KINDS),
         ", ".join(files),
         old_file=old_file,
         operation=operation,
         stdin=stdin,
         err=err,
     )
+
+
+#: The input kinds ``admit`` judges as requests when the files hold no deployment.
+JUDGED_KINDS = (ARTIFACT_KIND,)
+
+
+def _stored(
+    old_file: str | None, kind: str | None, stdin: TextIO, err: TextIO | None
+) -> tuple[str, dict[str, Any] | None]:
+    """The request's kind and ``--old``'s stored object of that kind. ``kind`` is the
+    request's (``None``: no object, a DELETE, so the stored object decides)."""
+    if not old_file:
+        return kind or DEPLOYMENT_KIND, None
+    old = read_files([old_file], stdin, err=err, judged=JUDGED_KINDS)
+    if kind is None:
+        kind = ARTIFACT_KIND if old.artifacts and not old.deployments else DEPLOYMENT_KIND
+    found = old.deployments if kind == DEPLOYMENT_KIND else old.artifacts
+    if not found:
+        raise UsageError(f"--old {old_file}: no {kind} in it")
+    return kind, found[0]
 
 
 def admit_bundle(
@@ -65,14 +92,27 @@ def admit_bundle(
     stdin: TextIO = sys.stdin,
     err: TextIO | None = None,
 ) -> tuple[Verdict, dict[str, Any] | None]:
-    """The admission of the first deployment of ``bundle`` (read from ``label``)."""
-    old = old_object(old_file, "ModelDeployment", stdin, err)
+    """The admission of the first deployment of ``bundle`` (read from ``label``), or of its
+    first ModelArtifact when it holds no deployment."""
+    requests = bundle.deployments or bundle.artifacts
+    kind = None if not requests else requests[0].get("kind")
+    kind, old = _stored(old_file, kind if isinstance(kind, str) else None, stdin, err)
     op = request_operation(operation, old)
-    if not bundle.deployments and op != "DELETE":
-        raise UsageError(f"admit: no ModelDeployment in {label}")
-    obj = bundle.deployments[0] if bundle.deployments else None
-    verdict = deployment_verdict(admission_request(op, obj, old), bundle)
+    if not requests and op != "DELETE":
+        raise UsageError(f"admit: no ModelDeployment or ModelArtifact in {label}")
+    obj = requests[0] if requests else None
+    request = admission_request(op, obj, old)
     defaulted = None
+    if kind == ARTIFACT_KIND:
+        verdict = artifact_verdict(request, bundle)
+        if obj is not None:
+            from gpustack_render.admission.artifact import artifact_data
+            from gpustack_render.api.artifact import ModelArtifact
+
+            art, _ = decode_model(ModelArtifact, obj)
+            defaulted = artifact_data(art) if art is not None else obj
+        return verdict, defaulted
+    verdict = deployment_verdict(request, bundle)
     if obj is not None:
         md, _ = decode_deployment(obj)
         defaulted = md.to_dict() if md is not None else obj
@@ -91,17 +131,20 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if len(groups) == 1 and named and not args.summary:
         if named[0].error:
             raise UsageError(named[0].error)
-        bundle = read_group(named[0], args.namespace, err)
-        if len(bundle.deployments) <= 1:  # one request: every named file read together
+        bundle = read_group(named[0], args.namespace, err, judged=JUDGED_KINDS)
+        requests = bundle.deployments or bundle.artifacts
+        if len(requests) <= 1:  # one request: every named file read together
             verdict, obj = admit_bundle(
                 bundle, named[0].label, old_file=args.old, operation=args.operation, err=err
             )
             return answer(verdict, obj, args, out, err)
-        found, worst = [(named[0], bundle, doc) for doc in bundle.deployments], EXIT_OK
+        found, worst = [(named[0], bundle, doc) for doc in requests], EXIT_OK
     else:
-        found, worst = each_deployment(groups, "admit", err, namespace=args.namespace)
+        found, worst = each_deployment(
+            groups, "admit", err, namespace=args.namespace, artifacts=True
+        )
     if args.old and len(found) > 1:
-        raise UsageError(f"admit: --old takes one ModelDeployment; found {len(found)}")
+        raise UsageError(f"admit: --old takes one object; found {len(found)}")
     outcomes: list[Outcome] = []
     answers: list[dict[str, Any]] = []
     for group, bundle, doc in found:
@@ -131,13 +174,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _admit_doc(
     doc: dict[str, Any], bundle: Bundle, args: argparse.Namespace, err: TextIO
 ) -> tuple[Verdict, dict[str, Any] | None]:
-    single = Bundle(deployments=[doc], inputs=bundle.inputs, settings=bundle.settings)
+    if doc.get("kind") == ARTIFACT_KIND:
+        single = Bundle(artifacts=[doc], settings=bundle.settings)
+    else:
+        single = Bundle(deployments=[doc], inputs=bundle.inputs, settings=bundle.settings)
     return admit_bundle(single, "", old_file=args.old, operation=args.operation, err=err)
 
 
 def _pods_of(obj: dict[str, Any] | None) -> int:
     """Σ replicas × size of a (defaulted) deployment: the Pods it would run. Only for an
     allowed one: a refused object may hold anything where the counts belong."""
+    if (obj or {}).get("kind") == ARTIFACT_KIND:
+        return 0  # an artifact runs no Pod of its own
     roles = ((obj or {}).get("spec") or {}).get("roles") or []
     return sum(int(r.get("replicas") or 1) * int(r.get("size") or 1) for r in roles if r)
 
