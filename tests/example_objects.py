@@ -7,22 +7,26 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from gpustack_render.api.inputs import InstanceType
+from gpustack_render.api.inputs import InputObject
 from gpustack_render.core.settings import Settings
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment, decode_model
+from gpustack_render.schema.kinds import INPUT_MODELS, STORAGE_MODELS
 from gpustack_render.schema.lookups import StaticLookups
 
 
 def rendered_scalers(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ModelDeploymentScalers the ModelDeployments among ``docs`` render, with the
-    InstanceTypes among ``docs`` as their inputs."""
+    """The ModelDeploymentScalers the ModelDeployments among ``docs`` render, with the input
+    objects among ``docs`` (InstanceTypes, artifacts, claims …) as their inputs."""
     docs = list(docs)
-    types = []
+    types: list[InputObject] = []
     for doc in docs:
-        if doc["kind"] == "InstanceType":
-            found, errs = decode_model(InstanceType, doc)
-            assert found is not None, errs
+        model = INPUT_MODELS.get(doc["kind"]) or STORAGE_MODELS.get(
+            (doc.get("apiVersion", ""), doc["kind"])
+        )
+        if model is not None:
+            found, errs = decode_model(model, doc)
+            assert isinstance(found, InputObject), errs
             types.append(found)
     out: list[dict[str, Any]] = []
     for doc in docs:

@@ -20,7 +20,7 @@ import pytest
 from gpustack_render.api.artifact import DIGEST_PATTERN, SOURCE_MEMBERS, ModelArtifact
 from gpustack_render.api.inputs import InputObject
 from gpustack_render.api.modeldeployment import ModelDeployment
-from gpustack_render.api.storage import PersistentVolume, PersistentVolumeClaim
+from gpustack_render.api.storage import PersistentVolumeClaim
 from gpustack_render.cli.documents import read_bundle
 from gpustack_render.cli.parser import build_parser
 from gpustack_render.cli.verbs import render as render_verb
@@ -45,11 +45,6 @@ EXPECTED = {
     "claim.yaml": ("persistentVolumeClaim", "PVC"),
     "image.yaml": ("image", "Image"),
 }
-#: The core kinds the command line does not read yet, decoded here for the lookups.
-_STORAGE: dict[str, type[InputObject]] = {
-    "PersistentVolumeClaim": PersistentVolumeClaim,
-    "PersistentVolume": PersistentVolume,
-}
 
 
 def _files() -> list[Path]:
@@ -67,12 +62,8 @@ def _one(path: Path, kind: str) -> dict[str, Any]:
 
 
 def _inputs(path: Path) -> list[InputObject]:
-    """The file's input objects: what the command line reads, plus the storage kinds."""
-    bundle = read_bundle([(str(path), path.read_text())])
-    storage = [
-        _STORAGE[d["kind"]].model_validate(d) for d in _docs(path) if d.get("kind") in _STORAGE
-    ]
-    return [*bundle.inputs, *storage]
+    """The file's input objects as the command line reads them (the storage kinds included)."""
+    return list(read_bundle([(str(path), path.read_text())]).inputs)
 
 
 def _deployment(path: Path) -> ModelDeployment:
@@ -169,12 +160,6 @@ def _rendered(path: Path) -> list[dict[str, Any]]:
     return load_documents(out.getvalue())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the renderer does not deliver artifact weights yet: admission still refuses "
-    "spec.model.artifactRef (docs/contract/admission.md §12) and the command line skips "
-    "PersistentVolumeClaims and PersistentVolumes; remove this mark when delivery lands",
-)
 @pytest.mark.parametrize("path", _files(), ids=lambda p: p.stem)
 def test_each_weights_example_renders(path: Path) -> None:
     pods = [o for o in _rendered(path) if o["kind"] == "Pod"]
