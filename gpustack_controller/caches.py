@@ -14,19 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpustack_controller.kube import (
-    BACKENDS,
-    BINDINGS,
-    CSI_DRIVERS,
-    INSTANCE_TYPES,
     LOCAL_QUEUES,
-    MODEL_ARTIFACTS,
-    PERSISTENT_VOLUME_CLAIMS,
-    PERSISTENT_VOLUMES,
-    POOLS,
     SCALERS,
     SERVICES,
-    STORAGE_CLASSES,
-    Resource,
 )
 from gpustack_controller.observe import SERVICES_BY_OWNER
 from gpustack_controller.owned import OwnedKind, instance_candidates
@@ -56,22 +46,9 @@ from gpustack_render.reconcile.owned import (
     SERVICE_POLICY,
     Owner,
 )
-from gpustack_render.schema.resources import ROUTER_RESOURCES
+from gpustack_render.schema.resources import READ_RESOURCES, ROUTER_RESOURCES
 
 log = logging.getLogger(__name__)
-
-#: Where each input kind is read when no informer holds it.
-INPUT_RESOURCES: dict[type[InputObject], Resource] = {
-    InstanceType: INSTANCE_TYPES,
-    KVCachePoolBinding: BINDINGS,
-    KVCachePool: POOLS,
-    KVCacheBackend: BACKENDS,
-    ModelArtifact: MODEL_ARTIFACTS,
-    PersistentVolumeClaim: PERSISTENT_VOLUME_CLAIMS,
-    PersistentVolume: PERSISTENT_VOLUMES,
-    StorageClass: STORAGE_CLASSES,
-    CSIDriver: CSI_DRIVERS,
-}
 
 
 @dataclass
@@ -178,7 +155,7 @@ class InputReader:
 
     async def _fetch(self, read: Read) -> dict[str, Any] | None:
         informer = self.caches.of(read.kind)
-        resource = informer.resource if informer is not None else INPUT_RESOURCES[read.kind]
+        resource = informer.resource if informer is not None else READ_RESOURCES[read.kind.__name__]
         return await self.reader.get(
             resource,
             read.name,

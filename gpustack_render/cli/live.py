@@ -64,7 +64,7 @@ from gpustack_render.schema.resources import (
     LOCAL_QUEUES,
     MODEL_DEPLOYMENTS,
     PODS,
-    PROJECT_RESOURCES,
+    READ_RESOURCES,
     SERVICES,
     WORKLOADS,
     Resource,
@@ -478,7 +478,7 @@ async def _inputs(
 
 
 async def _fetch(reader: _Reader, read: Read) -> dict[str, Any] | None:
-    return await reader.get(PROJECT_RESOURCES[read.kind.__name__], read.name, read.namespace)
+    return await reader.get(READ_RESOURCES[read.kind.__name__], read.name, read.namespace)
 
 
 async def _cluster_queues(

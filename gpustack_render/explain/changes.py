@@ -63,6 +63,20 @@ _DERIVED: Final[dict[str, str]] = {
     "runtimeClassName": "runtimeClassName",
     "peerLeg": "vLLM-Ascend transfer document",
 }
+#: The artifact's hash keys (``artifact``, D28) and the artifact's fields they are read from;
+#: ``delivery`` and ``settings`` come from Settings (:data:`_ARTIFACT_SETTINGS`).
+_ARTIFACT: Final[dict[str, FieldPath]] = {
+    "source": FieldPath.root("spec").child("source"),
+    "revision": FieldPath.root("status").child("resolved", "revision"),
+    "manifestDigest": FieldPath.root("status").child("resolved", "manifestDigest"),
+}
+#: The Settings keys behind the artifact's other hash keys (``endpoint`` by the hub).
+_ARTIFACT_SETTINGS: Final[dict[str, str]] = {
+    "delivery": "model-artifact-delivery-mode",
+    "httpsProxy": "model-artifact-https-proxy",
+    "noProxy": "model-artifact-no-proxy",
+}
+SETTINGS_SOURCE: Final = "Settings (ConfigMap gpustack-settings)"
 #: The pool's hash keys: the client endpoint is the pool's; the transport is resolved.
 _POOL_ENDPOINT: Final = FieldPath.root("status").child("clientEndpoint")
 
@@ -77,13 +91,15 @@ class _Names:
     instance_type: str
     binding: str
     pool: str
+    artifact: str = ""
 
 
 def _names(rendering: Rendering, role: RoleRendering) -> _Names:
     cache = rendering.cache
     binding = cache.binding_name if cache is not None else ""
     pool = cache.pool.metadata.name if cache is not None and cache.pool is not None else ""
-    return _Names(role.instance_type, binding, pool)
+    artifact = rendering.weights.artifact.name if rendering.weights is not None else ""
+    return _Names(role.instance_type, binding, pool, artifact)
 
 
 def differences(old: Any, new: Any, path: FieldPath) -> Iterator[tuple[FieldPath, Any, Any]]:
@@ -155,6 +171,40 @@ def _binding_changes(
     for key, label in _DERIVED.items():
         if old.get(key) != new.get(key):
             out.extend(_derived(label, old.get(key), new.get(key)))
+    out.extend(_artifact_changes(old.get("artifact"), new.get("artifact"), names=new_names))
+    return out
+
+
+def _artifact_changes(old: Any, new: Any, *, names: _Names) -> list[Change]:
+    """What moved in the artifact's hash input: the artifact's own fields by their path (an
+    artifact named or dropped is one change of ``spec.model.artifactRef``), the delivery and
+    the Pod's hub settings by their Settings key."""
+    if old == new:
+        return []
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return [Change(DEPLOYMENT, str(MODEL.child("artifactRef")), old, new)]
+    source = f"ModelArtifact/{names.artifact}"
+    out: list[Change] = []
+    for key, path in _ARTIFACT.items():
+        out.extend(_under(path, old.get(key), new.get(key), source))
+    endpoint = (
+        "model-artifact-modelscope-endpoint"
+        if "modelScope" in (new.get("source") or {})
+        else "model-artifact-huggingface-endpoint"
+    )
+    keys = {**_ARTIFACT_SETTINGS, "endpoint": endpoint}
+    a_settings = {"delivery": old.get("delivery"), **(old.get("settings") or {})}
+    b_settings = {"delivery": new.get("delivery"), **(new.get("settings") or {})}
+    for key in [*b_settings, *(k for k in a_settings if k not in b_settings)]:
+        if a_settings.get(key) != b_settings.get(key):
+            out.append(
+                Change(
+                    SETTINGS_SOURCE,
+                    f"data.{keys.get(key, key)}",
+                    a_settings.get(key),
+                    b_settings.get(key),
+                )
+            )
     return out
 
 

@@ -43,12 +43,14 @@ from gpustack_render.explain.observed import (
 from gpustack_render.explain.router import explain_router
 from gpustack_render.explain.scaling import explain_scaling
 from gpustack_render.explain.update import dropped_fields, explain_update
+from gpustack_render.explain.weights import held_note, weights_note
 from gpustack_render.reconcile.rolloutinputs import cache_hold
 from gpustack_render.reconcile.scaling import resolve_scaling
 from gpustack_render.rendering.hashing import CURRENT_RENDER_VERSION
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment
-from gpustack_render.schema.lookups import Lookups
+from gpustack_render.schema.lookups import LookupFailed, Lookups
+from gpustack_render.weights.delivery import WeightsBlock, weights_of
 
 #: ``schemaVersion`` of :func:`explanation_json`'s output; raised only by an incompatible change.
 SCHEMA_VERSION: Final = 1
@@ -110,6 +112,17 @@ def _render(
         return RenderProblem(side, str(exc), exc.field, exc.origin)
 
 
+def _weights_block(
+    md: ModelDeployment, *, lookups: Lookups, settings: Settings
+) -> WeightsBlock | None:
+    """The block that kept ``md`` from rendering, if its weights did."""
+    try:
+        found = weights_of(md, lookups=lookups, settings=settings)
+    except LookupFailed:
+        return None
+    return found if isinstance(found, WeightsBlock) else None
+
+
 def explain_deployment(
     new: Mapping[str, Any],
     *,
@@ -157,8 +170,15 @@ def explain_deployment(
     stored_md = _decoded(old) if old is not None else None
     rendered = _render(md, lookups=lookups, settings=settings, side="new", stored=stored_md)
     if isinstance(rendered, RenderProblem):
-        return replace(answer, problems=(rendered,))
+        blocked = _weights_block(md, lookups=lookups, settings=settings)
+        return replace(
+            answer,
+            problems=(rendered,),
+            notes=(held_note(blocked),) if blocked is not None else (),
+        )
     notes: list[str] = []
+    if rendered.weights is not None:
+        notes.append(weights_note(rendered.weights))
     problems: list[RenderProblem] = []
     previous = _previous(old, lookups=old_lookups or lookups, settings=old_settings or settings)
     old_floor: int | None = None

@@ -59,7 +59,7 @@ from gpustack_render.rendering.services import (
 from gpustack_render.rendering.stamping import compile_builder
 from gpustack_render.rendering.weights import WeightsBlockedError
 from gpustack_render.schema.lookups import LookupFailed, Lookups
-from gpustack_render.weights.delivery import WeightsBlock, weights_of
+from gpustack_render.weights.delivery import WeightsBlock, WeightsPlan, weights_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +164,8 @@ class Rendering:
     #: One ModelDeploymentScaler per scale target (External role, ratio group), in target
     #: order (``deployment/scaling.py``); none without autoscaling.
     scalers: tuple[dict[str, Any], ...] = ()
+    #: The artifact's weights and their delivery (None without ``spec.model.artifactRef``).
+    weights: WeightsPlan | None = None
 
     def role(self, name: str) -> RoleRendering | None:
         for role in self.roles:
@@ -359,6 +361,7 @@ def _render(
         )
     first = plans[0]
     return Rendering(
+        weights=weights,
         name=deployment,
         namespace=namespace,
         render_version=version,

@@ -100,6 +100,15 @@ STORAGE_CLASSES: Final = Resource(
     "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False
 )
 CSI_DRIVERS: Final = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False)
+#: Where each kind a render reads lives, by kind name: the project's kinds and the storage kinds
+#: weight delivery reads (the controller's and live ``explain``'s reads of the input graph).
+READ_RESOURCES: Final[dict[str, Resource]] = {
+    **PROJECT_RESOURCES,
+    **{
+        r.kind: r
+        for r in (PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, CSI_DRIVERS)
+    },
+}
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
     "admissionregistration.k8s.io",
