@@ -12,7 +12,9 @@ import hashlib
 import re
 
 import pytest
-from huggingface_hub.utils import filter_repo_objects
+
+# huggingface_hub.utils re-exports it; its own module is named so mypy sees the export.
+from huggingface_hub.utils._paths import filter_repo_objects
 
 from gpustack_render.weights.manifest import (
     InvalidManifest,
