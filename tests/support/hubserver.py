@@ -510,3 +510,69 @@ def _serve_bytes(request: web.Request, content: bytes, headers: dict[str, str]) 
         headers = {**headers, "Content-Range": f"bytes {start}-{end}/{len(content)}"}
     # aiohttp sends a HEAD answer's headers (Content-Length included) without the body.
     return web.Response(status=status, body=body, headers=headers)
+
+
+# ---- a CA the test trusts (the ModelScope SDK speaks HTTPS only) --------------------------------
+
+
+@dataclass(frozen=True)
+class HubCA:
+    """A throw-away CA and a serving certificate for 127.0.0.1 signed by it."""
+
+    ca_pem: str
+    server_context: ssl.SSLContext
+
+
+def throwaway_ca() -> HubCA:
+    import datetime
+    import ipaddress
+    import tempfile
+    from pathlib import Path
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test hub CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as folder:
+        cert_file, key_file = Path(folder, "tls.crt"), Path(folder, "tls.key")
+        cert_file.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+        key_file.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        context.load_cert_chain(cert_file, key_file)
+    return HubCA(ca.public_bytes(serialization.Encoding.PEM).decode(), context)
