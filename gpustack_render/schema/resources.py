@@ -76,6 +76,7 @@ BINDINGS: Final = PROJECT_RESOURCES["KVCachePoolBinding"]
 POOLS: Final = PROJECT_RESOURCES["KVCachePool"]
 BACKENDS: Final = PROJECT_RESOURCES["KVCacheBackend"]
 INSTANCE_TYPES: Final = PROJECT_RESOURCES["InstanceType"]
+MODEL_ARTIFACTS: Final = PROJECT_RESOURCES["ModelArtifact"]
 
 #: Kueue kinds are read, watched and written at Kueue's storage version only.
 WORKLOADS: Final = kueue_resource("Workload")
@@ -88,6 +89,9 @@ SERVICES: Final = Resource("", "v1", "services", "Service")
 EVENTS: Final = Resource("", "v1", "events", "Event")
 CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
+PERSISTENT_VOLUME_CLAIMS: Final = Resource(
+    "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"
+)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
     "admissionregistration.k8s.io",
