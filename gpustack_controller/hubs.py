@@ -27,23 +27,26 @@ ConfigMap the Setting names) added to the system's trust. ``huggingface_hub`` ke
 session per process; it is rebuilt when those values change.
 
 ModelScope has no call in its SDK for the commit a ref names, and its file listing drops the
-``Sha256`` a manifest needs, so its requests are made here with aiohttp (the SDK, 69 MB, is not
-a dependency of the image; the tests prove the test hub against it).
+``Sha256`` a manifest needs, so its requests are made here with aiohttp
+(:class:`ModelScopeClient`); the SDK (69 MB) is not a dependency of the image.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import ssl
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 from urllib.parse import quote, urlsplit
 
+import aiohttp
 import httpx2
 from huggingface_hub import HfApi, get_session, hf_hub_url, set_client_factory
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError, OfflineModeIsEnabled
@@ -411,24 +414,344 @@ class HubClient:
 # ---- ModelScope ------------------------------------------------------------------------------
 
 
+class _Answer:
+    """A ModelScope answer: its status, its JSON body (``None``: none or not JSON)."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+
+    @property
+    def code(self) -> object:
+        return self.body.get("Code") if isinstance(self.body, dict) else None
+
+    @property
+    def data(self) -> Any:
+        return self.body.get("Data") if isinstance(self.body, dict) else None
+
+
+def parse_git_refs(payload: bytes) -> dict[str, str]:
+    """The refs of a git smart-HTTP advertisement (``info/refs?service=git-upload-pack``):
+    ``refs/heads/<b>`` and ``refs/tags/<t>`` to the commit they name, an annotated tag to the
+    commit it peels to (its ``^{}`` line)."""
+    refs: dict[str, str] = {}
+    text = payload.decode("utf-8", "replace")
+    i = 0
+    while i + 4 <= len(text):
+        try:
+            size = int(text[i : i + 4], 16)
+        except ValueError:
+            break
+        if size == 0:
+            i += 4
+            continue
+        line = text[i + 4 : i + size].rstrip("\n").split("\x00", 1)[0]
+        i += size
+        if line.startswith("#"):
+            continue
+        sha, _, name = line.partition(" ")
+        if not rules.is_commit(sha) or not name:
+            continue
+        if name.endswith("^{}"):
+            refs[name[:-3]] = sha  # the peeled commit wins over the tag object
+        else:
+            refs.setdefault(name, sha)
+    return refs
+
+
 class ModelScopeClient:
-    """ModelScope's resolution requests, made with aiohttp (see the module docstring)."""
+    """ModelScope's resolution requests, made with aiohttp (see the module docstring):
+
+    - the commit: a 40-hex revision as is; else ``GET M/api/v1/models/<id>/commits?Ref=<rev>``
+      (``Commit: null``: ``RevisionNotFound``), cross-checked with the git refs of
+      ``https://<M's host[:port]>/<id>.git`` (the branch head or peeled tag must name the same
+      commit; user ``oauth2`` and the token as password for a private repository);
+    - the listing: ``GET M/api/v1/models/<id>/repo/files?Revision=<commit>&Recursive=true``; a
+      listing of exactly 3000 entries was cut short, so each child directory is listed again
+      with ``Root=<dir>``, and a directory with 3000 direct children or more cannot be listed;
+    - the revalidation: the first file of one root listing, then
+      ``HEAD M/api/v1/models/<id>/repo?Revision=<commit>&FilePath=<file>``;
+    - the token check: ``GET M/openapi/v1/users/me``.
+    """
+
+    async def _get(
+        self,
+        session: aiohttp.ClientSession,
+        access: HubAccess,
+        url: str,
+        request: HubRequest,
+        *,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        method: str = "GET",
+    ) -> tuple[int, bytes]:
+        try:
+            async with session.request(
+                method,
+                url,
+                params=params,
+                headers=headers,
+                proxy=access.proxy(),
+                allow_redirects=False,
+            ) as response:
+                if method == "HEAD":
+                    return response.status, b""
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.content.iter_chunked(1 << 16):
+                    size += len(chunk)
+                    if size > rules.MAX_BODY_BYTES:
+                        raise rules.unusable(
+                            request, f"the answer is over {rules.MAX_BODY_BYTES} bytes"
+                        )
+                    chunks.append(chunk)
+                body = b"".join(chunks)
+                return response.status, body
+        except HubProblem:
+            raise
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise rules.unreachable(request, f"{type(exc).__name__}: {exc}".strip(": ")) from exc
+
+    async def _json(
+        self,
+        session: aiohttp.ClientSession,
+        access: HubAccess,
+        url: str,
+        request: HubRequest,
+        params: Mapping[str, str],
+        token: str,
+    ) -> _Answer:
+        status, body = await self._get(
+            session, access, url, request, params=params, headers=_ms_headers(token)
+        )
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        answer = _Answer(status, parsed)
+        problem = rules.model_scope_problem(request, status, answer.code)
+        if problem is not None:
+            raise problem
+        if not isinstance(parsed, dict):
+            raise rules.unusable(request, "the answer is not a JSON object")
+        return answer
+
+    def _session(self, access: HubAccess, timeout: float) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=access.ssl_context()),
+            timeout=aiohttp.ClientTimeout(
+                total=timeout, connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT
+            ),
+            trust_env=False,
+        )
+
+    async def _commit(
+        self, session: aiohttp.ClientSession, target: HubTarget, access: HubAccess
+    ) -> str:
+        if rules.is_commit(target.revision):
+            return target.revision
+        request = target.request(access, "revision")
+        base = f"{access.endpoint}/api/v1/models/{target.repository}"
+        answer = await self._json(
+            session, access, f"{base}/commits", request, {"Ref": target.revision}, target.token
+        )
+        data = answer.data if isinstance(answer.data, dict) else {}
+        commit = data.get("Commit")
+        if commit is None:
+            raise rules.HubProblem(
+                rules.REVISION_NOT_FOUND,
+                f"ModelScope has no revision {target.revision!r} in repository "
+                f"{target.repository!r} (spec.source.modelScope.revision); name an existing "
+                "branch, tag or commit in a new ModelArtifact",
+            )
+        sha = commit.get("Id") if isinstance(commit, dict) else None
+        problem = rules.revision_problem(request, sha)
+        if problem is not None:
+            raise problem
+        assert isinstance(sha, str)
+        await self._cross_check(session, target, access, sha)
+        return sha
+
+    async def _cross_check(
+        self, session: aiohttp.ClientSession, target: HubTarget, access: HubAccess, sha: str
+    ) -> None:
+        """The git refs of the endpoint's host must name the same commit for the ref."""
+        request = target.request(access, "revision")
+        url = f"https://{access.host}/{target.repository}.git/info/refs"
+        headers = {}
+        if target.token:
+            basic = base64.b64encode(f"oauth2:{target.token}".encode()).decode()
+            headers["Authorization"] = f"Basic {basic}"
+        status, body = await self._get(
+            session,
+            access,
+            url,
+            request,
+            params={"service": "git-upload-pack"},
+            headers=headers,
+        )
+        problem = rules.model_scope_problem(request, status)
+        if problem is not None:
+            raise problem
+        refs = parse_git_refs(body)
+        named = refs.get(f"refs/heads/{target.revision}") or refs.get(
+            f"refs/tags/{target.revision}"
+        )
+        if named != sha:
+            raise rules.unusable(
+                request,
+                f"the commits API names {sha} for {target.revision!r} but the git refs name "
+                f"{named or 'nothing'}",
+            )
+
+    async def _files(
+        self,
+        session: aiohttp.ClientSession,
+        target: HubTarget,
+        access: HubAccess,
+        commit: str,
+        *,
+        root: str = "",
+        recursive: bool = True,
+    ) -> list[dict[str, Any]]:
+        request = target.request(access, "listing", commit)
+        params = {"Revision": commit, "Recursive": "true" if recursive else "false"}
+        if root:
+            params["Root"] = root
+        url = f"{access.endpoint}/api/v1/models/{target.repository}/repo/files"
+        answer = await self._json(session, access, url, request, params, target.token)
+        data = answer.data if isinstance(answer.data, dict) else {}
+        files = data.get("Files")
+        if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+            raise rules.unusable(request, "the listing holds no list of Files")
+        return files
+
+    async def _listing(
+        self,
+        session: aiohttp.ClientSession,
+        target: HubTarget,
+        access: HubAccess,
+        commit: str,
+        root: str = "",
+        seen: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Every entry under ``root``: one recursive listing, or, when it was cut short, the
+        direct children and each child directory listed on its own."""
+        whole = await self._files(session, target, access, commit, root=root)
+        if not rules.model_scope_truncated(len(whole)):
+            return whole
+        direct = await self._files(session, target, access, commit, root=root, recursive=False)
+        if len(direct) >= rules.MODEL_SCOPE_PAGE_LIMIT:
+            raise rules.model_scope_unenumerable(target.request(access, "listing", commit), root)
+        out = list(direct)
+        for entry in direct:
+            if entry.get("Type") == "tree" and isinstance(entry.get("Path"), str):
+                if seen + len(out) > MAX_ENTRIES:
+                    break
+                out += await self._listing(
+                    session, target, access, commit, entry["Path"], seen + len(out)
+                )
+        return out
+
+    async def _resolved(
+        self, session: aiohttp.ClientSession, target: HubTarget, access: HubAccess, commit: str
+    ) -> Outcome:
+        items = await self._listing(session, target, access, commit)
+        manifest = rules.model_scope_manifest(
+            items,
+            target.request(access, "listing", commit),
+            allow=list(target.allow),
+            ignore=list(target.ignore),
+        )
+        return Outcome.passed(Resolution(commit, manifest))
+
+    async def _bounded(
+        self,
+        target: HubTarget,
+        access: HubAccess,
+        timeout: float,
+        step: str,
+        call: Callable[[aiohttp.ClientSession], Awaitable[Outcome]],
+    ) -> Outcome:
+        request = target.request(access, step)
+        try:
+            async with self._session(access, timeout) as session:
+                return await asyncio.wait_for(call(session), timeout)
+        except HubProblem as problem:
+            return Outcome.of(problem)
+        except TimeoutError:
+            return Outcome.of(rules.unreachable(request, f"no answer within {timeout:.0f} seconds"))
+        except (aiohttp.ClientError, OSError, ssl.SSLError) as exc:
+            return Outcome.of(rules.unreachable(request, f"{type(exc).__name__}: {exc}"))
 
     async def resolve(self, target: HubTarget, access: HubAccess, timeout: float) -> Outcome:
-        request = target.request(access, "revision")
-        return Outcome.of(
-            rules.unusable(request, "ModelScope resolution is not implemented in this build")
-        )
+        async def call(session: aiohttp.ClientSession) -> Outcome:
+            commit = await self._commit(session, target, access)
+            return await self._resolved(session, target, access, commit)
+
+        return await self._bounded(target, access, timeout, "revision", call)
 
     async def relist(
         self, target: HubTarget, access: HubAccess, commit: str, timeout: float
     ) -> Outcome:
-        return await self.resolve(target, access, timeout)
+        async def call(session: aiohttp.ClientSession) -> Outcome:
+            return await self._resolved(session, target, access, commit)
+
+        return await self._bounded(target, access, timeout, "listing", call)
 
     async def revalidate(
         self, target: HubTarget, access: HubAccess, commit: str, timeout: float
     ) -> Outcome:
-        return await self.resolve(target, access, timeout)
+        async def call(session: aiohttp.ClientSession) -> Outcome:
+            request = target.request(access, "revalidation", commit)
+            root = await self._files(session, target, access, commit, recursive=False)
+            first = rules.first_root_file(root, path_key="Path", file_type="blob")
+            if first is None:
+                first = rules.first_root_file(
+                    await self._listing(session, target, access, commit),
+                    path_key="Path",
+                    file_type="blob",
+                )
+            if first is None:
+                raise HubProblem(
+                    rules.EMPTY_MANIFEST,
+                    f"ModelScope repository {target.repository!r} at {commit} holds no file any "
+                    "more",
+                )
+            status, _ = await self._get(
+                session,
+                access,
+                f"{access.endpoint}/api/v1/models/{target.repository}/repo",
+                request,
+                params={"Revision": commit, "FilePath": first},
+                headers=_ms_headers(target.token),
+                method="HEAD",
+            )
+            problem = rules.model_scope_problem(request, status, head=True)
+            if problem is not None:
+                raise problem
+            return Outcome.passed()
+
+        return await self._bounded(target, access, timeout, "revalidation", call)
 
     async def token_valid(self, token: str, access: HubAccess) -> bool | None:
-        return None
+        request = HubRequest("modelScope", access.endpoint, "", "", "token check")
+        try:
+            async with self._session(access, READ_TIMEOUT) as session:
+                status, _ = await self._get(
+                    session,
+                    access,
+                    f"{access.endpoint}/openapi/v1/users/me",
+                    request,
+                    headers=_ms_headers(token),
+                )
+        except (HubProblem, aiohttp.ClientError, OSError, TimeoutError):
+            return None
+        if status in (401, 403):
+            return False
+        return True if 200 <= status < 300 else None
+
+
+def _ms_headers(token: str) -> dict[str, str]:
+    """ModelScope requests carry the token as a bearer token; none without one."""
+    return {"Authorization": f"Bearer {token}"} if token else {}

@@ -25,7 +25,8 @@ ModelScope routes (served by the same app, over HTTPS when the server is given a
   (branch heads and peeled tags);
 - ``GET /api/v1/models/<id>/repo/files?Revision=<commit>&Recursive=true[&Root=<dir>]``: the
   listing, cut at ``model_scope_limit`` entries as ModelScope cuts at 3000;
-- ``HEAD``/``GET /api/v1/models/<id>/repo?Revision=<commit>&FilePath=<path>``: the file.
+- ``HEAD``/``GET /api/v1/models/<id>/repo?Revision=<commit>&FilePath=<path>``: the file;
+- ``GET /openapi/v1/users/me``: 200 for a token some repository accepts, else 401.
 
 Per repository error modes (:class:`HubRepo`): a token it requires (401 without it), gated (403,
 ``X-Error-Code: GatedRepo``), a status every request answers (a 5xx), LFS object ids hidden as
@@ -116,6 +117,9 @@ class HubRepo:
     hide_lfs: bool = False
     #: The listing's ``Link`` names this host instead of the server's own.
     link_host: str | None = None
+    #: ModelScope: the git ref advertisement names these commits instead (a hub whose two
+    #: answers disagree).
+    git_refs: dict[str, str] | None = None
 
     def add_commit(
         self, files: Mapping[str, bytes | tuple[bytes, bool]], *, ref: str | None = None
@@ -224,7 +228,7 @@ class HubServer:
         self.requests.append((request.method, raw, request.headers.get("Authorization", "")))
         params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
         segments = [unquote(s) for s in path.strip("/").split("/")]
-        if path == "/api/whoami-v2":
+        if path in ("/api/whoami-v2", "/openapi/v1/users/me"):
             return self._whoami(request)
         if segments[:3] == ["api", "v1", "models"]:
             return await self._model_scope(request, segments[3:], params)
@@ -439,7 +443,7 @@ class HubServer:
         lines = ["# service=git-upload-pack\n"]
         body = _pkt(lines[0]) + "0000"
         refs: list[str] = []
-        for name, commit in sorted(repo.refs.items()):
+        for name, commit in sorted((repo.git_refs or repo.refs).items()):
             if name.startswith("refs/"):
                 continue
             if name in repo.tags:
