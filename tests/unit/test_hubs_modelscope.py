@@ -5,8 +5,10 @@ truncation, every row of the answer table, the revalidation HEAD, the token chec
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -189,3 +191,34 @@ async def test_git_refs_parsing_peels_annotated_tags() -> None:
         + b"0000"
     )
     assert parse_git_refs(payload) == {"refs/heads/master": head, "refs/tags/v1": tagged}
+
+
+async def test_the_sdk_downloads_what_was_resolved(
+    hub: tuple[HubServer, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real ModelScope SDK (1.40.2) accepts the test hub: ``snapshot_download`` of the
+    resolved commit, with ``MODELSCOPE_DOMAIN`` as the engines get it (no scheme: the SDK adds
+    ``https://``), fetches files whose manifest is the resolved one."""
+    server, ca = hub
+    outcome = await HubClient().resolve(target(), HubAccess(server.url, ca_pem=ca))
+    assert outcome.resolution is not None
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text(ca)
+    monkeypatch.setenv("MODELSCOPE_DOMAIN", f"127.0.0.1:{server.port}")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(bundle))
+    monkeypatch.setenv("MODELSCOPE_CACHE", str(tmp_path / "cache"))
+    from modelscope import snapshot_download  # reads the environment above
+
+    folder = Path(
+        await asyncio.to_thread(
+            snapshot_download,
+            "org/model",
+            revision=outcome.resolution.revision,
+            cache_dir=str(tmp_path / "cache"),
+        )
+    )
+    downloaded = {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+    text = manifest_of(downloaded)
+    assert text == outcome.resolution.manifest.text()
