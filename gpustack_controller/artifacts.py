@@ -325,7 +325,12 @@ class ArtifactReconciler:
         if fingerprint in self._checked:
             return
         hub_name = "modelScope" if artifact.spec.source.model_scope is not None else "huggingFace"
-        access = HubAccess.of(settings, hub_name)
+        plain = HubAccess.of(settings, hub_name)
+        request = rules.HubRequest(hub_name, plain.endpoint, "", "", "token check")
+        ca_pem, problem = await self._ca_bundle(settings, request)
+        if problem is not None:
+            return  # the resolution says why; the token is checked with a later pass
+        access = HubAccess.of(settings, hub_name, ca_pem=ca_pem)
         valid = await self.hubs.token_valid(hub_name, token, access)
         if valid is None:
             return  # could not tell: asked again with the next pass

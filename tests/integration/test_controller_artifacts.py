@@ -3,7 +3,8 @@
 shipped RBAC (docs/weights.md, "Resolution"; docs/operations.md, "What the controller may read
 for artifacts"): an artifact resolves to the commit and the hand-built manifest's digest, a
 missing revision is ``RevisionNotFound``, a private repository resolves with the Secret's token
-and is ``AccessDenied`` without one, and an artifact a deployment names keeps its finalizer until
+and is ``AccessDenied`` without one, a rejected token is an ``InvalidToken`` Warning and a fixed
+Secret takes effect without an edit, and an artifact a deployment names keeps its finalizer until
 the deployment is gone."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from support.hubserver import HubServer, git_blob_sha1
 from gpustack_controller.controller import Controller, Options
 from gpustack_controller.kube import (
     CONFIGMAPS,
+    EVENTS,
     MODEL_ARTIFACTS,
     MODEL_DEPLOYMENTS,
     SECRETS,
@@ -152,7 +154,18 @@ async def test_artifacts_resolve_under_the_shipped_rbac(
         },
         ns,
     )
+    await kube.create(
+        SECRETS,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "stale"},
+            "data": {"token": base64.b64encode(b"hf_stale").decode()},
+        },
+        ns,
+    )
     for obj in (
+        artifact("stale", "org/private", secretRef={"name": "stale"}),
         artifact("good", "org/model"),
         artifact("missing", "org/model", "no-such-branch"),
         artifact("private", "org/private", secretRef={"name": "hub"}),
@@ -167,6 +180,9 @@ async def test_artifacts_resolve_under_the_shipped_rbac(
     controller = Controller(
         identity, Options(system_namespace=system, leader_election=False, admission_check=False)
     )
+    # Secrets cannot be watched: the controller looks at each named one on a cadence (a minute
+    # in production), shortened here so a changed token shows within the test.
+    controller.artifacts.secret_check = 1.0
     try:
         await controller.start(sync_timeout=30)
 
@@ -195,10 +211,29 @@ async def test_artifacts_resolve_under_the_shipped_rbac(
         assert resolved(private)["status"] == "True", resolved(private)
         denied = await eventually(lambda: answered("no-secret"), what="no-secret answered")
         assert (resolved(denied)["status"], resolved(denied)["reason"]) == ("False", "AccessDenied")
-        # The token went out only for the artifact naming the Secret.
+        # A token went out only for an artifact naming a Secret, and only that Secret's.
         private_calls = {auth for _, path, auth in hub.requests if "org/private" in path}
-        assert private_calls == {"", "Bearer hf_good"}
+        assert private_calls == {"", "Bearer hf_good", "Bearer hf_stale"}
         assert {auth for _, path, auth in hub.requests if "org/model" in path} == {""}
+
+        # A token the hub rejects: AccessDenied, and one InvalidToken Warning naming the Secret.
+        stale = await eventually(lambda: answered("stale"), what="artifact stale answered")
+        assert resolved(stale)["reason"] == "AccessDenied"
+
+        async def warned() -> list[dict[str, Any]]:
+            events, _ = await kube.list(EVENTS, ns)
+            return [e for e in events if e.get("reason") == "InvalidToken"]
+
+        warning = (await eventually(warned, what="the InvalidToken event"))[0]
+        assert warning["involvedObject"]["name"] == "stale"
+        assert f"Secret {ns}/stale" in warning["message"]
+        # The Secret is fixed: the artifact resolves without any edit of its own.
+        await kube.merge_patch(SECRETS, "stale", {"data": {"token": token}}, ns)
+
+        async def fixed() -> bool:
+            return resolved(await kube.get(MODEL_ARTIFACTS, "stale", ns)).get("status") == "True"
+
+        await eventually(fixed, what="the artifact resolved with the changed Secret")
 
         # A deployment names "missing": deleting the artifact leaves it terminating, its
         # finalizer in place, until the deployment is gone.
