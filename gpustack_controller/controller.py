@@ -13,7 +13,11 @@ Watches (docs/contract/controller.md §2) and what each event enqueues:
 | KVCachePoolBinding | deployments in its namespace whose ``poolRef`` names it |
 | InstanceType | every deployment with a role on it |
 | KVCachePool, KVCacheBackend | through the Bindings (and pools) that name them |
-| the ``gpustack-settings`` ConfigMap | every deployment (Settings changed) |
+| the ``gpustack-settings`` ConfigMap | every deployment and every artifact (Settings changed) |
+| ModelArtifact | itself (artifact queue), on creation, a generation, deletion or finalizer
+  change; status-only updates are ignored |
+| ModelDeployment deleted, or its ``artifactRef`` changed | the artifact it named (artifact queue:
+  its finalizer may go) |
 
 Which deployments an input event concerns is the library's
 :class:`~gpustack_render.reconcile.inputindex.InputIndex`; whose a Pod or a Workload is, its
@@ -51,6 +55,7 @@ from gpustack_controller.admissioncheck import (
     ensure_admission_check,
     keep_admission_check,
 )
+from gpustack_controller.artifacts import ArtifactReconciler
 from gpustack_controller.caches import Caches
 from gpustack_controller.kube import (
     BACKENDS,
@@ -93,6 +98,7 @@ from gpustack_render.api.storage import (
 )
 from gpustack_render.core import labels
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_of_config_map
+from gpustack_render.reconcile.artifacts import artifacts_to_recheck
 from gpustack_render.reconcile.inputindex import InputIndex
 from gpustack_render.reconcile.jointcheck import reads_members, siblings_to_recheck
 from gpustack_render.reconcile.keys import FIELD_MANAGER
@@ -119,6 +125,8 @@ class Options:
     identity: str = "gpustack-controller"
     #: Ensure the joint AdmissionCheck object and run its verdicts.
     admission_check: bool = True
+    #: Workers of the ModelArtifact queue (each resolution runs its hub calls in a thread).
+    artifact_workers: int = 4
 
 
 def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
@@ -139,6 +147,7 @@ class Controller:
         # A quarter of the workers at most on fan-out passes: the rest stay free for edits.
         self.queue = WorkQueue("modeldeployment", max_low=max(1, self.options.workers // 4))
         self.check_queue = WorkQueue("jointcheck")
+        self.artifact_queue = WorkQueue("modelartifact")
         selector = f"{labels.NAME}={labels.NAME_VALUE}"
         self.informers = {
             "deployments": Informer(
@@ -175,7 +184,13 @@ class Controller:
             ),
             # The weight inputs (D28): the artifacts deployments name and what their delivery
             # reads (a claim, its volume and class; the node plugin's driver).
-            "artifacts": Informer(kube, MODEL_ARTIFACTS, handlers=[self._on_input(ModelArtifact)]),
+            # An artifact's own queue takes its spec and deletion; every change (its status
+            # too) reaches the deployments that name it.
+            "artifacts": Informer(
+                kube,
+                MODEL_ARTIFACTS,
+                handlers=[self._on_input(ModelArtifact), self._on_artifact],
+            ),
             "claims": Informer(
                 kube, PERSISTENT_VOLUME_CLAIMS, handlers=[self._on_input(PersistentVolumeClaim)]
             ),
@@ -223,6 +238,13 @@ class Controller:
         self.reconciler = DeploymentReconciler(
             kube, self.caches, self.recorder, settings=lambda: self.settings
         )
+        self.artifacts = ArtifactReconciler(
+            kube,
+            artifacts=i["artifacts"],
+            deployments=i["deployments"],
+            recorder=self.recorder,
+            settings=lambda: self.settings,
+        )
         self.checker = AdmissionCheckReconciler(
             kube, i["pods"], settings=lambda: self.settings, workloads=i["workloads"]
         )
@@ -262,6 +284,14 @@ class Controller:
                 name="workers",
             )
         )
+        self._tasks.append(
+            asyncio.create_task(
+                self.artifact_queue.run_workers(
+                    self.artifacts, workers=self.options.artifact_workers
+                ),
+                name="artifact-workers",
+            )
+        )
         if self.options.admission_check:
             self._tasks.append(
                 asyncio.create_task(
@@ -287,6 +317,7 @@ class Controller:
         """Cancel every task; release the lease."""
         self.queue.close()
         self.check_queue.close()
+        self.artifact_queue.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -314,6 +345,8 @@ class Controller:
             self.queue.add(object_key(obj), priority=Priority.LOW)
 
     def _on_deployment(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+        for artifact in artifacts_to_recheck(kind, new, old):
+            self.artifact_queue.add(artifact)
         if kind == "DELETED":
             # Gone (with or without a teardown pass): its status series go with it.
             meta = _meta(new)
@@ -417,3 +450,23 @@ class Controller:
         if settings != self.settings:
             self.settings = settings
             self.enqueue_all()
+            self.artifacts.settings_changed()
+            for obj in self.informers["artifacts"].items():
+                self.artifact_queue.add(object_key(obj), priority=Priority.LOW)
+
+    def _on_artifact(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """A ModelArtifact: itself, unless only its status moved (the controller's own
+        writes)."""
+        key = object_key(new)
+        if kind == "DELETED":
+            self.artifacts.forget(key)
+            return
+        if kind == "MODIFIED" and old is not None:
+            a, b = _meta(old), _meta(new)
+            if (
+                a.get("generation") == b.get("generation")
+                and a.get("deletionTimestamp") == b.get("deletionTimestamp")
+                and a.get("finalizers") == b.get("finalizers")
+            ):
+                return
+        self.artifact_queue.add(key)

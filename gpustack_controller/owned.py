@@ -37,11 +37,13 @@ from gpustack_kube.cachedread import CachedReader
 from gpustack_render.core import labels
 from gpustack_render.reconcile.keys import FIELD_MANAGER
 from gpustack_render.reconcile.owned import (
+    FinalizerPolicy,
     OwnedPlan,
     OwnedPolicy,
     Owner,
     PassFacts,
     name_of,
+    plan_finalizer,
     plan_owned,
 )
 from gpustack_render.schema.resources import INFERENCE_POOLS, ROUTER_RESOURCES
@@ -192,6 +194,31 @@ class OwnedWriter:
         except ApiError as exc:
             if exc.conflict:
                 return {}  # created since the cache looked: its watch event brings us back
+            raise
+
+    async def keep_finalizer(
+        self,
+        resource: Resource,
+        stored: dict[str, Any],
+        policy: FinalizerPolicy,
+        *,
+        held: bool,
+    ) -> dict[str, Any] | None:
+        """Add or remove ``policy``'s finalizer on ``stored`` as the library plans it
+        (:func:`~gpustack_render.reconcile.owned.plan_finalizer`): a merge patch carrying the
+        resourceVersion just read, so a concurrent change answers 409 (the pass is retried). The
+        object as it is now (``None``: gone)."""
+        patch = plan_finalizer(policy, stored, held=held)
+        if patch is None:
+            return stored
+        meta = stored.get("metadata") or {}
+        try:
+            return await self.kube.merge_patch(
+                resource, str(meta.get("name")), patch, meta.get("namespace") or None
+            )
+        except ApiError as exc:
+            if exc.not_found:
+                return None
             raise
 
     async def prune(self, result: OwnedResult) -> list[BaseException]:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gpustack_render.api.artifact import ARTIFACT_FINALIZER
 from gpustack_render.core import jsonview, labels, ownerrefs
 from gpustack_render.core.ownerrefs import OwnedConflict
 from gpustack_render.reconcile import events
@@ -271,3 +272,43 @@ SCALER_POLICY: Final = OwnedPolicy(
 #: The router's kinds (D26), in the order they are applied: the renderer's own order.
 ROUTER_KINDS: Final = OBJECT_ORDER
 ROUTER_POLICIES: Final = {kind: OwnedPolicy(kind, WriteMode.APPLY) for kind in ROUTER_KINDS}
+
+
+# ---- finalizers the controller keeps on objects it does not own ------------------------------
+
+
+@dataclass(frozen=True)
+class FinalizerPolicy:
+    """A finalizer the controller keeps on an object a user owns (D28: a ``ModelArtifact``'s
+    protection): added on the first pass, removed once the object is being deleted and nothing
+    holds it any more. Written like every record the controller must not lose: with the
+    resourceVersion just read (compare-and-swap), so a concurrent change of the finalizer list
+    answers 409 and the pass is retried instead of overwriting it."""
+
+    kind: str
+    finalizer: str
+
+
+def plan_finalizer(
+    policy: FinalizerPolicy, stored: Mapping[str, Any], *, held: bool
+) -> dict[str, Any] | None:
+    """The merge patch of ``stored``'s finalizers (``None``: nothing to write). An object not
+    being deleted gets the finalizer; one being deleted loses it once ``held`` is false."""
+    meta = jsonview.view(stored.get("metadata"))
+    current = [str(f) for f in meta.get("finalizers") or ()]
+    deleting = meta.get("deletionTimestamp") is not None
+    if not deleting and policy.finalizer not in current:
+        finalizers = [*current, policy.finalizer]
+    elif deleting and not held and policy.finalizer in current:
+        finalizers = [f for f in current if f != policy.finalizer]
+    else:
+        return None
+    return {
+        "metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": str(meta.get("resourceVersion") or ""),
+        }
+    }
+
+
+ARTIFACT_FINALIZER_POLICY: Final = FinalizerPolicy("ModelArtifact", ARTIFACT_FINALIZER)

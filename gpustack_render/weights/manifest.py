@@ -157,14 +157,23 @@ def model_scope_entry(item: dict[str, object]) -> ManifestEntry:
     return ManifestEntry(path, "sha256", digest, size)
 
 
+def _separators(text: str) -> str:
+    # huggingface_hub 2.4 reads a backslash as a path separator, in paths and patterns alike.
+    return text.replace("\\", "/")
+
+
 def _normalized(pattern: str) -> str:
+    pattern = _separators(pattern)
     return pattern + "*" if pattern.endswith("/") else pattern
 
 
 def keeps(path: str, allow: Sequence[str] | None, ignore: Sequence[str] | None) -> bool:
-    """Whether ``path`` survives the patterns, as ``huggingface_hub`` filters: case-sensitive
-    ``fnmatch``, ``*`` and ``?`` match ``/``, a pattern ending in ``/`` matches what is under it,
-    an empty allow list keeps everything, ignore wins over allow."""
+    """Whether ``path`` survives the patterns, as ``huggingface_hub`` 2.4 filters
+    (``filter_repo_objects``): case-sensitive ``fnmatch``, ``*`` and ``?`` match ``/``, a
+    pattern ending in ``/`` matches what is under it, a backslash counts as ``/``, ignore wins
+    over allow. An empty allow list keeps everything (the client's ``None``; the client itself
+    would keep nothing for ``[]``)."""
+    path = _separators(path)
     if allow and not any(fnmatch.fnmatchcase(path, _normalized(p)) for p in allow):
         return False
     return not (ignore and any(fnmatch.fnmatchcase(path, _normalized(p)) for p in ignore))

@@ -1,0 +1,1 @@
+"""Helpers shared by unit and integration tests (servers the tests run in-process)."""
