@@ -126,8 +126,8 @@ async def test_a_bound_claim_places_the_pods_on_its_node(kube: Kube, cluster: Cl
     cls, pv = unique("models"), unique("pv")
     await kube.create(STORAGE_CLASSES, _class(cls))
     await kube.create(PERSISTENT_VOLUMES, _volume(pv, cls, ["ReadOnlyMany"]))
-    await kube.create(PERSISTENT_VOLUME_CLAIMS, _claim("weights", ns, cls, ["ReadOnlyMany"]))
-    await kube.create(MODEL_ARTIFACTS, _artifact("qwen", ns, "weights"))
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, _claim("weights", ns, cls, ["ReadOnlyMany"]), ns)
+    await kube.create(MODEL_ARTIFACTS, _artifact("qwen", ns, "weights"), ns)
 
     async def bound() -> bool:
         claim = await kube.get(PERSISTENT_VOLUME_CLAIMS, "weights", ns)
@@ -136,7 +136,7 @@ async def test_a_bound_claim_places_the_pods_on_its_node(kube: Kube, cluster: Cl
     async with running_controller(cluster.kubeconfig):
         await eventually(bound, what="the PV binder binds the claim")
         md = _named(deployment("chat", ns, role(replicas=2)), "qwen")
-        await kube.create(MODEL_DEPLOYMENTS, md)
+        await kube.create(MODEL_DEPLOYMENTS, md, ns)
         mounted = await eventually(
             lambda: _reason(kube, ns, "chat", "Mounted"),
             timeout=60,
@@ -171,16 +171,16 @@ async def test_claims_that_cannot_serve_create_no_pod(kube: Kube, cluster: Clust
     await kube.create(STORAGE_CLASSES, _class(cls))
     # A single-writer volume bound to its claim, and a claim of the same class with no volume.
     await kube.create(PERSISTENT_VOLUMES, _volume(pv, cls, ["ReadWriteOnce"]))
-    await kube.create(PERSISTENT_VOLUME_CLAIMS, _claim("rwo", ns, cls, ["ReadWriteOnce"]))
-    await kube.create(PERSISTENT_VOLUME_CLAIMS, _claim("unbound", ns, cls, ["ReadOnlyMany"]))
-    await kube.create(MODEL_ARTIFACTS, _artifact("single", ns, "rwo"))
-    await kube.create(MODEL_ARTIFACTS, _artifact("nowhere", ns, "unbound"))
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, _claim("rwo", ns, cls, ["ReadWriteOnce"]), ns)
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, _claim("unbound", ns, cls, ["ReadOnlyMany"]), ns)
+    await kube.create(MODEL_ARTIFACTS, _artifact("single", ns, "rwo"), ns)
+    await kube.create(MODEL_ARTIFACTS, _artifact("nowhere", ns, "unbound"), ns)
 
     async with running_controller(cluster.kubeconfig):
         await kube.create(
-            MODEL_DEPLOYMENTS, _named(deployment("shared", ns, role(replicas=2)), "single")
+            MODEL_DEPLOYMENTS, _named(deployment("shared", ns, role(replicas=2)), "single"), ns
         )
-        await kube.create(MODEL_DEPLOYMENTS, _named(deployment("waits", ns, role()), "nowhere"))
+        await kube.create(MODEL_DEPLOYMENTS, _named(deployment("waits", ns, role()), "nowhere"), ns)
         conflict = await eventually(
             lambda: _reason(kube, ns, "shared", "AccessModeConflict"),
             timeout=60,
