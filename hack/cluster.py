@@ -14,12 +14,13 @@ applied first), so the shipped RBAC judges them. It writes the admin kubeconfig 
 ``demo`` applies the bundled examples (with the InstanceTypes, pools and bindings they name and a
 ClusterQueue per entrance), waits with ``kubectl wait --for=condition=Ready`` until every
 ModelDeployment is ready (the condition tools read, docs/api.md "Readiness"; a deployment behind
-a router is Ready once its rendered router Deployment has a ready Pod, which KWOK runs) and
-prints ``kubectl get md,pods,workloads,deployments``. Then the quota demo (``examples/quota/``:
-a deployment asking for more than the small ClusterQueue shipped beside it holds): it waits
-until its ``QuotaReserved`` condition says the queue lacks quota, and prints that message
-(docs/operations.md, "Watch a quota run out"). The cluster has the InferencePool CRD installed
-(tests/integration/cluster.py).
+a router is Ready once its rendered router Deployment has a ready Pod, which KWOK runs), the
+weights examples that need no hub (an image and a claim source, ``examples/weights/``) until
+``WeightsReady`` too, and prints ``kubectl get md,mart,pods,workloads,deployments``. Then the
+quota demo (``examples/quota/``: a deployment asking for more than the small ClusterQueue
+shipped beside it holds): it waits until its ``QuotaReserved`` condition says the queue lacks
+quota, and prints that message (docs/operations.md, "Watch a quota run out"). The cluster has
+the InferencePool CRD installed (tests/integration/cluster.py).
 
 ``down`` stops the supervisor (which stops every process it started) and removes ``.cluster/``.
 
@@ -84,6 +85,14 @@ TOKEN_SECONDS = 30 * 24 * 3600
 EXAMPLES = REPO_ROOT / "examples"
 #: The quota demo: its deployments never turn Ready (one replica more than its queue holds).
 QUOTA_DEMO = EXAMPLES / "quota"
+#: The weights examples that need no hub (docs/weights.md): an image and a claim source, whose
+#: artifacts the controller resolves on the cluster itself.
+WEIGHTS_DEMO = (EXAMPLES / "weights" / "image.yaml", EXAMPLES / "weights" / "claim.yaml")
+#: Kinds whose status the cluster writes itself: the controller (deployments, artifacts) and
+#: the PV binder (claims, volumes). The demo applies the others' status as an operator would.
+WRITTEN_BY_CLUSTER = frozenset(
+    {"ModelDeployment", "ModelArtifact", "PersistentVolumeClaim", "PersistentVolume"}
+)
 SYSTEM_NAMESPACE = "gpustack-system"
 
 
@@ -328,14 +337,14 @@ def _kubectl(*args: str, check: bool = True, input: str | None = None) -> str:
 
 def _apply(doc: dict[str, Any]) -> None:
     """Server-side apply one example object as it is in the file, then its status (what an
-    operator would write), the ModelDeployment's excepted."""
+    operator would write), except for the kinds whose status the cluster writes."""
     status = doc.pop("status", None)
     for server_set in ("uid", "resourceVersion", "creationTimestamp", "generation"):
         doc["metadata"].pop(server_set, None)
     _kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(doc))
     kind = doc["kind"].lower()
     ns = doc["metadata"].get("namespace")
-    if status is not None and doc["kind"] != "ModelDeployment":
+    if status is not None and doc["kind"] not in WRITTEN_BY_CLUSTER:
         args = ["patch", kind, doc["metadata"]["name"], "--subresource=status", "--type=merge"]
         if ns:
             args += ["-n", ns]
@@ -376,7 +385,8 @@ def demo(timeout: float) -> int:
 
     examples = _documents(sorted(EXAMPLES.glob("*.yaml")))
     quota_demo = _documents(sorted(QUOTA_DEMO.glob("*.yaml")))
-    documents = examples + quota_demo
+    weights_demo = _documents(list(WEIGHTS_DEMO))
+    documents = examples + quota_demo + weights_demo
     shipped = {d["metadata"]["name"] for d in documents if d.get("kind") == "ClusterQueue"}
     namespaces = sorted(
         {str(d["metadata"]["namespace"]) for d in documents if d["metadata"].get("namespace")}
@@ -406,14 +416,26 @@ def demo(timeout: float) -> int:
             if d.get("kind") == "ModelDeployment"
         ]
 
-    ready, queued = deployments(examples), deployments(quota_demo)
+    ready, queued = deployments(examples) + deployments(weights_demo), deployments(quota_demo)
     print(f"applied {len(documents)} objects; waiting for {len(ready)} ModelDeployments")
     failed = 0
     for ns, name in ready:
         result = _kubectl_wait(ns, name, "condition=Ready", timeout)
         print(result.stdout.strip() or result.stderr.strip())
         failed += result.returncode != 0
-    print(_kubectl("get", "md,pods,workloads.kueue.x-k8s.io,deployments", "-A", "-o", "wide"))
+    for ns, name in deployments(weights_demo):
+        # The weights reached every Pod: KWOK reports the volumes ready as a kubelet does.
+        result = _kubectl_wait(ns, name, "condition=WeightsReady", timeout)
+        print(result.stdout.strip() or result.stderr.strip())
+        failed += result.returncode != 0
+        jsonpath = (
+            "jsonpath=WeightsReady {.status.conditions[?(@.type=='WeightsReady')].reason}, "
+            "delivery {.status.model.delivery}"
+        )
+        said = _kubectl("get", "md", name, "-n", ns, "-o", jsonpath, check=False).strip()
+        print(f"weights demo: modeldeployment/{name} -n {ns}: {said}")
+    listed = "md,mart,pods,workloads.kueue.x-k8s.io,deployments"
+    print(_kubectl("get", listed, "-A", "-o", "wide"))
     for ns, name in queued:
         # Kueue's reason lands after the controller's first status: wait for the queue's words
         # (which ClusterQueue lacks which resource).

@@ -80,7 +80,15 @@ def test_up_demo_down(envtest_binaries: ClusterBinaries, tmp_path: Path) -> None
         demo = run("demo", 600)
         assert demo.returncode == 0, demo.stdout + demo.stderr
         examples = len(list((REPO_ROOT / "examples").glob("*.yaml")))
-        assert demo.stdout.count("condition met") == examples, demo.stdout
+        # Each example Ready; the two weights examples Ready and WeightsReady.
+        assert demo.stdout.count("condition met") == examples + 2 * 2, demo.stdout
+        weights = [x for x in demo.stdout.splitlines() if x.startswith("weights demo: ")]
+        assert weights == [
+            "weights demo: modeldeployment/qwen-image -n team-a: WeightsReady Mounted, "
+            "delivery Image",
+            "weights demo: modeldeployment/qwen-claim -n team-a: WeightsReady Mounted, "
+            "delivery PVC",
+        ], demo.stdout
         _quota_demo_says_what_runs_out(envtest_binaries, state / "kubeconfig", demo.stdout)
         # The bundled prefill/decode pair is served through its rendered router (D26).
         pair = subprocess.run(
