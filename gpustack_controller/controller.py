@@ -98,7 +98,7 @@ from gpustack_render.api.storage import (
 )
 from gpustack_render.core import labels
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_of_config_map
-from gpustack_render.reconcile.artifacts import artifacts_to_recheck
+from gpustack_render.reconcile.artifacts import artifacts_to_recheck, claiming
 from gpustack_render.reconcile.inputindex import InputIndex
 from gpustack_render.reconcile.jointcheck import reads_members, siblings_to_recheck
 from gpustack_render.reconcile.keys import FIELD_MANAGER
@@ -192,7 +192,9 @@ class Controller:
                 handlers=[self._on_input(ModelArtifact), self._on_artifact],
             ),
             "claims": Informer(
-                kube, PERSISTENT_VOLUME_CLAIMS, handlers=[self._on_input(PersistentVolumeClaim)]
+                kube,
+                PERSISTENT_VOLUME_CLAIMS,
+                handlers=[self._on_input(PersistentVolumeClaim), self._on_claim],
             ),
             "volumes": Informer(
                 kube, PERSISTENT_VOLUMES, handlers=[self._on_input(PersistentVolume)]
@@ -453,6 +455,12 @@ class Controller:
             self.artifacts.settings_changed()
             for obj in self.informers["artifacts"].items():
                 self.artifact_queue.add(object_key(obj), priority=Priority.LOW)
+
+    def _on_claim(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """A claim: the artifacts whose claim source names it (one created after its artifact
+        resolves it now, not at the next retry)."""
+        for key in claiming(self.informers["artifacts"].items(), new):
+            self.artifact_queue.add(key)
 
     def _on_artifact(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         """A ModelArtifact: itself, unless only its status moved (the controller's own

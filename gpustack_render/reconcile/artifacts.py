@@ -50,6 +50,21 @@ def artifacts_to_recheck(
     return sorted(f"{namespace}/{n}" for n in names if n)
 
 
+def claiming(artifacts: Iterable[Mapping[str, Any]], claim: Mapping[str, Any]) -> list[str]:
+    """The artifacts (``namespace/name`` keys, sorted) whose claim source names ``claim``: a
+    claim created, changed or deleted concerns them (``ClaimNotFound`` clears at once)."""
+    meta = jsonview.view(claim.get("metadata"))
+    namespace, name = meta.get("namespace"), meta.get("name")
+    out = []
+    for artifact in artifacts:
+        own = jsonview.view(artifact.get("metadata"))
+        source = jsonview.view(jsonview.view(artifact.get("spec")).get("source"))
+        named = jsonview.view(source.get("persistentVolumeClaim")).get("claimName")
+        if own.get("namespace") == namespace and named == name:
+            out.append(f"{namespace}/{own.get('name')}")
+    return sorted(out)
+
+
 def invalid_token(namespace: str, secret: str, hub: str, endpoint: str) -> Event:
     """The Warning recorded once per new token the hub rejects."""
     return Event(

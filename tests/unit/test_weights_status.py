@@ -218,3 +218,23 @@ def test_a_driver_or_claim_event_reaches_the_deployments_that_read_it() -> None:
     assert index.input_changed(StorageClass, cls) == [f"{NS}/m"]
     other = {**cls, "metadata": {"name": "other"}}
     assert index.input_changed(StorageClass, other) == []
+
+
+def test_a_claim_event_reaches_the_artifacts_whose_source_names_it() -> None:
+    from gpustack_render.reconcile.artifacts import claiming
+
+    def artifact(name: str, ns: str, claim: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"source": {"persistentVolumeClaim": {"claimName": claim}}},
+        }
+
+    artifacts = [
+        artifact("b", NS, "models"),
+        artifact("a", NS, "models"),
+        artifact("c", NS, "other"),
+        artifact("d", "elsewhere", "models"),
+        {"metadata": {"name": "hub", "namespace": NS}, "spec": {"source": HUB}},
+    ]
+    claim = {"metadata": {"name": "models", "namespace": NS}}
+    assert claiming(artifacts, claim) == [f"{NS}/a", f"{NS}/b"]
