@@ -196,6 +196,8 @@ class CommandLine:
     #: Env names the user declared (the role's ``env``, or the input Pod's container): judged as
     #: the user's own, not the renderer's.
     user_env: list[str] = field(default_factory=list)
+    #: The role's ``extraArgs`` (the user's own flags; the renderer appends them last).
+    user_args: list[str] = field(default_factory=list)
     #: A note on how the argv was completed (an assumed entrypoint), shown on its line.
     note: str = ""
     image: str = ""
@@ -303,6 +305,7 @@ def collect_render(case_dir: Path, out: Collected) -> None:
     take_over: set[str] = set()
     engine_of: dict[str, str] = {}
     user_env: dict[str, list[str]] = {}
+    user_args: dict[str, list[str]] = {}
     for doc in _docs(case_dir / "input.yaml"):
         if doc.get("kind") != "ModelDeployment":
             continue
@@ -311,6 +314,7 @@ def collect_render(case_dir: Path, out: Collected) -> None:
         for role in spec.get("roles") or []:
             engine_of[role["name"]] = name
             user_env[role["name"]] = [e["name"] for e in role.get("env") or []]
+            user_args[role["name"]] = [str(a) for a in role.get("extraArgs") or []]
             if role.get("command"):
                 take_over.add(role["name"])
     rendered = _docs(case_dir / "rendered.yaml")
@@ -361,6 +365,7 @@ def collect_render(case_dir: Path, out: Collected) -> None:
                 client_config=_client_config(doc),
                 env=_env(c),
                 user_env=user_env.get(role, []),
+                user_args=user_args.get(role, []),
                 **_pod_facts(doc, c, config_maps),
             )
 

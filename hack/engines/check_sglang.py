@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import sglang
-from common import KeyReads, StepFailedError, capture, emit, import_closure, read_request
+from common import (
+    KeyReads,
+    StepFailedError,
+    attribute_to_user_args,
+    capture,
+    emit,
+    import_closure,
+    read_request,
+)
 from sglang.srt.arg_groups.arg_utils import record_fields
 from sglang.srt.arg_groups.hicache_hook import handle_hicache
 from sglang.srt.arg_groups.pd_disaggregation_hook import handle_pd_disaggregation
@@ -249,7 +257,9 @@ def check_line(line: dict[str, Any]) -> dict[str, Any]:
         checked = check_argv(line, line["argv"])
         return {"id": line["id"], "status": "OK", "checked": checked, "notes": []}
     except StepFailedError as exc:
-        return {"id": line["id"], "status": "FAIL", "error": str(exc), "notes": []}
+        note = attribute_to_user_args(line, lambda argv: check_argv(line, argv))
+        notes = [note] if note else []
+        return {"id": line["id"], "status": "FAIL", "error": str(exc), "notes": notes}
 
 
 def negative_controls() -> list[dict[str, Any]]:

@@ -37,7 +37,15 @@ import types
 from pathlib import Path
 from typing import Any
 
-from common import KeyReads, StepFailedError, capture, emit, import_closure, read_request
+from common import (
+    KeyReads,
+    StepFailedError,
+    attribute_to_user_args,
+    capture,
+    emit,
+    import_closure,
+    read_request,
+)
 
 PLATFORM = os.environ.get("GPUSTACK_CHECK_PLATFORM", "cuda")
 if PLATFORM == "cpu":
@@ -337,6 +345,9 @@ def check_line(line: dict[str, Any]) -> dict[str, Any]:
     except StepFailedError as exc:
         error = str(exc)
     result.update(status="FAIL", error=error, notes=[])
+    note = attribute_to_user_args(line, lambda argv: check_argv(line, argv))
+    if note:
+        result["notes"].append(note)
     before = line.get("input_argv")
     if before:
         try:

@@ -201,3 +201,27 @@ def _module_file(name: str, root: Path, root_module: str) -> Path | None:
         if candidate.exists():
             return candidate
     return None
+
+
+def without_user_args(line: dict[str, Any]) -> list[str] | None:
+    """The argv without the role's ``extraArgs`` when the renderer appended them last."""
+    extra = line.get("user_args") or []
+    argv = line["argv"]
+    if extra and len(argv) > len(extra) and argv[-len(extra) :] == extra:
+        return list(argv[: -len(extra)])
+    return None
+
+
+def attribute_to_user_args(line: dict[str, Any], check: Callable[[list[str]], Any]) -> str | None:
+    """A note when ``line`` fails only because of the role's own ``extraArgs``."""
+    rendered = without_user_args(line)
+    if rendered is None:
+        return None
+    try:
+        check(rendered)
+    except StepFailedError as exc:
+        return f"without the role's extraArgs it still fails: {exc}"
+    return (
+        f"the renderer's part passes without the role's extraArgs {line['user_args']}: "
+        "the refused flag is the user's own (the golden's input)"
+    )
