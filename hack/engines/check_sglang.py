@@ -290,7 +290,7 @@ def negative_controls() -> list[dict[str, Any]]:
             ],
         ),
         (
-            "decode disaggregation without a transfer backend value",
+            "invalid --disaggregation-mode value",
             [*base, "--disaggregation-mode", "decoder"],
         ),
     ]
