@@ -79,7 +79,12 @@ fuzz: setup ## long random fuzz run of the entry points (FUZZ_EXAMPLES per test,
 	GPUSTACK_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/fuzz -q -p no:cacheprovider \
 		--hypothesis-show-statistics
 
+ENGINES_GOLDEN ?= golden
+
+engines-check: setup ## check every golden engine command line with vLLM 0.33.0 and SGLang 0.5.23 themselves (installs them in ~/.cache, ~10 GB each; not in ci)
+	$(BIN)/python hack/engines-check.py $(ENGINES_GOLDEN)
+
 bench: setup ## run the benchmarks (figures are ratios against an in-run baseline)
 	$(BIN)/python -m bench
 
-.PHONY: help setup demo image image-rootfs envtest cluster cluster-demo cluster-down test test-unit fmt lint crds docs golden-update ci verify bench fuzz
+.PHONY: help setup demo image image-rootfs envtest cluster cluster-demo cluster-down test test-unit fmt lint crds docs golden-update ci verify bench fuzz engines-check
