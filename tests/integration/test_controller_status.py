@@ -100,6 +100,7 @@ async def test_status_conditions_phase_and_summary_of_a_ready_deployment(
             "CacheAttached": ("True", "NotApplicable"),
             "KVEventsPublishing": ("True", "NotApplicable"),
             "RouterReady": ("True", "NotApplicable"),
+            "WeightsReady": ("True", "NotApplicable"),
         }
         generation = md["metadata"]["generation"]
         assert all(c["observedGeneration"] == generation for c in status["conditions"])

@@ -16,6 +16,7 @@ from gpustack_controller.kube import (
     MODEL_DEPLOYMENTS,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    PODS,
     STORAGE_CLASSES,
     Kube,
 )
@@ -39,8 +40,22 @@ from .controller_fixtures import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-#: The KWOK Node the static volumes live on.
-NODE = "gpu-node-3"
+#: The KWOK Nodes of the shared cluster (tests/integration/cluster.py default_nodes).
+NODES = tuple(f"gpu-node-{i}" for i in range(8))
+
+
+async def _freest_node(kube: Kube) -> str:
+    """The Node with the most GPUs no live Pod requests: the static volume goes there, so the
+    test does not wait on room another test's Pods hold."""
+    items, _ = await kube.list(PODS, None)
+    used = dict.fromkeys(NODES, 0)
+    for pod in items:
+        node = pod["spec"].get("nodeName")
+        if node in used and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            for c in pod["spec"]["containers"]:
+                limits = (c.get("resources") or {}).get("limits") or {}
+                used[node] += int(limits.get("nvidia.com/gpu", 0))
+    return min(NODES, key=lambda n: (used[n], n))
 
 
 def _class(name: str) -> dict[str, Any]:
@@ -54,7 +69,7 @@ def _class(name: str) -> dict[str, Any]:
     }
 
 
-def _volume(name: str, cls: str, modes: list[str]) -> dict[str, Any]:
+def _volume(name: str, cls: str, modes: list[str], node: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -72,7 +87,7 @@ def _volume(name: str, cls: str, modes: list[str]) -> dict[str, Any]:
                                 {
                                     "key": "kubernetes.io/hostname",
                                     "operator": "In",
-                                    "values": [NODE],
+                                    "values": [node],
                                 }
                             ]
                         }
@@ -125,7 +140,8 @@ async def test_a_bound_claim_places_the_pods_on_its_node(kube: Kube, cluster: Cl
     ns = await new_namespace(kube, "wclaim")
     cls, pv = unique("models"), unique("pv")
     await kube.create(STORAGE_CLASSES, _class(cls))
-    await kube.create(PERSISTENT_VOLUMES, _volume(pv, cls, ["ReadOnlyMany"]))
+    node = await _freest_node(kube)
+    await kube.create(PERSISTENT_VOLUMES, _volume(pv, cls, ["ReadOnlyMany"], node))
     await kube.create(PERSISTENT_VOLUME_CLAIMS, _claim("weights", ns, cls, ["ReadOnlyMany"]), ns)
     await kube.create(MODEL_ARTIFACTS, _artifact("qwen", ns, "weights"), ns)
 
@@ -137,21 +153,29 @@ async def test_a_bound_claim_places_the_pods_on_its_node(kube: Kube, cluster: Cl
         await eventually(bound, what="the PV binder binds the claim")
         md = _named(deployment("chat", ns, role(replicas=2)), "qwen")
         await kube.create(MODEL_DEPLOYMENTS, md, ns)
-        mounted = await eventually(
-            lambda: _reason(kube, ns, "chat", "Mounted"),
-            timeout=60,
-            what="WeightsReady=True Mounted",
-        )
+        try:
+            mounted = await eventually(
+                lambda: _reason(kube, ns, "chat", "Mounted"),
+                timeout=90,
+                what="WeightsReady=True Mounted",
+            )
+        except AssertionError as exc:
+            pods = [
+                (p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+                for p in await pods_of(kube, ns, "chat")
+            ]
+            said = await _weights(kube, ns, "chat")
+            raise AssertionError(f"{exc}; WeightsReady {said}; {pods}") from exc
         assert mounted["status"] == "True"
         pods = live(await pods_of(kube, ns, "chat"))
         assert len(pods) == 2
         for pod in pods:
-            assert pod["spec"]["nodeName"] == NODE  # placed by the real scheduler
+            assert pod["spec"]["nodeName"] == node  # placed by the real scheduler
             terms = pod["spec"]["affinity"]["nodeAffinity"][
                 "requiredDuringSchedulingIgnoredDuringExecution"
             ]["nodeSelectorTerms"]
             assert any(
-                NODE in e.get("values", []) for t in terms for e in t.get("matchExpressions", [])
+                node in e.get("values", []) for t in terms for e in t.get("matchExpressions", [])
             )
             volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "gpustack-model")
             assert volume["persistentVolumeClaim"] == {"claimName": "weights", "readOnly": True}
@@ -170,7 +194,7 @@ async def test_claims_that_cannot_serve_create_no_pod(kube: Kube, cluster: Clust
     cls, pv = unique("models"), unique("pv")
     await kube.create(STORAGE_CLASSES, _class(cls))
     # A single-writer volume bound to its claim, and a claim of the same class with no volume.
-    await kube.create(PERSISTENT_VOLUMES, _volume(pv, cls, ["ReadWriteOnce"]))
+    await kube.create(PERSISTENT_VOLUMES, _volume(pv, cls, ["ReadWriteOnce"], NODES[0]))
     await kube.create(PERSISTENT_VOLUME_CLAIMS, _claim("rwo", ns, cls, ["ReadWriteOnce"]), ns)
     await kube.create(PERSISTENT_VOLUME_CLAIMS, _claim("unbound", ns, cls, ["ReadOnlyMany"]), ns)
     await kube.create(MODEL_ARTIFACTS, _artifact("single", ns, "rwo"), ns)
