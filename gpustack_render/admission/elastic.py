@@ -7,7 +7,7 @@ D29; docs/elastic-ep.md "Admission").
 - :func:`elastic_owned_flag` and :data:`ELASTIC_OWNED_ENV`: the keys the renderer writes on an
   elastic role (§2.3), matched by the profile's own rule, not by ``admission.md §13``'s.
 
-The accelerator default (§2.1: TP, not 1) lives with the other default in
+The accelerator default (elastic-ep.md §2.1: TP, not 1) lives with the other default in
 ``deployment/defaulting.py``. While ``release.field-not-delivered`` still refuses the profile
 (``admission/release.py``), these rules run after it and their causes come in the same answer.
 
@@ -37,9 +37,9 @@ MAX_WIDTH: Final = 64
 #: The flag that caps the width (vLLM 0.30.0 and later).
 CEILING_FLAG: Final = "--elastic-ep-max-dp-size"
 
-#: Flags the renderer writes on an elastic role's master (§2.3, §3.3). ``--eplb-config`` is
-#: D29's addition: vLLM 0.33.0's ``ParallelConfig`` refuses Elastic EP with asynchronous EPLB
-#: (its default) unless NIXL is installed, so the master's line carries
+#: Flags the renderer writes on an elastic role's master (elastic-ep.md §2.3, §3.3).
+#: ``--eplb-config`` is D29's addition: vLLM 0.33.0's ``ParallelConfig`` refuses Elastic EP with
+#: asynchronous EPLB (its default) unless NIXL is installed, so the master's line carries
 #: ``--eplb-config.use_async=false``; a whole ``--eplb-config <json>`` of the user's would be
 #: dropped by vLLM beside it, so that spelling is owned (the dotted keys merge and stay free).
 ELASTIC_OWNED_FLAGS: Final = frozenset(
@@ -57,8 +57,8 @@ ELASTIC_OWNED_FLAGS: Final = frozenset(
     }
 )
 
-#: The short names §2.3's matching expands (``tp`` and ``pp`` expand to flags this version does
-#: not own; ``ep`` is not expanded).
+#: The short names the matching of elastic-ep.md §2.3 expands (``tp`` and ``pp`` expand to
+#: flags this version does not own; ``ep`` is not expanded).
 _EXPANSIONS: Final = {
     "dp": "data-parallel-size",
     "dpl": "data-parallel-size-local",
@@ -95,9 +95,10 @@ _SLICES: Final = (
 
 
 def elastic_owned_flag(token: str) -> str | None:
-    """The owned flag ``token`` names under §2.3's rule, or ``None``: every leading ``-``
-    stripped, cut at the first ``=``, a short name expanded, ``--`` put in front, then exact
-    membership. No prefix and no ``_`` folding; value tokens are read like any other."""
+    """The owned flag ``token`` names under the rule of elastic-ep.md §2.3, or ``None``: every
+    leading ``-`` stripped, cut at the first ``=``, a short name expanded, ``--`` put in front,
+    then exact membership. No prefix and no ``_`` folding; value tokens are read like any
+    other."""
     name = token.lstrip("-").partition("=")[0]
     key = "--" + _EXPANSIONS.get(name, name)
     return key if key in ELASTIC_OWNED_FLAGS else None
@@ -283,9 +284,7 @@ def _role_shape(path: FieldPath, role: RoleSpec) -> ErrorList:
 # --- S12–S15: the cards --------------------------------------------------------------------------
 
 
-def _cards(
-    md: ModelDeployment, path: FieldPath, role: RoleSpec, res: RoleResources
-) -> ErrorList:
+def _cards(md: ModelDeployment, path: FieldPath, role: RoleSpec, res: RoleResources) -> ErrorList:
     out = ErrorList()
     rpath = path.child("resources")
     parsed = role_degrees(md, role)
@@ -403,9 +402,10 @@ def _scaling(md: ModelDeployment, path: FieldPath, role: RoleSpec) -> ErrorList:
 
 
 def validate_elastic(md: ModelDeployment) -> ErrorList:
-    """S1–S18 (§2.2, D29) when ``md`` has an elastic role: the deployment first (S1–S3), then
-    each elastic role in order (S4–S7, S8–S11, S12–S15 when ``resources`` is set, S16–S17, S18).
-    An unreadable parse (S5) leaves S6, S7 and S12 unjudged. Nothing when no role is elastic."""
+    """S1–S18 (elastic-ep.md §2.2, D29) when ``md`` has an elastic role: the deployment first
+    (S1–S3), then each elastic role in order (S4–S7, S8–S11, S12–S15 when ``resources`` is set,
+    S16–S17, S18). An unreadable parse (S5) leaves S6, S7 and S12 unjudged. Nothing when no role
+    is elastic."""
     elastic = elastic_roles(md)
     if not elastic:
         return ErrorList()
@@ -421,7 +421,7 @@ def validate_elastic(md: ModelDeployment) -> ErrorList:
     return out
 
 
-# --- §2.4: UPDATE ---------------------------------------------------------------------------------
+# --- elastic-ep.md §2.4: UPDATE ----------------------------------------------------------------
 
 
 _IDENTITY = "a different value describes a different deployment, which is created, not edited"
@@ -563,9 +563,9 @@ def _role_changed(path: FieldPath, new: RoleSpec, old: RoleSpec) -> ErrorList:
 
 
 def validate_elastic_update(new_md: ModelDeployment, old_md: ModelDeployment) -> ErrorList:
-    """§2.4 on UPDATE: the profile is neither removed nor added; on the elastic role (the first,
-    old and new; S2 allows one) TP and the ceiling stay, the name, ``instanceType`` and
-    ``resources`` stay, and ``width`` is not lowered."""
+    """elastic-ep.md §2.4 on UPDATE: the profile is neither removed nor added; on the elastic
+    role (the first, old and new; S2 allows one) TP and the ceiling stay, the name,
+    ``instanceType`` and ``resources`` stay, and ``width`` is not lowered."""
     new_elastic, old_elastic = elastic_roles(new_md), elastic_roles(old_md)
     new = new_elastic[0] if new_elastic else None
     old = old_elastic[0] if old_elastic else None

@@ -280,19 +280,25 @@ SHAPE = [
         id="S12-more-cards",
     ),
     pytest.param(
-        elastic_md(elastic_role(resources={"accelerator": 1, "acceleratorSlicedMemoryPercentage": 50})),
+        elastic_md(
+            elastic_role(resources={"accelerator": 1, "acceleratorSlicedMemoryPercentage": 50})
+        ),
         [("elastic.sliced-cards", f"{R0}.resources.acceleratorSlicedMemoryPercentage", FORB)],
         "50",
         id="S13-memory-slice",
     ),
     pytest.param(
-        elastic_md(elastic_role(resources={"accelerator": 1, "acceleratorSlicedCoresPercentage": 25})),
+        elastic_md(
+            elastic_role(resources={"accelerator": 1, "acceleratorSlicedCoresPercentage": 25})
+        ),
         [("elastic.sliced-cards", f"{R0}.resources.acceleratorSlicedCoresPercentage", FORB)],
         "25",
         id="S13-cores-slice",
     ),
     pytest.param(
-        elastic_md(elastic_role(resources={"accelerator": 1, "acceleratorPartitionedProfile": "3g.40gb"})),
+        elastic_md(
+            elastic_role(resources={"accelerator": 1, "acceleratorPartitionedProfile": "3g.40gb"})
+        ),
         [("elastic.partitioned-cards", f"{R0}.resources.acceleratorPartitionedProfile", FORB)],
         "3g.40gb",
         id="S14-partition",
@@ -437,7 +443,7 @@ REFERENCE_FLAGS = {
 
 def test_the_owned_flags_hold_the_reference_set_and_vllm_0_33_s_eplb_config() -> None:
     assert REFERENCE_FLAGS <= ELASTIC_OWNED_FLAGS
-    assert ELASTIC_OWNED_FLAGS - REFERENCE_FLAGS == {"--eplb-config"}
+    assert {"--eplb-config"} == ELASTIC_OWNED_FLAGS - REFERENCE_FLAGS
 
 
 @pytest.mark.parametrize(
@@ -487,13 +493,19 @@ def test_not_owned(token: str) -> None:
     ("args", "keys"),
     [
         pytest.param(["--data-parallel-size", "2"], ["--data-parallel-size"], id="canonical"),
-        pytest.param(["-dpb", "ray", "--ray-address=x"], ["--data-parallel-backend", "--ray-address"], id="two"),
+        pytest.param(
+            ["-dpb", "ray", "--ray-address=x"],
+            ["--data-parallel-backend", "--ray-address"],
+            id="two",
+        ),
         pytest.param(
             ["--served-model-name", "enable-eplb", "--enable-eplb"],
             ["--enable-eplb", "--enable-eplb"],
             id="once-per-token-value-too",
         ),
-        pytest.param(["--eplb-config", '{"window_size": 500}'], ["--eplb-config"], id="eplb-config"),
+        pytest.param(
+            ["--eplb-config", '{"window_size": 500}'], ["--eplb-config"], id="eplb-config"
+        ),
     ],
 )
 def test_s16_once_per_token(args: list[str], keys: list[str]) -> None:
@@ -520,7 +532,7 @@ def test_s17_each_owned_env_name(name: str) -> None:
 
 
 def test_the_owned_env_is_the_reference_set() -> None:
-    assert ELASTIC_OWNED_ENV == {
+    assert {
         "VLLM_DP_SIZE",
         "VLLM_DATA_PARALLEL_SIZE_LOCAL",
         "VLLM_ENABLE_ELASTIC_EP",
@@ -533,7 +545,7 @@ def test_the_owned_env_is_the_reference_set() -> None:
         "GPUSTACK_ELASTIC_POD_IP",
         "VLLM_RAY_DP_PACK_STRATEGY",
         "RAY_OVERRIDE_LABELS",
-    }
+    } == ELASTIC_OWNED_ENV
 
 
 def test_no_role_is_elastic_no_rule_runs() -> None:
