@@ -38,10 +38,11 @@ MAX_WIDTH: Final = 64
 CEILING_FLAG: Final = "--elastic-ep-max-dp-size"
 
 #: Flags the renderer writes on an elastic role's master (elastic-ep.md §2.3, §3.3).
-#: ``--eplb-config`` is D29's addition: vLLM 0.33.0's ``ParallelConfig`` refuses Elastic EP with
-#: asynchronous EPLB (its default) unless NIXL is installed, so the master's line carries
-#: ``--eplb-config.use_async=false``; a whole ``--eplb-config <json>`` of the user's would be
-#: dropped by vLLM beside it, so that spelling is owned (the dotted keys merge and stay free).
+#: The two ``--eplb-config`` keys are D29's addition: vLLM 0.33.0's ``ParallelConfig`` refuses
+#: Elastic EP with asynchronous EPLB (its default) unless NIXL is installed, so the master's line
+#: carries ``--eplb-config.use_async false``. That key is owned (a role's own value would be
+#: overridden), and so is the whole ``--eplb-config <json>`` form, which vLLM drops beside a
+#: dotted key; the other dotted keys (``--eplb-config.window_size=500``) merge and stay free.
 ELASTIC_OWNED_FLAGS: Final = frozenset(
     {
         "--data-parallel-size",
@@ -54,6 +55,7 @@ ELASTIC_OWNED_FLAGS: Final = frozenset(
         "--distributed-executor-backend",
         "--ray-address",
         "--eplb-config",
+        "--eplb-config.use_async",
     }
 )
 

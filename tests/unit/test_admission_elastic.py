@@ -443,7 +443,7 @@ REFERENCE_FLAGS = {
 
 def test_the_owned_flags_hold_the_reference_set_and_vllm_0_33_s_eplb_config() -> None:
     assert REFERENCE_FLAGS <= ELASTIC_OWNED_FLAGS
-    assert {"--eplb-config"} == ELASTIC_OWNED_FLAGS - REFERENCE_FLAGS
+    assert {"--eplb-config", "--eplb-config.use_async"} == ELASTIC_OWNED_FLAGS - REFERENCE_FLAGS
 
 
 @pytest.mark.parametrize(
@@ -477,7 +477,8 @@ def test_owned_flag_matching(token: str, key: str) -> None:
         "-tp",  # expands to a flag this version does not own
         "-pp",
         "--tensor-parallel-size",
-        "--eplb-config.use_async=false",  # the dotted keys merge with the renderer's
+        "--eplb-config.window_size=500",  # the other dotted keys merge with the renderer's
+        "--eplb-config.use-async=false",  # no '_'/'-' folding
         "--elastic-ep-max-dp-size",
         "--disable-eplb",
         "2",
@@ -505,6 +506,11 @@ def test_not_owned(token: str) -> None:
         ),
         pytest.param(
             ["--eplb-config", '{"window_size": 500}'], ["--eplb-config"], id="eplb-config"
+        ),
+        pytest.param(
+            ["--eplb-config.use_async", "true", "--eplb-config.window_size=500"],
+            ["--eplb-config.use_async"],
+            id="eplb-use-async-owned-window-free",
         ),
     ],
 )
