@@ -1,7 +1,8 @@
 """Object-only rules (``docs/contract/admission.md`` §5, §12, §7): answered from the submitted
 object alone, in the order of §4 step 1 — the release-scope refusals, then the rules of each role in
 turn (the weights rules of ``admission/weights.py`` after the others), then the rules of the whole
-deployment and the router rules.
+deployment and the router rules. The Elastic EP shape rules (``admission/elastic.py``) follow the
+release-scope refusals, whose ``roles[].elasticEp`` refusal they will replace.
 
 Rule ids (``origin``) are listed in ``docs/rules.md`` with the old ids they replace.
 """
@@ -9,6 +10,7 @@ Rule ids (``origin``) are listed in ``docs/rules.md`` with the old ids they repl
 from __future__ import annotations
 
 from gpustack_render.admission.context import Context
+from gpustack_render.admission.elastic import validate_elastic
 from gpustack_render.admission.images import validate_images
 from gpustack_render.admission.kinds import validate_kinds
 from gpustack_render.admission.names import (
@@ -59,6 +61,7 @@ def validate_object(
     """
     out = ErrorList()
     out.extend(validate_release_scope(ctx))
+    out.extend(validate_elastic(ctx.md))
     for i, role in enumerate(ctx.md.spec.roles):
         out.extend(validate_role(ctx, i, role))
         out.extend(validate_role_weights(ctx, role, ROLES.index(i)))

@@ -21,6 +21,7 @@ from typing import Any
 from gpustack_render.admission.arguments import validate_kv_cache_dtype, validate_served_name
 from gpustack_render.admission.cache import validate_interfaces, validate_pool_transport
 from gpustack_render.admission.context import GROUP_KIND, memoised, request_context
+from gpustack_render.admission.elastic import validate_elastic_update
 from gpustack_render.admission.hostaccess import validate_host_access
 from gpustack_render.admission.identity import validate_identity
 from gpustack_render.admission.instancetypes import validate_instance_types
@@ -84,6 +85,7 @@ def validate_model_deployment(
         out.extend(validate_kv_cache_dtype(ctx, role, ROLES.index(i)))
     if old is not None:
         out.extend(validate_identity(md, old))
+        out.extend(validate_elastic_update(md, old))
     out.extend(validate_instance_types(ctx))
     if not out:
         out.extend(validate_interfaces(ctx, old_ctx=old_ctx))

@@ -94,6 +94,30 @@ PATTERN_WORDS: dict[str, str] = {
     DIGEST_PATTERN: "must be 'sha256:' and 64 lowercase hex digits (a manifest digest)",
 }
 
+#: Fields of older API versions that strict decoding refuses, keyed on (parent, field): what took
+#: their place, in words (D29: the Elastic EP profile's head type and TP field are gone).
+RETIRED_FIELDS: dict[tuple[str, str], str] = {
+    ("elasticEp", "headInstanceType"): (
+        "the Ray head of an elastic role needs no InstanceType: it runs CPU-only, asks for no "
+        "accelerator and stays outside Kueue. Remove the field"
+    ),
+    ("elasticEp", "tensorParallelSize"): (
+        "the tensor-parallel degree of an elastic role comes from its extraArgs "
+        "(--tensor-parallel-size <n>, any spelling the engine reads). Remove the field and pass "
+        "the flag in spec.roles[].extraArgs"
+    ),
+}
+
+
+def unknown_field_detail(path: FieldPath) -> str:
+    """The refusal of an unknown field at ``path``; a retired field says what replaced it."""
+    detail = f'unknown field "{path}": this API has no such field'
+    parent = next((p for p in reversed(path.parts[:-1]) if isinstance(p, str)), None)
+    field = path.parts[-1] if path.parts else None
+    words = RETIRED_FIELDS.get((parent, field)) if isinstance(field, str) and parent else None
+    return f"{detail}; {words}" if words else detail
+
+
 #: A DNS-1123 label, matched whole (``fullmatch``: ``$`` alone also matches before a newline).
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
@@ -166,11 +190,7 @@ def translate(exc: ValidationError, data: Any, *, prefix: FieldPath | None = Non
         if kind == "missing":
             fe = errors.required(full, origin="schema.violation")
         elif kind == "extra_forbidden":
-            fe = errors.forbidden(
-                full,
-                f'unknown field "{full}": this API has no such field',
-                origin="schema.violation",
-            )
+            fe = errors.forbidden(full, unknown_field_detail(full), origin="schema.violation")
         elif kind in ("literal_error", "enum"):
             expected = str(ctx.get("expected", ""))
             choices = [c.strip().strip("'\"") for c in expected.replace(" or ", ",").split(",")]

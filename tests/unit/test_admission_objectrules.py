@@ -741,12 +741,17 @@ def test_every_rule_collects() -> None:
             env=[{"name": "MOONCAKE_CONFIG_PATH"}],
             topology={"requiredLevel": "kubernetes.io/hostname"},
             elasticEp={"width": 2},
+            # Stated: an elastic role's default would need the unreadable TP (the mutation
+            # would refuse before any validating rule ran).
+            resources={"accelerator": 1},
         ),
         model={"name": "m", "artifactRef": {"name": "w"}},
     )
     origins = [c[0] for c in causes(review(obj))]
     assert origins == [
         "release.field-not-delivered",
+        "elastic.degrees-unreadable",
+        "elastic.kind-not-server",
         "args.owned-flag",
         "degrees.unreadable",
         "env.owned-name",
