@@ -160,12 +160,12 @@ async def test_a_bound_claim_places_the_pods_on_its_node(kube: Kube, cluster: Cl
                 what="WeightsReady=True Mounted",
             )
         except AssertionError as exc:
-            pods = [
+            seen = [
                 (p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
                 for p in await pods_of(kube, ns, "chat")
             ]
             said = await _weights(kube, ns, "chat")
-            raise AssertionError(f"{exc}; WeightsReady {said}; {pods}") from exc
+            raise AssertionError(f"{exc}; WeightsReady {said}; {seen}") from exc
         assert mounted["status"] == "True"
         pods = live(await pods_of(kube, ns, "chat"))
         assert len(pods) == 2
