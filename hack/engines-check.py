@@ -10,10 +10,16 @@ What it does:
    user's own and is skipped, as are the routing proxy and router Deployments), and every
    container of the output Pod (``object``) in ``golden/inject-*/verdict.yaml`` that launches an
    engine, directly or through a launcher (``env``, ``tini``, ``dumb-init``, ``timeout``,
-   ``busybox``/``toybox``, an unknown wrapper followed by the engine's own argv).
+   ``busybox``/``toybox``, an unknown wrapper followed by the engine's own argv). An Elastic EP
+   master's ``/bin/sh -c "…; exec \"$@\" <tail>" elastic-serve <argv>`` is unwrapped to the
+   line the shell execs: ``<argv>`` then ``<tail>``, its ``$VAR`` words read from the
+   container's env (``status.podIP`` stands in as ``192.0.2.10``); the Elastic EP workers and the
+   Ray head run no engine and are skipped.
 2. Installs each engine, when its venv is missing or holds another version, into
    ``~/.cache/gpustack-render/engines/<engine>-<version>`` (``GPUSTACK_ENGINES_CACHE`` moves it),
-   with ``python3.11 -m venv`` and ``pip install <engine>==<version>``.
+   with ``python3.11 -m venv`` and ``pip install <engine>==<version>``, then the packages the
+   engine's images carry beside it that a check needs (:data:`BESIDE`: Ray for vLLM, whose
+   ``ParallelConfig`` imports it for the Elastic EP master's Ray data-parallel backend).
 3. Runs ``hack/engines/check_<engine>.py`` with that venv's Python: it parses each command line
    with the engine's own CLI parser, builds the engine's argument object and the configurations
    that need neither model files nor a GPU, checks the Mooncake keys against what the engine's
@@ -52,6 +58,13 @@ ENGINES: dict[str, tuple[str, str]] = {
     "vllm": ("vllm", "0.33.0"),
     "sglang": ("sglang", "0.5.23"),
 }
+#: engine → packages its serving images hold beside it that the checks need, (distribution,
+#: version): vLLM's ``ParallelConfig`` imports Ray for ``--data-parallel-backend ray`` (the
+#: Elastic EP master); 2.56.1 is the Ray GPUStack's Elastic EP documents pin.
+BESIDE: dict[str, tuple[tuple[str, str], ...]] = {
+    "vllm": (("ray", "2.56.1"),),
+    "sglang": (),
+}
 #: The interpreter each engine venv is built with.
 VENV_PYTHON = os.environ.get("GPUSTACK_ENGINES_PYTHON", "python3.11")
 CACHE = Path(
@@ -68,6 +81,16 @@ ENGINE_MODULES = {
     "sglang.launch_server": "sglang",
     "vllm.entrypoints.openai.api_server": "vllm",
 }
+#: What stands in for a variable the shell expands from a ``fieldRef`` (no Pod runs here).
+FIELD_STAND_INS = {
+    "status.podIP": "192.0.2.10",
+    "metadata.uid": "00000000-0000-0000-0000-000000000000",
+}
+SHELL_EXEC = re.compile(r'exec\s+"\$@"(?P<tail>[^;&|]*)$')
+SHELL_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+#: The Ray head's component suffix and an Elastic EP role's master ordinal.
+ELASTIC_HEAD_SUFFIX = "-elastic-head"
+ORDINAL_LABEL = "modeldeployment.gpustack.ai/pod-ordinal"
 
 
 # --- Finding the engine argv inside a container's argv --------------------------------------
@@ -124,8 +147,28 @@ def _unwrap_timeout(argv: list[str], i: int) -> int:
     return i + 1  # the duration
 
 
-def find_launch(argv: list[str]) -> Launch | None:
-    """The engine invocation in ``argv``, unwrapping the launchers that exec it."""
+def _unwrap_shell_exec(
+    argv: list[str], i: int, env: dict[str, str | None] | None
+) -> list[str] | None:
+    """``sh -c 'SCRIPT' NAME ARG…`` whose script ends in ``exec "$@" TAIL``: the line the shell
+    execs, ``ARG…`` then TAIL split as the shell splits it, each ``$VAR`` read from ``env``
+    (None when the shape is another)."""
+    if argv[i + 1 : i + 2] != ["-c"] or len(argv) < i + 5:
+        return None
+    found = SHELL_EXEC.search(str(argv[i + 2]).strip())
+    if found is None:
+        return None
+    values = env or {}
+
+    def expand(word: str) -> str:
+        return SHELL_VAR.sub(lambda m: values.get(m.group(1)) or m.group(0), word)
+
+    return [*argv[i + 4 :], *(expand(w) for w in shlex.split(found.group("tail")))]
+
+
+def find_launch(argv: list[str], env: dict[str, str | None] | None = None) -> Launch | None:
+    """The engine invocation in ``argv``, unwrapping the launchers that exec it; ``env`` (the
+    container's variables, fieldRefs by their stand-ins) expands the words a shell adds."""
     via: list[str] = []
     i = 0
     while i < len(argv):
@@ -151,7 +194,13 @@ def find_launch(argv: list[str]) -> Launch | None:
         elif prog == "dumb-init":
             i = _skip_options(argv, i + 1, frozenset({"-r", "--rewrite"}))
         elif prog in ("sh", "bash", "dash"):
-            return None  # a shell line is not split here
+            line = _unwrap_shell_exec(argv, i, env)
+            if line is None:
+                return None  # any other shell line is not split here
+            found = find_launch(line, env)
+            if found is None:
+                return None
+            return Launch(found.engine, found.argv, [*via, 'sh -c exec "$@"', *found.via])
         else:
             # An unknown wrapper: the engine's own argv must follow it verbatim.
             for j in range(i + 1, len(argv)):
@@ -239,6 +288,16 @@ def _env(container: dict[str, Any]) -> dict[str, str | None]:
     return {e["name"]: e.get("value") for e in container.get("env") or []}
 
 
+def _shell_env(container: dict[str, Any]) -> dict[str, str | None]:
+    """The values a shell in the container reads: literal values, and a stand-in for each
+    ``fieldRef`` that has one (:data:`FIELD_STAND_INS`)."""
+    out: dict[str, str | None] = {}
+    for e in container.get("env") or []:
+        ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        out[e["name"]] = FIELD_STAND_INS.get(ref) if ref else e.get("value")
+    return out
+
+
 def _pod_name(pod: dict[str, Any]) -> str:
     meta = pod.get("metadata") or {}
     if meta.get("name"):
@@ -306,12 +365,17 @@ def collect_render(case_dir: Path, out: Collected) -> None:
     engine_of: dict[str, str] = {}
     user_env: dict[str, list[str]] = {}
     user_args: dict[str, list[str]] = {}
+    elastic: set[str] = set()
+    heads: set[str] = set()
     for doc in _docs(case_dir / "input.yaml"):
         if doc.get("kind") != "ModelDeployment":
             continue
         spec = doc.get("spec") or {}
         name = str((spec.get("engine") or {}).get("name", "")).lower()
         for role in spec.get("roles") or []:
+            if role.get("elasticEp"):
+                elastic.add(role["name"])
+                heads.add(str((doc.get("metadata") or {}).get("name", "")) + ELASTIC_HEAD_SUFFIX)
             engine_of[role["name"]] = name
             user_env[role["name"]] = [e["name"] for e in role.get("env") or []]
             user_args[role["name"]] = [str(a) for a in role.get("extraArgs") or []]
@@ -330,7 +394,16 @@ def collect_render(case_dir: Path, out: Collected) -> None:
         if kind != "Pod":
             continue
         pod = _pod_name(doc)
-        role = doc["metadata"].get("labels", {}).get("app.kubernetes.io/component", "")
+        labels = doc["metadata"].get("labels", {})
+        role = labels.get("app.kubernetes.io/component", "")
+        if role in heads:
+            out.skipped.append(Skipped(case, pod, "main", "Elastic EP Ray head: runs no engine"))
+            continue
+        if role in elastic and labels.get(ORDINAL_LABEL) != "0":
+            out.skipped.append(
+                Skipped(case, pod, "main", "Elastic EP worker: joins Ray, runs no engine")
+            )
+            continue
         for c in doc["spec"].get("containers", []):
             if c["name"] != "main":
                 out.skipped.append(Skipped(case, pod, c["name"], "not the engine container"))
@@ -340,7 +413,7 @@ def collect_render(case_dir: Path, out: Collected) -> None:
                     Skipped(case, pod, "main", "take-over role: the command is the user's own")
                 )
                 continue
-            launch = find_launch(_argv(c))
+            launch = find_launch(_argv(c), _shell_env(c))
             if launch is None:
                 # A managed role must launch its engine: its line is checked and fails there.
                 out.add(
@@ -478,6 +551,8 @@ def ensure_venv(engine: str, install: bool) -> Path:
     have = installed_version(venv, dist)
     if have == version:
         print(f"# {engine}: reusing {venv} ({dist} {have})", flush=True)
+        if install:
+            _ensure_beside(engine, venv)
         return venv
     if not install:
         raise SystemExit(f"{engine}: {venv} has {have or 'nothing'}, want {version} (--no-install)")
@@ -489,7 +564,18 @@ def ensure_venv(engine: str, install: bool) -> Path:
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
     subprocess.run([*pip, f"{dist}=={version}"], check=True)
     print(f"# {engine}: installed in {time.monotonic() - started:.0f} s", flush=True)
+    _ensure_beside(engine, venv)
     return venv
+
+
+def _ensure_beside(engine: str, venv: Path) -> None:
+    """Install the packages of :data:`BESIDE` the venv lacks (or holds at another version)."""
+    for dist, version in BESIDE[engine]:
+        if installed_version(venv, dist) == version:
+            continue
+        print(f"# {engine}: installing {dist}=={version} beside it …", flush=True)
+        pip = [venv / "bin" / "python", "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, f"{dist}=={version}"], check=True)
 
 
 # --- Running the checkers ---------------------------------------------------------------------

@@ -29,6 +29,7 @@ from gpustack_render.core.vocabulary import RoleKind
 from gpustack_render.deployment.defaulting import elastic_parallelism
 from gpustack_render.deployment.roles import base_engine, effective_kind
 from gpustack_render.engines.parallelism import Parallelism
+from gpustack_render.rendering.elastic import OWNED_ENV, OWNED_FLAGS
 
 #: The width bounds; ``width`` counts the master (ordinal 0) among the data-parallel engines.
 MIN_WIDTH: Final = 2
@@ -45,17 +46,14 @@ CEILING_FLAG: Final = "--elastic-ep-max-dp-size"
 #: dotted key; the other dotted keys (``--eplb-config.window_size=500``) merge and stay free.
 ELASTIC_OWNED_FLAGS: Final = frozenset(
     {
-        "--data-parallel-size",
-        "--data-parallel-size-local",
-        "--data-parallel-backend",
-        "--data-parallel-address",
-        "--enable-expert-parallel",
-        "--enable-elastic-ep",
-        "--enable-eplb",
+        # What the master's line carries (rendering/elastic.py writes exactly these) ...
+        *OWNED_FLAGS,
+        # ... and what would change how it runs though the renderer does not write it: the
+        # executor backend and the Ray address (the members' RAY_ADDRESS names the head), and
+        # the whole --eplb-config document, which vLLM drops beside the dotted key above.
         "--distributed-executor-backend",
         "--ray-address",
         "--eplb-config",
-        "--eplb-config.use_async",
     }
 )
 
@@ -73,22 +71,8 @@ _EXPANSIONS: Final = {
 #: Environment names the renderer writes on an elastic role's members (exact names). The Ray
 #: log variables it adds when missing (``RAY_LOG_TO_STDERR``, ``RAY_LOGGER_LEVEL``,
 #: ``RAY_BACKEND_LOG_LEVEL``) are the user's to set.
-ELASTIC_OWNED_ENV: Final = frozenset(
-    {
-        "VLLM_DP_SIZE",
-        "VLLM_DATA_PARALLEL_SIZE_LOCAL",
-        "VLLM_ENABLE_ELASTIC_EP",
-        "VLLM_ENABLE_EPLB",
-        "VLLM_TENSOR_PARALLEL_SIZE",
-        "VLLM_PIPELINE_PARALLEL_SIZE",
-        "VLLM_RAY_ADDRESS",
-        "RAY_ADDRESS",
-        "GPUSTACK_ELASTIC_POD_UID",
-        "GPUSTACK_ELASTIC_POD_IP",
-        "VLLM_RAY_DP_PACK_STRATEGY",
-        "RAY_OVERRIDE_LABELS",
-    }
-)
+#: The env names the renderer writes or owns on an elastic role (rendering/elastic.py).
+ELASTIC_OWNED_ENV: Final = frozenset(OWNED_ENV)
 
 _SLICES: Final = (
     ("acceleratorSlicedMemoryPercentage", "accelerator_sliced_memory_percentage"),

@@ -252,7 +252,7 @@ class TopologySpec(SpecModel):
 class ElasticEPSpec(SpecModel):
     """Elastic expert parallelism; refused in this release."""
 
-    width: Annotated[Int32, Field(ge=2, le=64, description="Expert-parallel width.")]
+    width: Annotated[Int32, FREE, Field(ge=2, le=64, description="Expert-parallel width.")]
 
 
 class RoleScaling(SpecModel):

@@ -113,10 +113,15 @@ def role_selector(deployment: str, role: str) -> dict[str, str]:
     return {NAME: NAME_VALUE, INSTANCE: deployment, COMPONENT: role}
 
 
-def serving_selector(deployment: str) -> dict[str, str]:
+def serving_selector(deployment: str, *, master_only: bool = False) -> dict[str, str]:
     """The labels of the deployment's serving Pods, the ones a router sends requests to: every
-    Pod at size 1 and the leader (member ``0``) of a larger instance, never a worker member."""
-    return {NAME: NAME_VALUE, INSTANCE: deployment, MEMBER_INDEX: "0"}
+    Pod at size 1 and the leader (member ``0``) of a larger instance, never a worker member;
+    with ``master_only`` (an Elastic EP deployment) only ordinal 0, the master, the one member
+    serving HTTP."""
+    out = {NAME: NAME_VALUE, INSTANCE: deployment, MEMBER_INDEX: "0"}
+    if master_only:
+        out[POD_ORDINAL] = "0"
+    return out
 
 
 def router_selector(deployment: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from gpustack_render.explain.model import EntranceLoad, JointSet, RoleExplanation
+from gpustack_render.explain.model import Cost, EntranceLoad, JointSet, RoleExplanation
 from gpustack_render.explain.resourcetotals import Amounts, add, formatted, pods_requests
 from gpustack_render.rendering.renderer import Rendering, RoleRendering
 
@@ -21,8 +21,23 @@ def replica_amounts(role: RoleRendering) -> Amounts:
     return pods_requests(s.pod for s in role.instance(0)) if role.replicas else {}
 
 
+def elastic_profile_cost(role: RoleRendering) -> Cost:
+    """What an Elastic EP role renders, said once at its create (docs/elastic-ep.md)."""
+    elastic = role.elastic
+    assert elastic is not None
+    return Cost(
+        "explain.elastic-profile",
+        f"Elastic EP at width {elastic.width}: ordinal 0 is the master, the only member serving "
+        f"HTTP, booting the engine at data-parallel size {elastic.boot_width}; ordinals "
+        f"1..{elastic.width - 1} are Ray workers; each member is a group of one on entrance "
+        f"{role.queue}, and the {elastic.width} are admitted together as one set. A CPU-only Ray "
+        "head Pod and its Service are rendered beside them, outside Kueue (they hold no quota)",
+    )
+
+
 def create_role(role: RoleRendering) -> RoleExplanation:
-    """One role of a create: every ordinal is added."""
+    """One role of a create: every ordinal is added (an Elastic EP role says what it renders)."""
+    costs = (elastic_profile_cost(role),) if role.elastic is not None else ()
     return RoleExplanation(
         name=role.name,
         kind=role.kind,
@@ -35,6 +50,7 @@ def create_role(role: RoleRendering) -> RoleExplanation:
         groups=tuple(role.groups()),
         replica_requests=formatted(replica_amounts(role)),
         added=tuple(range(role.replicas)),
+        costs=costs,
     )
 
 
@@ -85,12 +101,20 @@ def entrance_loads(
     )
 
 
-def joint_set(rendering: Rendering) -> JointSet:
+def joint_set(rendering: Rendering, *, previous: Rendering | None = None) -> JointSet:
     """A multi-role deployment's groups are admitted as one set by the joint admission check;
-    a single role's groups are admitted one by one."""
+    a single role's groups are admitted one by one, except an Elastic EP role's members (D29):
+    its boot width is admitted as one set, and the members a width increase adds (over
+    ``previous``, the stored object's rendering) as one unit."""
     roles = tuple(r.name for r in rendering.roles)
     groups = sum(r.replicas for r in rendering.roles)
-    return JointSet(joint=len(roles) > 1, roles=roles, groups=groups)
+    elastic = [r for r in rendering.roles if r.elastic is not None]
+    if elastic and len(roles) == 1 and previous is not None:
+        was = previous.role(elastic[0].name)
+        added = elastic[0].replicas - was.replicas if was is not None else 0
+        if added > 0:
+            groups = added
+    return JointSet(joint=len(roles) > 1 or bool(elastic), roles=roles, groups=groups)
 
 
 def explain_create(

@@ -221,7 +221,7 @@ def explain_deployment(
         answer,
         roles=roles,
         entrances=entrances,
-        joint=joint_set(rendered),
+        joint=joint_set(rendered, previous=previous if isinstance(previous, Rendering) else None),
         router=explain_router(previous if isinstance(previous, Rendering) else None, rendered),
         render_version=RenderFloor(
             current=CURRENT_RENDER_VERSION,

@@ -13,6 +13,8 @@ The rules are the rollout's (docs/contract/controller.md §5–§8):
   below it, and only those;
 - an edit to one role never rewrites a sibling's groups, except on the vLLM-Ascend path, where
   the transfer document both halves of the pair carry renders both roles' degrees;
+- an Elastic EP role's members never roll (``elastic.py``): a width increase adds members, any
+  other edit reaches only members created afterwards;
 - while a store connection that resolved before (``status.kvCache`` set) resolves no more, the
   controller deletes no outdated replica (``RolloutHeldByCache``): a role that would roll
   replaces nothing yet (docs/contract/controller.md §6 step 3).
@@ -26,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpustack_render.core.paths import ROLES
+from gpustack_render.explain import elastic
 from gpustack_render.explain.changes import PEER_LEG_LABEL, RESOLVED, hash_changes
 from gpustack_render.explain.create import (
     create_role,
@@ -72,6 +75,26 @@ def update_role(
     action: Action
     replaced: tuple[int, ...] = ()
     untouched: tuple[int, ...] = ()
+    if new.elastic is not None:
+        # Elastic EP members never roll (explain/elastic.py): a width edit adds members, and
+        # any other edit reaches only the members created afterwards.
+        return replace(
+            create_role(new),
+            action="scale" if added or removed else "unchanged",
+            old_replicas=old.replicas,
+            old_size=old.size,
+            old_instance_type=old.instance_type,
+            old_entrance=old.queue,
+            added=added,
+            removed=removed,
+            untouched=tuple(survivors),
+            changes=changes,
+            costs=tuple(
+                elastic.update_costs(
+                    old, new, added=added, changes=changes, floor_raised=floor_raised
+                )
+            ),
+        )
     if changes:
         action, replaced = "roll", _highest_first(survivors)
     elif floor_raised and survivors:

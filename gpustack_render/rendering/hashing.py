@@ -86,10 +86,15 @@ class HashBindings:
 
 def role_hash_input(role: RoleSpec) -> dict[str, Any]:
     """The role after defaulting, without ``replicas`` and ``scaling`` (who sets the count
-    changes no Pod); a take-over role's ``extraArgs`` are inert and written ``null``."""
+    changes no Pod); a take-over role's ``extraArgs`` are inert and written ``null``. An Elastic
+    EP role's ``elasticEp`` is written without its ``width`` (D29): a width change adds members
+    and restarts nobody."""
     data: dict[str, Any] = role.model_dump(
         mode="json", by_alias=True, exclude={"replicas", "scaling"}
     )
+    elastic = data.get("elasticEp")
+    if isinstance(elastic, dict):
+        data["elasticEp"] = {k: v for k, v in elastic.items() if k != "width"}
     for key in _ROLE_QUANTITIES:
         data[key] = _quantity(data.get(key))
     resources = data.get("resources")

@@ -416,6 +416,18 @@ def _shm_size(plan: RolePlan) -> str:
         return str(raw)
 
 
+def head_volumes_and_mounts(plan: RolePlan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Elastic EP Ray head's volumes and mounts: the role's additional volumes and shm
+    (rows 1 and 4 of docs/contract/render.md §14), nothing of the engine's."""
+    volumes, mounts, paths = _additional(plan)
+    if owned.SHM_MOUNT_PATH not in paths:
+        volumes.append(
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(plan)}}
+        )
+        mounts.append({"name": SHM_VOLUME, "mountPath": owned.SHM_MOUNT_PATH})
+    return volumes, mounts
+
+
 def volumes_and_mounts(
     plan: RolePlan, *, compile_cache_path: str | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -12,11 +12,15 @@ A render error aborts the pass before any object is produced: it is raised as
 escapes. A deployment whose ``ModelArtifact`` cannot be delivered (missing, unresolved, an unbound
 claim...) is one: :class:`~gpustack_render.rendering.weights.WeightsBlockedError`, origin
 ``render.weights``, carrying the ``WeightsReady`` reason.
+
+A role with ``elasticEp`` (``elastic.py``) is rendered as ``width`` members stamped from two
+templates (the master at ordinal 0, the workers), plus the Ray head Pod and its Service, which
+the role's :class:`RoleRendering` carries in ``elastic``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +35,9 @@ from gpustack_render.core.vocabulary import Engine, RoleKind
 from gpustack_render.deployment.defaulting import default_deployment
 from gpustack_render.deployment.scaling import scale_targets
 from gpustack_render.engines.parallelism import Parallelism
+from gpustack_render.rendering import elastic as elastic_ep
 from gpustack_render.rendering.compilecache import cache_path
+from gpustack_render.rendering.elastic import ElasticPlan, ElasticRendering, LiveMaster
 from gpustack_render.rendering.hashing import (
     CURRENT_RENDER_VERSION,
     SeatHasher,
@@ -39,7 +45,7 @@ from gpustack_render.rendering.hashing import (
     spec_hash_input,
 )
 from gpustack_render.rendering.localqueues import local_queues
-from gpustack_render.rendering.pods import pod_template
+from gpustack_render.rendering.pods import MAIN_CONTAINER, pod_template
 from gpustack_render.rendering.resources import size_pod
 from gpustack_render.rendering.roleplan import (
     CacheResolution,
@@ -116,6 +122,9 @@ class RoleRendering:
     #: The role's pod-spec-hash input without its seat (hashing.spec_hash_input): what an
     #: explanation diffs to name the fields that moved a role's hash.
     hash_input: Mapping[str, Any] = field(default_factory=dict)
+    #: The Elastic EP profile's head and boot width (None for an ordinary role): ``replicas``
+    #: is then the width, ordinal 0 the master.
+    elastic: ElasticRendering | None = None
 
     def seat(self, ordinal: int, member: int) -> SeatRendering:
         """The seat (``ordinal``, ``member``); IndexError outside the role."""
@@ -137,7 +146,9 @@ class RoleRendering:
         return [self.seats[o * self.size].group_name for o in range(self.replicas)]
 
     def pods(self) -> list[dict[str, Any]]:
-        return [s.pod for s in self.seats]
+        """The role's Pods: every seat, then an Elastic EP role's Ray head."""
+        head = [self.elastic.head_pod] if self.elastic is not None else []
+        return [*(s.pod for s in self.seats), *head]
 
 
 @dataclass(frozen=True)
@@ -174,11 +185,14 @@ class Rendering:
         return None
 
     def services(self) -> list[dict[str, Any]]:
-        """``<md>``, then per role in spec order ``<md>-<role>`` and its instance Services."""
+        """``<md>``, then per role in spec order ``<md>-<role>``, its instance Services and an
+        Elastic EP role's head Service ``<md>-elastic-head``."""
         out = [self.deployment_service]
         for role in self.roles:
             out.append(role.service)
             out.extend(role.instance_services)
+            if role.elastic is not None:
+                out.append(role.elastic.head_service)
         return out
 
     def iter_seats(self) -> Iterator[SeatRendering]:
@@ -186,8 +200,9 @@ class Rendering:
             yield from role.seats
 
     def pods(self) -> list[dict[str, Any]]:
-        """Every Pod: roles in spec order, then ordinal, then member."""
-        return [seat.pod for seat in self.iter_seats()]
+        """Every Pod: roles in spec order, then ordinal, then member; an Elastic EP role's Ray
+        head after its members."""
+        return [pod for role in self.roles for pod in role.pods()]
 
     def router_objects(self) -> list[dict[str, Any]]:
         """The router's objects in their apply order (``router/model.py``); none without a
@@ -227,17 +242,26 @@ def render(
     lookups: Lookups,
     settings: Settings,
     counts: Mapping[str, int] | None = None,
+    elastic_masters: Sequence[LiveMaster] = (),
 ) -> Rendering:
     """Render every desired child object of ``md`` (docs/contract/render.md).
 
     ``md`` is the schema-defaulted deployment (``decoding.decode_deployment``); the mutating
     accelerator default is applied here too (D18). ``counts`` replaces the replicas of the
     roles it names: the count a scaler sets, or a count held after External was turned off
-    (``reconcile/scaling.py``); 0 renders no seat. The input is never modified. Raises
-    :class:`RenderError` (and nothing else) when the deployment cannot be rendered.
+    (``reconcile/scaling.py``); 0 renders no seat. ``elastic_masters`` are the live masters of
+    an Elastic EP role (``elastic.live_masters``): the master keeps the boot width the one
+    there is carries; without any the boot width is ``width``. The input is never modified.
+    Raises :class:`RenderError` (and nothing else) when the deployment cannot be rendered.
     """
     try:
-        return _render(md, lookups=lookups, settings=settings, counts=counts or {})
+        return _render(
+            md,
+            lookups=lookups,
+            settings=settings,
+            counts=counts or {},
+            masters=elastic_masters,
+        )
     except RenderError:
         raise
     except LookupFailed as exc:
@@ -266,7 +290,12 @@ def with_counts(md: ModelDeployment, counts: Mapping[str, int]) -> ModelDeployme
 
 
 def _render(
-    md: ModelDeployment, *, lookups: Lookups, settings: Settings, counts: Mapping[str, int]
+    md: ModelDeployment,
+    *,
+    lookups: Lookups,
+    settings: Settings,
+    counts: Mapping[str, int],
+    masters: Sequence[LiveMaster],
 ) -> Rendering:
     namespace = md.metadata.namespace or naming.DEFAULT_NAMESPACE
     deployment = md.metadata.name
@@ -285,7 +314,11 @@ def _render(
     if isinstance(weights, WeightsBlock):
         raise WeightsBlockedError(deployment, weights)
     cache = resolve_cache(md, namespace=namespace, lookups=lookups, settings=settings)
-    plans = plan_roles(md, instance_types=types, cache=cache, weights=weights)
+    # Elastic EP: the role's members are rendered as width replicas of one Pod; the hash input
+    # stays the declared role (hashing.role_hash_input leaves the width out, D29).
+    elastic = elastic_ep.plan_elastic(md, namespace=namespace, masters=masters)
+    members = elastic_ep.member_deployment(md, elastic) if elastic is not None else md
+    plans = plan_roles(members, instance_types=types, cache=cache, weights=weights)
     connection = cache.connection if cache is not None else None
     owners = owner_references(md)
     version = CURRENT_RENDER_VERSION
@@ -295,7 +328,7 @@ def _render(
         role = plan.role
         resources = size_pod(role, plan.instance_type, index=plan.index, fabric=plan.fabric)
         template = pod_template(
-            md,
+            members,
             plan,
             namespace=namespace,
             connection=connection,
@@ -305,8 +338,14 @@ def _render(
             settings=settings,
             render_version=version,
         )
-        hash_input = spec_hash_input(md, role, bindings=plan.bindings)
+        hash_input = spec_hash_input(md, md.spec.roles[plan.index], bindings=plan.bindings)
         hasher = SeatHasher(hash_input)
+        role_elastic: ElasticRendering | None = None
+        master: dict[str, Any] | None = None
+        if elastic is not None and plan.index == elastic.index:
+            master, template, role_elastic = _elastic(
+                template, plan, elastic, owner_references=owners, render_version=version
+            )
         seats = _stamp(
             template,
             namespace=namespace,
@@ -314,8 +353,10 @@ def _render(
             plan=plan,
             hasher=hasher,
             render_version=version,
+            first=master,
         )
         port = _service_port(plan)
+        master_only = role_elastic is not None
         roles.append(
             RoleRendering(
                 name=role.name,
@@ -342,6 +383,7 @@ def _render(
                     port=port,
                     kv_events=plan.publishes_kv_events,
                     owner_references=owners,
+                    master_only=master_only,
                 ),
                 instance_services=tuple(
                     instance_service(
@@ -357,6 +399,7 @@ def _render(
                 if role.size > 1
                 else (),
                 hash_input=hash_input,
+                elastic=role_elastic,
             )
         )
     first = plans[0]
@@ -373,6 +416,7 @@ def _render(
             first_role=first.name,
             port=_service_port(first),
             owner_references=owners,
+            master_only=elastic is not None and first.index == elastic.index,
         ),
         local_queues=tuple(
             local_queues(
@@ -396,6 +440,33 @@ def _render(
             for target in scale_targets(md)
         ),
     )
+
+
+def _elastic(
+    template: dict[str, Any],
+    plan: RolePlan,
+    elastic: ElasticPlan,
+    *,
+    owner_references: list[dict[str, Any]],
+    render_version: int,
+) -> tuple[dict[str, Any], dict[str, Any], ElasticRendering]:
+    """The elastic role's master and worker templates and its head (``elastic.py``)."""
+    elastic_ep.check_engine(plan)
+    master, worker = elastic_ep.member_templates(template, plan, elastic)
+    master_main = next(c for c in master["spec"]["containers"] if c["name"] == MAIN_CONTAINER)
+    rendering = ElasticRendering(
+        width=elastic.width,
+        boot_width=elastic.boot_width,
+        head_pod=elastic_ep.head_pod(
+            plan,
+            elastic,
+            master_env=master_main.get("env") or (),
+            owner_references=owner_references,
+            render_version=render_version,
+        ),
+        head_service=elastic_ep.head_service(elastic, owner_references=owner_references),
+    )
+    return master, worker, rendering
 
 
 def _service_port(plan: RolePlan) -> ServicePort:
@@ -434,11 +505,14 @@ def _stamp(
     plan: RolePlan,
     hasher: SeatHasher,
     render_version: int,
+    first: dict[str, Any] | None = None,
 ) -> tuple[SeatRendering, ...]:
-    """Every seat of the role: a fresh manifest from the compiled template, seat values in."""
+    """Every seat of the role: a fresh manifest from the compiled template, seat values in.
+    ``first``, when given, is ordinal 0's own template (an Elastic EP master)."""
     role = plan.role
     size = role.size
     build = compile_builder(template)
+    build_first = compile_builder(first) if first is not None else build
     generate = naming.generate_name(deployment, role.name) if size == 1 else None
     seats: list[SeatRendering] = []
     append = seats.append
@@ -450,7 +524,8 @@ def _stamp(
         for member in range(size):
             digest = hasher.hash(ordinal, member)
             name = naming.member_name(deployment, role.name, ordinal, member) if size > 1 else None
-            pod = build(name or "", group, ordinal_text, str(member), digest, subdomain, leader)
+            builder = build_first if ordinal == 0 else build
+            pod = builder(name or "", group, ordinal_text, str(member), digest, subdomain, leader)
             append(
                 SeatRendering(
                     role.name,

@@ -3,6 +3,7 @@
 - ``<md>``: deployment-wide, ClusterIP, selecting the **first** role's leaders;
 - ``<md>-<role>``: per role, ClusterIP, selecting the role's leaders (member-index ``0``: harmless
   at size 1, where every Pod carries it); a KV-event publishing role also exposes 5557 and 5558;
+- an Elastic EP role's serving Services select its master alone (``pod-ordinal`` ``0`` too);
 - ``<md>-<role>-r<o>``: per instance above size 1, headless, publishing not-ready addresses (peers
   must resolve before the leader is Ready), selecting the instance by its pod-ordinal.
 
@@ -80,6 +81,15 @@ def _metadata(
     return meta
 
 
+def _serving(selector: dict[str, str], *, master_only: bool) -> dict[str, str]:
+    """A serving selector: the leaders (member-index ``0``); with ``master_only`` the Elastic
+    EP master alone, the only member serving HTTP (docs/contract/elastic-ep.md §3.1)."""
+    out = {**selector, MEMBER_INDEX: "0"}
+    if master_only:
+        out[POD_ORDINAL] = "0"
+    return out
+
+
 def _service(metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": SERVICE_API_VERSION,
@@ -96,9 +106,11 @@ def deployment_service(
     first_role: str,
     port: ServicePort,
     owner_references: list[dict[str, Any]],
+    master_only: bool = False,
 ) -> dict[str, Any]:
-    """``<md>``: the deployment-wide Service, fronting the first role's leaders."""
-    selector = {**role_selector(deployment, first_role), MEMBER_INDEX: "0"}
+    """``<md>``: the deployment-wide Service, fronting the first role's leaders (its master
+    alone, ``pod-ordinal`` ``0``, for an Elastic EP role)."""
+    selector = _serving(role_selector(deployment, first_role), master_only=master_only)
     return _service(
         _metadata(
             naming.deployment_service_name(deployment),
@@ -119,9 +131,11 @@ def role_service(
     port: ServicePort,
     kv_events: bool,
     owner_references: list[dict[str, Any]],
+    master_only: bool = False,
 ) -> dict[str, Any]:
-    """``<md>-<role>``: the role Service, fronting the role's leaders."""
-    selector = {**role_selector(deployment, role), MEMBER_INDEX: "0"}
+    """``<md>-<role>``: the role Service, fronting the role's leaders (its master alone for an
+    Elastic EP role)."""
+    selector = _serving(role_selector(deployment, role), master_only=master_only)
     ports = [port, *(kv_event_ports() if kv_events else [])]
     return _service(
         _metadata(

@@ -367,6 +367,23 @@ def check_line(line: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+#: The start of an Elastic EP master's line (docs/contract/elastic-ep.md §3.3).
+ELASTIC = [
+    "vllm",
+    "serve",
+    "m",
+    "--data-parallel-backend",
+    "ray",
+    "--data-parallel-size",
+    "2",
+    "--data-parallel-size-local",
+    "1",
+    "--enable-expert-parallel",
+    "--data-parallel-address",
+    "192.0.2.10",
+]
+
+
 def negative_controls() -> list[dict[str, Any]]:
     controls = [
         ("unknown flag", ["vllm", "serve", "m", "--no-such-flag-gpustack", "1"]),
@@ -403,6 +420,14 @@ def negative_controls() -> list[dict[str, Any]]:
             ],
         ),
         ("tensor parallel beyond the Pod's GPUs", ["vllm", "serve", "m", "-tp", "4"]),
+        # The Elastic EP master's line needs EPLB (ParallelConfig), and, without the NIXL
+        # package (none here, nor in every image), synchronous EPLB: the reference's flags
+        # alone are refused, which is why the renderer adds --eplb-config.use_async false.
+        ("Elastic EP without EPLB", [*ELASTIC, "--enable-elastic-ep"]),
+        (
+            "Elastic EP with asynchronous EPLB and no NIXL",
+            [*ELASTIC, "--enable-eplb", "--enable-elastic-ep"],
+        ),
         ("bad kv cache dtype", ["vllm", "serve", "m", "--kv-cache-dtype", "float13"]),
     ]
     out = []

@@ -95,3 +95,47 @@ def test_a_store_client_carries_its_projected_client_file(collected: Any) -> Non
     for line in lines:
         path = line.env.get("MOONCAKE_CONFIG_PATH")
         assert path in line.files, (line.case, line.pod)
+
+
+ELASTIC_SCRIPT = (
+    'set -e; ray start --address=h:6379; exec "$@" --data-parallel-address '
+    '"$GPUSTACK_ELASTIC_POD_IP"'
+)
+
+
+def test_an_elastic_master_is_unwrapped_to_the_line_its_shell_execs() -> None:
+    argv = ["/bin/sh", "-c", ELASTIC_SCRIPT, "elastic-serve", *VLLM, "--enable-elastic-ep"]
+    launch = check.find_launch(argv, {"GPUSTACK_ELASTIC_POD_IP": "192.0.2.10"})
+    assert launch is not None
+    assert launch.engine == "vllm"
+    assert launch.argv == [
+        *VLLM,
+        "--enable-elastic-ep",
+        "--data-parallel-address",
+        "192.0.2.10",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["/bin/sh", "-ec", "ray start --address=h:6379 --block"],
+        ["/bin/sh", "-c", "exec vllm serve m", "name"],
+        ["/bin/sh", "-c", 'exec "$@"; echo after', "name", *VLLM],
+        ["/bin/sh", "-c", ELASTIC_SCRIPT, "elastic-serve"],
+    ],
+)
+def test_other_shell_lines_are_not_unwrapped(argv: list[str]) -> None:
+    assert check.find_launch(argv) is None
+
+
+def test_elastic_workers_and_heads_are_skipped_and_masters_checked(collected: Any) -> None:
+    masters = [ln for ln in collected.lines if ln.case.startswith("render-elastic-")]
+    assert masters and all("--enable-elastic-ep" in ln.argv for ln in masters)
+    assert all(ln.argv[-2:] == ["--data-parallel-address", "192.0.2.10"] for ln in masters)
+    assert all(ln.argv[ln.argv.index("--eplb-config.use_async") + 1] == "false" for ln in masters)
+    reasons = {s.reason for s in collected.skipped if s.case.startswith("render-elastic-")}
+    assert reasons == {
+        "Elastic EP Ray head: runs no engine",
+        "Elastic EP worker: joins Ray, runs no engine",
+    }

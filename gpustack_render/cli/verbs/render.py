@@ -1,5 +1,8 @@
 """``gpustack-render render``: every child object of each ModelDeployment, judged first as
-admission judges it (``--validate``), or one summary line per deployment (``--summary``)."""
+admission judges it (``--validate``), or one summary line per deployment (``--summary``).
+
+Pods among the input files are read for one thing: an Elastic EP role's live master (ordinal
+0 of the role), whose boot width the rendered master keeps, as the controller's would."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from gpustack_render.cli.operands import (
 from gpustack_render.cli.output import Outcome, emit
 from gpustack_render.cli.reviews import admission_request, deployment_verdict, warn
 from gpustack_render.core.errors import RenderError, Verdict
+from gpustack_render.rendering.elastic import live_masters
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment
 
@@ -75,7 +79,12 @@ def _render_one(
     try:
         with paused_gc():
             result = render(
-                md, lookups=bundle.lookups(default_namespace=ns), settings=bundle.settings
+                md,
+                lookups=bundle.lookups(default_namespace=ns),
+                settings=bundle.settings,
+                # An Elastic EP master among the input Pods keeps its boot width, as the
+                # controller's live master does (docs/elastic-ep.md, "What is rendered").
+                elastic_masters=live_masters(md, bundle.pods, namespace=ns),
             )
     except RenderError as exc:
         err.write(f"render: {who}{exc}\n")

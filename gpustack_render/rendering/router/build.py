@@ -36,6 +36,7 @@ from gpustack_render.core.vocabulary import EngineFamily, RoleKind
 from gpustack_render.engines.flags import last_value
 from gpustack_render.engines.owned import LLM_D_ROUTER
 from gpustack_render.engines.parallelism import parse_int
+from gpustack_render.rendering.elastic import has_elastic
 from gpustack_render.rendering.roleplan import RolePlan
 from gpustack_render.rendering.router import llmd, objects
 from gpustack_render.rendering.router.commandline import (
@@ -91,7 +92,7 @@ def render_router(
         return replace(base, failure=failure)
     image = router.image or settings.router_image(router.name)
     target_port = plans[0].ports.listener
-    serving = serving_selector(deployment)
+    serving = serving_selector(deployment, master_only=has_elastic(md))
     meta = objects.metadata(
         name, namespace=namespace, deployment=deployment, owner_references=owner_references
     )
@@ -340,7 +341,7 @@ def _llm_d_config(
     scheduling = llmd.scheduling_config(
         model=md.spec.model.name,
         namespace=namespace,
-        serving=serving_selector(md.metadata.name),
+        serving=serving_selector(md.metadata.name, master_only=has_elastic(md)),
         pair=RoleKind.PREFILL in kinds and RoleKind.DECODE in kinds,
         kv_events=kv_events,
         sglang=any(p.family is EngineFamily.SGLANG for p in plans),
