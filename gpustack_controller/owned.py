@@ -156,10 +156,16 @@ class OwnedWriter:
     ) -> OwnedResult:
         """Plan ``kind`` for ``owner`` and carry out its creates, applies and patches (prunes
         wait for :meth:`prune`). ``names`` are more names to look up (stored objects the kind
-        may have had); ``stored`` objects already read this pass."""
+        may have had); ``stored`` objects already read this pass. A record policy's ``stored``
+        is what its decision read (a name left out was read absent)."""
         known = dict(stored or {})
         missing = [n for n in (*(name_of(o) for o in wanted), *names) if n not in known]
-        known.update(await self.stored(kind, missing, owner.namespace))
+        if kind.policy.write is WriteMode.RECORD:
+            # A record is written against what the decision read, never a fresher read: a name
+            # not given was read absent (a create; 409 if it exists now).
+            known.update(dict.fromkeys(missing))
+        else:
+            known.update(await self.stored(kind, missing, owner.namespace))
         plan = plan_owned(
             kind.policy,
             wanted,
