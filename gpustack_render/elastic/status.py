@@ -45,7 +45,7 @@ def resize_verdict(decision: Decision) -> ConditionVerdict:
     refused = (
         f"; {record.scale_refusals} of {record.scale_attempts} attempts failed, the last: "
         f"{record.scale_last_error}"
-        if record.scale_last_error
+        if record.scale_last_error and record.scale_last_error not in decision.reason
         else ""
     )
     return ConditionVerdict(

@@ -59,7 +59,12 @@ def test_in_flight_names_both_widths_and_the_last_failure() -> None:
     verdict = resize_verdict(decision)
     assert (verdict.status, verdict.reason) == ("True", NO_REFUSAL)
     assert verdict.message.startswith("width 2 to 4 (CommandSent): attempt 1 failed")
-    assert "1 of 1 attempts failed, the last: attempt 1: HTTP 408: drain" in verdict.message
+    assert verdict.message.count("attempt 1: HTTP 408: drain") == 1
+    # Where the reason does not say it, the last failure is added.
+    scaling = decide(store.world(facts(4, 4, eng=engine(scaling=True))), T0)
+    assert "1 of 1 attempts failed, the last: attempt 1: HTTP 408: drain" in (
+        resize_verdict(scaling).message
+    )
 
 
 def test_abandoned_is_false_scale_refused() -> None:
