@@ -32,14 +32,15 @@ from gpustack_render.elastic.records import Layer
 from gpustack_render.reconcile.conditions.common import QUOTED_CHARS, few
 from gpustack_render.reconcile.observed import ObservedPod, ObservedWorkload
 from gpustack_render.reconcile.quotashortfall import missing_resources
+from gpustack_render.rendering.elastic import DASHBOARD_PORT, RAY_NODE_LABEL
 
-#: The Ray node label naming the member Pod a Ray node runs in (the join command sets it,
-#: docs/contract/elastic-ep.md §3.3).
-POD_UID_LABEL: Final = "gpustack-pod-uid"
+#: The Ray node label naming the member Pod a Ray node runs in (the renderer's join command sets
+#: it, docs/contract/elastic-ep.md §3.3).
+POD_UID_LABEL: Final = RAY_NODE_LABEL
 #: A Ray node's state while it is part of the cluster.
 ALIVE: Final = "ALIVE"
-#: The head's state API (the dashboard's port, D29).
-RAY_DASHBOARD_PORT: Final = 8265
+#: The head's state API (the dashboard's port the renderer opens, D29).
+RAY_DASHBOARD_PORT: Final = DASHBOARD_PORT
 #: The request the controller sends to read the Ray layer: every ALIVE node, up to the most a
 #: width-64 cluster holds with room (members plus the head), so a complete answer is one page.
 RAY_NODES_PATH: Final = (
@@ -132,6 +133,9 @@ class Facts:
     desired: int
     #: The role's Pods (every one the pass found; the live members are picked here).
     pods: Sequence[ObservedPod] = ()
+    #: The members' component label (``<md>-<role>``): when set, a Pod of another component
+    #: (the head, which also carries ordinal 0) is never taken for a member.
+    component: str = ""
     #: The Ray head Pod (``None``: none found).
     head: ObservedPod | None = None
     #: The namespace's Workloads the deployment's Pods belong to, or why they were not read.
@@ -147,12 +151,14 @@ class Facts:
     engine: EngineAnswers | Unread | None = None
 
 
-def live_members(pods: Iterable[ObservedPod]) -> list[ObservedPod]:
-    """The members: owned, not terminating, not finished, with an ordinal; by ordinal."""
+def live_members(pods: Iterable[ObservedPod], component: str = "") -> list[ObservedPod]:
+    """The members: owned, not terminating, not finished, with an ordinal (and of
+    ``component`` when given); by ordinal."""
     live = [
         p
         for p in pods
         if p.owned
+        and (not component or p.role == component)
         and not p.terminating
         and p.phase not in ("Failed", "Succeeded")
         and p.ordinal is not None
@@ -390,7 +396,7 @@ def _engine(engine: EngineAnswers | Unread | None, master: ObservedPod | None) -
 
 def layers_of(facts: Facts, *, members: Sequence[ObservedPod] | None = None) -> Layers:
     """Every layer from ``facts`` (see the module docstring)."""
-    members = live_members(facts.pods) if members is None else members
+    members = live_members(facts.pods, facts.component) if members is None else members
     engine = _engine(facts.engine, master_of(members))
     desired = LayerView(True, facts.desired, "", frozenset(range(facts.desired)))
     return Layers(

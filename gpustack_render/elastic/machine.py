@@ -14,6 +14,9 @@ carry out its action; decide again on what it wrote, until the action is ``NONE`
 - ``DELETE``: delete the record with the uid and resourceVersion of :attr:`Decision.expected`.
 - ``ASK_ENGINE``: read the engine (:mod:`.engine`: is scaling, then bound, forwards, bound) and
   decide again with its answers (or with :class:`~.layers.Unread` saying why it could not).
+  Answers read before a scale call say nothing about the engine after it: once a call was sent,
+  decide again with ``engine=None``, so the machine asks afresh (an old "idle at the old width"
+  would otherwise read as an attempt that did not take).
 
 The rules (each is a row of §4.3 or §4.5; docs/elastic-ep.md, "Width changes", words them):
 
@@ -289,7 +292,7 @@ def _stable(world: World, members: Sequence[ObservedPod]) -> tuple[int, str]:
 
 def decide(world: World, now: datetime) -> Decision:
     """The next step for ``world`` at ``now`` (see the module docstring)."""
-    members = live_members(world.facts.pods)
+    members = live_members(world.facts.pods, world.facts.component)
     layers = layers_of(world.facts, members=members)
     stable, stable_master = _stable(world, members)
     ctx = _Pass(world, now, members, layers, stable, stable_master)

@@ -43,6 +43,7 @@ from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.modeldeployment import KIND
 from gpustack_render.core import jsonview, labels, ownerrefs
 from gpustack_render.reconcile.owned import Owner
+from gpustack_render.rendering.elastic import MAX_WIDTH, MIN_WIDTH
 
 #: The records' kind and apiVersion.
 CONFIGMAP_API_VERSION: Final = "v1"
@@ -56,9 +57,6 @@ OBSERVATION_LABEL: Final = "gpustack.ai/elastic-observation"
 #: The one data key of each record.
 INTENT_KEY: Final = "operation.json"
 OBSERVATION_KEY: Final = "observation.json"
-#: The widths a record may name (the profile's bounds, docs/contract/elastic-ep.md §1).
-MIN_WIDTH: Final = 2
-MAX_WIDTH: Final = 64
 #: Definite refusals before a change is abandoned (§4.5).
 MAX_REFUSALS: Final = 5
 #: The longest text a record keeps of an engine's answer.

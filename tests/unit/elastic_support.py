@@ -222,6 +222,7 @@ def facts(
         nodes={"node-a": 64} if nodes is None else nodes,
         cards_per_member=1,
         card_resource=GPU,
+        component=ROLE,
         ray=ray_of(pods[:joined]),
         engine=eng,
     )

@@ -10,8 +10,10 @@ import pytest
 from elastic_support import (
     GPU,
     QUEUE,
+    ROLE,
     engine,
     facts,
+    head,
     member,
     ray_body,
     workload,
@@ -30,6 +32,7 @@ from gpustack_render.elastic.layers import (
     ray_layer,
     read_ray_nodes,
 )
+from gpustack_render.reconcile.observed import observe_pod
 
 PODS = [member(o) for o in range(4)]
 
@@ -43,6 +46,9 @@ def test_live_members_leave_out_what_is_not_a_member() -> None:
         replace(member(7), ordinal=None),
     ]
     assert [p.ordinal for p in live_members(pods)] == [0, 1, 2, 3]
+    # The head carries ordinal 0 too: the component tells it apart.
+    assert [p.uid for p in live_members([*PODS, head()], ROLE)] == [p.uid for p in PODS]
+    assert len(live_members([*PODS, head()])) == 5
 
 
 # ---- admitted ----------------------------------------------------------------------------------
@@ -234,3 +240,23 @@ def test_behind_names_the_first_layer_short_of_the_width() -> None:
     assert behind(layers, 2) == ""
     missing = layers_of(facts(4, 2))
     assert behind(missing, 4) == "width 4 waits for admitted (2 of 4): no live member 2, 3 yet"
+
+
+def test_the_rendered_pods_read_as_members_and_head() -> None:
+    """The renderer's own Pods (main's rendering/elastic.py): every rendered member is a member
+    by its component, the head is not, and the master is ordinal 0."""
+    from test_render_elastic import _doc, _render
+
+    role = _render(_doc(4)).roles[0]
+    assert role.elastic is not None
+    pods = []
+    for i, pod in enumerate(role.pods()):
+        pod = {**pod, "metadata": {**pod["metadata"], "name": f"p{i}", "uid": f"uid-{i}"}}
+        pods.append(observe_pod(pod, owner_uid="md-uid"))
+    component = pods[0].role
+    assert component is not None
+    members = live_members(pods, component)
+    assert [p.ordinal for p in members] == [0, 1, 2, 3]
+    assert all(p.group_total == 1 for p in members)
+    head_pod = pods[-1]
+    assert head_pod.role != component and head_pod not in members
