@@ -20,6 +20,12 @@ its informer, how to find a deployment's stored objects beyond the rendered name
   404 count as done; every other failure, and each conflict of the plan, is collected, and the
   pass raises the first one after writing its status, so the work queue retries it with
   backoff.
+- **Records** (a ``record`` policy, D28): a create answered 409 is a failure, not done (the
+  record the decision did not see must not be taken as written); a replace is a PUT carrying the
+  resourceVersion the decision read, so a record changed since answers 409 and the pass is
+  retried; :meth:`OwnedWriter.delete_record` deletes with uid and resourceVersion
+  preconditions. Pass the records as read (``stored``): a record is never read from a cache
+  alone.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from gpustack_render.reconcile.owned import (
     OwnedPolicy,
     Owner,
     PassFacts,
+    RecordDelete,
+    WriteMode,
     name_of,
     plan_finalizer,
     plan_owned,
@@ -148,10 +156,16 @@ class OwnedWriter:
     ) -> OwnedResult:
         """Plan ``kind`` for ``owner`` and carry out its creates, applies and patches (prunes
         wait for :meth:`prune`). ``names`` are more names to look up (stored objects the kind
-        may have had); ``stored`` objects already read this pass."""
+        may have had); ``stored`` objects already read this pass. A record policy's ``stored``
+        is what its decision read (a name left out was read absent)."""
         known = dict(stored or {})
         missing = [n for n in (*(name_of(o) for o in wanted), *names) if n not in known]
-        known.update(await self.stored(kind, missing, owner.namespace))
+        if kind.policy.write is WriteMode.RECORD:
+            # A record is written against what the decision read, never a fresher read: a name
+            # not given was read absent (a create; 409 if it exists now).
+            known.update(dict.fromkeys(missing))
+        else:
+            known.update(await self.stored(kind, missing, owner.namespace))
         plan = plan_owned(
             kind.policy,
             wanted,
@@ -163,9 +177,12 @@ class OwnedWriter:
         )
         result = OwnedResult(kind, owner, plan, stored=known)
         ns, resource = owner.namespace, kind.resource
+        record = kind.policy.write is WriteMode.RECORD
         jobs: list[tuple[str, Callable[[], Awaitable[dict[str, Any]]]]] = [
-            (name_of(o), partial(self._create, resource, o, ns)) for o in plan.creates
+            (name_of(o), partial(self.kube.create if record else self._create, resource, o, ns))
+            for o in plan.creates
         ]
+        jobs += [(name_of(o), partial(self.kube.replace, resource, o, ns)) for o in plan.replaces]
         jobs += [
             (
                 name_of(o),
@@ -220,6 +237,17 @@ class OwnedWriter:
             if exc.not_found:
                 return None
             raise
+
+    async def delete_record(self, kind: OwnedKind, namespace: str, delete: RecordDelete) -> bool:
+        """Delete a record as the machine decided (uid and resourceVersion preconditions: a
+        record written since answers 409, raised); ``False`` when it was already gone."""
+        return await self.kube.delete(
+            kind.resource,
+            delete.name,
+            namespace,
+            uid=delete.uid,
+            resource_version=delete.resource_version,
+        )
 
     async def prune(self, result: OwnedResult) -> list[BaseException]:
         """Delete what ``result``'s plan prunes (the uid the precondition; gone counts as

@@ -424,22 +424,25 @@ class Kube:
         namespace: str | None = None,
         *,
         uid: str | None = None,
+        resource_version: str | None = None,
     ) -> bool:
         """Delete with the default grace period; ``False`` when it was already gone.
 
-        ``uid`` adds a precondition, so a same-named successor is never deleted by mistake.
+        ``uid`` adds a precondition, so a same-named successor is never deleted by mistake (a
+        409 then reads as gone). ``resource_version`` adds one more, so an object written since
+        it was read is not deleted: a 409 is then raised, since it cannot say which precondition
+        failed (a record of a state machine, D28).
         """
         body: dict[str, Any] | None = None
-        if uid:
-            body = {
-                "apiVersion": "v1",
-                "kind": "DeleteOptions",
-                "preconditions": {"uid": uid},
-            }
+        preconditions = {
+            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v
+        }
+        if preconditions:
+            body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
         try:
             await self.request("DELETE", resource.path(namespace, name), body=body)
         except ApiError as exc:
-            if exc.not_found or (uid and exc.conflict):
+            if exc.not_found or (uid and exc.conflict and not resource_version):
                 return False
             raise
         return True

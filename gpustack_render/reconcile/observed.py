@@ -223,6 +223,14 @@ class ObservedWorkload:
     #: The reason and message of an ``Evicted=True`` condition.
     evicted_reason: str = ""
     evicted_message: str = ""
+    #: ``spec.podSets[]`` as (name, count), in order (a count that is not an integer reads -1).
+    #: The Elastic EP admitted layer reads these three (docs/contract/elastic-ep.md §4.2).
+    pod_sets: tuple[tuple[str, int], ...] = ()
+    #: ``status.admission.podSetAssignments[]`` as (name, count), in order (an absent or
+    #: malformed count reads -1).
+    assignments: tuple[tuple[str, int], ...] = ()
+    #: ``status.admission.clusterQueue``: the ClusterQueue that admitted it (empty before).
+    cluster_queue: str = ""
 
     def owns_any(self, uids: Set[str]) -> bool:
         """True when one of ``uids`` is among this Workload's owner Pods."""
@@ -246,6 +254,20 @@ def _unmet(condition: Mapping[str, Any] | None) -> tuple[str, str]:
     if condition is None or condition.get("status") == ConditionStatus.TRUE:
         return "", ""
     return str(condition.get("reason") or ""), str(condition.get("message") or "")
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def _name_counts(entries: object) -> tuple[tuple[str, int], ...]:
+    out = []
+    for entry in jsonview.items(entries):
+        entry = jsonview.view(entry)
+        name = entry.get("name")
+        if isinstance(name, str):
+            out.append((name, _count(entry.get("count"))))
+    return tuple(out)
 
 
 def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
@@ -294,9 +316,8 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
                 last_transition_time=_transition(entry),
             )
     flavors: dict[str, tuple[str, ...]] = {}
-    for assignment in jsonview.items(
-        jsonview.view(status.get("admission")).get("podSetAssignments")
-    ):
+    admission = jsonview.view(status.get("admission"))
+    for assignment in jsonview.items(admission.get("podSetAssignments")):
         assignment = jsonview.view(assignment)
         name = assignment.get("name")
         if isinstance(name, str):
@@ -330,4 +351,7 @@ def observe_workload(obj: Mapping[str, Any]) -> ObservedWorkload:
         admitted_message=admitted_message,
         evicted_reason=str(evicted_cond.get("reason") or ""),
         evicted_message=str(evicted_cond.get("message") or ""),
+        pod_sets=_name_counts(spec.get("podSets")),
+        assignments=_name_counts(admission.get("podSetAssignments")),
+        cluster_queue=str(admission.get("clusterQueue") or ""),
     )

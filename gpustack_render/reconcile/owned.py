@@ -24,6 +24,14 @@ The policies (:data:`POLICIES`):
   owns (D27); pruned when no target renders them. The stored objects are found by name, so the
   cache answers alone once synced (``cache_authoritative``).
 
+- **Records** (``record``): what a state machine must never lose (D28; the Elastic EP intent and
+  observation records, docs/contract/elastic-ep.md §4.1). Written with the resourceVersion the
+  decision was made on, never a fresher one: created only when the decision read none (a create
+  answered 409 fails the pass, it is never taken as done), replaced at that resourceVersion
+  (compare-and-swap: a record changed since answers 409 and the pass is retried), never pruned,
+  never adopted, and deleted only when the machine says so, with its uid and resourceVersion as
+  preconditions (:func:`plan_record_delete`).
+
 A rendered name stored under another owner (or, for a create-only kind, stored incompatible) is
 an :class:`~gpustack_render.core.ownerrefs.OwnedConflict`: never written; it fails the pass once
 the rest is done, so the pass is retried until the name is free, except where the policy says
@@ -59,6 +67,9 @@ class WriteMode(enum.Enum):
     CREATE_ONLY = "create-only"
     #: Created when missing; afterwards only the policy's kept fields are merge-patched.
     KEPT_FIELDS = "kept-fields"
+    #: A record a state machine must never lose (D28): created when the decision read none,
+    #: else replaced at the resourceVersion it read (compare-and-swap); never pruned.
+    RECORD = "record"
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,12 @@ class OwnedPolicy:
     #: counted and logged as any failed pass is).
     conflict_event: str = ""
 
+    def __post_init__(self) -> None:
+        if self.write is WriteMode.RECORD and (self.prune or self.keep_while is not None):
+            raise ValueError(f"{self.kind}: a record policy never prunes (D28)")
+        if self.write is WriteMode.RECORD and self.cache_authoritative:
+            raise ValueError(f"{self.kind}: a record is read live, never from a cache alone")
+
 
 @dataclass(frozen=True)
 class Owner:
@@ -128,10 +145,18 @@ class OwnedPlan:
     #: (name, uid) of stored objects to delete, the uid their precondition.
     prunes: tuple[tuple[str, str], ...] = ()
     conflicts: tuple[OwnedConflict, ...] = field(default_factory=tuple)
+    #: ``RECORD``: whole objects to replace (PUT), each carrying the resourceVersion read.
+    replaces: tuple[dict[str, Any], ...] = ()
 
     @property
     def writes(self) -> int:
-        return len(self.creates) + len(self.applies) + len(self.patches) + len(self.prunes)
+        return (
+            len(self.creates)
+            + len(self.applies)
+            + len(self.patches)
+            + len(self.prunes)
+            + len(self.replaces)
+        )
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
@@ -154,6 +179,24 @@ def plan_owned(
     under each rendered name (``None``: absent); ``others`` the stored objects of the kind the
     pass knows of besides (any namespace, any owner: only the ones ``owner`` controls, in its
     namespace and no longer rendered, are pruned)."""
+    if policy.write is WriteMode.RECORD:
+        return _plan_records(policy, wanted, stored=stored, owner=owner)
+    return _plan_kind(
+        policy, wanted, stored=stored, others=others, owner=owner, manager=manager, facts=facts
+    )
+
+
+def _plan_kind(
+    policy: OwnedPolicy,
+    wanted: Sequence[Mapping[str, Any]],
+    *,
+    stored: Mapping[str, Mapping[str, Any] | None],
+    others: Iterable[Mapping[str, Any]],
+    owner: Owner,
+    manager: str,
+    facts: PassFacts | None,
+) -> OwnedPlan:
+    """:func:`plan_owned` for every write mode but ``RECORD``."""
     names = {name_of(o) for o in wanted}
     creates: list[dict[str, Any]] = []
     applies: list[dict[str, Any]] = []
@@ -203,6 +246,98 @@ def plan_owned(
         prunes=tuple(prunes),
         conflicts=tuple(conflicts),
     )
+
+
+# ---- records: compare-and-swap, never pruned (D28) ------------------------------------------
+
+#: The parts of a record that carry its content: a replace is planned only when one differs.
+_RECORD_CONTENT = ("data", "binaryData", "spec")
+_RECORD_META = ("labels", "annotations", "ownerReferences")
+
+
+def _record_content(obj: Mapping[str, Any]) -> tuple[object, ...]:
+    meta = jsonview.view(obj.get("metadata"))
+    return (
+        *(obj.get(k) or None for k in _RECORD_CONTENT),
+        *(meta.get(k) or None for k in _RECORD_META),
+    )
+
+
+def _plan_records(
+    policy: OwnedPolicy,
+    wanted: Sequence[Mapping[str, Any]],
+    *,
+    stored: Mapping[str, Mapping[str, Any] | None],
+    owner: Owner,
+) -> OwnedPlan:
+    """``RECORD``: ``stored`` is what the decision read under each name, not a fresher read.
+    Absent: create (the name must still be free). Controlled by ``owner``: replace at its
+    resourceVersion when the content moved. Anyone else's: a conflict, never written."""
+    creates: list[dict[str, Any]] = []
+    replaces: list[dict[str, Any]] = []
+    conflicts: list[OwnedConflict] = []
+    for obj in wanted:
+        name = name_of(obj)
+        existing = stored.get(name)
+        if existing is None:
+            body = dict(obj)
+            body["metadata"] = {
+                k: v
+                for k, v in jsonview.view(obj.get("metadata")).items()
+                if k not in ("resourceVersion", "uid")
+            }
+            creates.append(body)
+        elif not ownerrefs.controlled_by(existing, owner.uid):
+            conflicts.append(OwnedConflict(policy.kind, owner.namespace, name, owner.name))
+        elif _record_content(existing) != _record_content(obj):
+            meta = jsonview.view(existing.get("metadata"))
+            body = dict(obj)
+            body["metadata"] = {
+                **jsonview.view(obj.get("metadata")),
+                "resourceVersion": str(meta.get("resourceVersion") or ""),
+                "uid": str(meta.get("uid") or ""),
+            }
+            replaces.append(body)
+    return OwnedPlan(
+        policy=policy,
+        creates=tuple(creates),
+        replaces=tuple(replaces),
+        conflicts=tuple(conflicts),
+    )
+
+
+@dataclass(frozen=True)
+class RecordDelete:
+    """The one way a record goes: a delete whose preconditions are the uid and the
+    resourceVersion the decision read, so neither a successor under the same name nor a record
+    written since is deleted (the API server answers 409 and the pass is retried)."""
+
+    name: str
+    uid: str
+    resource_version: str
+
+
+def plan_record_delete(
+    policy: OwnedPolicy, stored: Mapping[str, Any], *, owner: Owner
+) -> RecordDelete | OwnedConflict:
+    """The delete of the record ``stored`` (as the decision read it) for ``owner``; a conflict
+    when ``owner`` does not control it or it lacks a uid or resourceVersion to pin."""
+    if policy.write is not WriteMode.RECORD:
+        raise ValueError(f"{policy.kind}: only a record policy deletes by decision")
+    name = name_of(stored)
+    meta = jsonview.view(stored.get("metadata"))
+    uid = str(meta.get("uid") or "")
+    version = str(meta.get("resourceVersion") or "")
+    if not ownerrefs.controlled_by(stored, owner.uid) or not uid or not version:
+        return OwnedConflict(
+            policy.kind,
+            owner.namespace,
+            name,
+            owner.name,
+            detail=f"{policy.kind} {owner.namespace}/{name} is not a record of ModelDeployment "
+            f"{owner.namespace}/{owner.name} with a uid and resourceVersion to delete it by",
+        )
+    return RecordDelete(name=name, uid=uid, resource_version=version)
 
 
 # ---- the policies ----------------------------------------------------------------------------
@@ -272,6 +407,9 @@ SCALER_POLICY: Final = OwnedPolicy(
 #: The router's kinds (D26), in the order they are applied: the renderer's own order.
 ROUTER_KINDS: Final = OBJECT_ORDER
 ROUTER_POLICIES: Final = {kind: OwnedPolicy(kind, WriteMode.APPLY) for kind in ROUTER_KINDS}
+#: The Elastic EP records (ConfigMaps, docs/contract/elastic-ep.md §4.1): the intent record and
+#: the observation record of each elastic deployment.
+ELASTIC_RECORD_POLICY: Final = OwnedPolicy("ConfigMap", WriteMode.RECORD, prune=False)
 
 
 # ---- finalizers the controller keeps on objects it does not own ------------------------------

@@ -13,7 +13,8 @@ the Workload's copy of the Pod template). Two rules, each a pure function of one
 - a projection per kind, naming what its readers read: :func:`project_pod`
   (:func:`~gpustack_render.reconcile.observed.observe_pod`, the owner references the event
   mapping and the joint check follow, and the addresses a router reads),
-  :func:`project_workload` (:func:`~gpustack_render.reconcile.observed.observe_workload`) and
+  :func:`project_workload` (:func:`~gpustack_render.reconcile.observed.observe_workload`; of
+  ``spec.podSets`` only each entry's name and count, never its Pod template) and
   :func:`project_without_status` (a ModelDeployment as the event mapping and the input index
   read it: metadata and spec; every pass reads the deployment itself live).
 
@@ -95,9 +96,29 @@ def project_pod(obj: Mapping[str, Any], keep_managers: Collection[str] = ()) -> 
     return project(obj, spec=POD_SPEC, status=POD_STATUS, keep_managers=keep_managers)
 
 
+#: What is kept of each ``spec.podSets[]`` entry (the Elastic EP admitted layer reads them; the
+#: Pod template, the big part, is dropped).
+WORKLOAD_POD_SET: Final = ("name", "count")
+
+
 def project_workload(obj: Mapping[str, Any], keep_managers: Collection[str] = ()) -> dict[str, Any]:
-    """A Kueue Workload as the controller's readers read it."""
-    return project(obj, spec=WORKLOAD_SPEC, status=WORKLOAD_STATUS, keep_managers=keep_managers)
+    """A Kueue Workload as the controller's readers read it: ``spec.podSets[]`` keeps only each
+    entry's name and count."""
+    out = project(obj, spec=WORKLOAD_SPEC, status=WORKLOAD_STATUS, keep_managers=keep_managers)
+    spec = obj.get("spec")
+    pod_sets = spec.get("podSets") if isinstance(spec, Mapping) else None
+    if isinstance(pod_sets, list):
+        kept = out.get("spec")
+        out["spec"] = {
+            **(kept if isinstance(kept, Mapping) else {}),
+            "podSets": [
+                {k: entry[k] for k in WORKLOAD_POD_SET if k in entry}
+                if isinstance(entry, Mapping)
+                else entry
+                for entry in pod_sets
+            ],
+        }
+    return out
 
 
 def project_without_status(

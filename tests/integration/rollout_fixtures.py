@@ -266,12 +266,20 @@ class Freezable:
         self.frozen = True
 
     async def delete(
-        self, resource: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
     ) -> bool:
         if self.frozen and resource == PODS:
             self.blocked.set()
             await asyncio.Event().wait()  # never: the "process" dies here
-        return await self._delete(resource, name, namespace, uid=uid)
+        return await self._delete(
+            resource, name, namespace, uid=uid, resource_version=resource_version
+        )
 
 
 @contextlib.asynccontextmanager

@@ -3,9 +3,10 @@
 :class:`MemoryKube` answers the calls :class:`~gpustack_controller.reconciler.DeploymentReconciler`
 makes (get, list with a label selector, create, replace, delete, merge patch, server-side apply
 of objects and of the status subresource) from a dict, with uids, resource versions and
-generations the way the API server assigns them; ``fail`` makes the next calls of one verb on
-one kind raise an :class:`~gpustack_controller.kube.ApiError`. No watch: the informers the pass
-reads are left empty (every read falls through to a live ``get``).
+generations the way the API server assigns them (a replace carrying a stale resourceVersion and
+a delete whose preconditions fail answer as the API server does); ``fail`` makes the next calls
+of one verb on one kind raise an :class:`~gpustack_controller.kube.ApiError`. No watch: the
+informers the pass reads are left empty (every read falls through to a live ``get``).
 """
 
 from __future__ import annotations
@@ -144,6 +145,9 @@ class MemoryKube:
         stored = self.objects.get(key)
         if stored is None:
             raise ApiError(404, "NotFound")
+        version = body["metadata"].get("resourceVersion")
+        if version and version != stored["metadata"].get("resourceVersion"):
+            raise ApiError(409, "Conflict", "the object has been modified")
         obj = copy.deepcopy(body)
         obj["status"] = copy.deepcopy(stored.get("status"))
         if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
@@ -152,10 +156,30 @@ class MemoryKube:
         return cast(dict[str, Any], self._store(resource, obj, namespace))
 
     async def delete(
-        self, resource: Resource, name: str, namespace: str | None = None, *, uid: str | None = None
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
     ) -> bool:
+        """As the client: a failed uid precondition alone reads as gone; with a resourceVersion
+        precondition, any failed precondition is a 409."""
         self._check("delete", resource)
-        return self.objects.pop(self._key(resource, name, namespace), None) is not None
+        key = self._key(resource, name, namespace)
+        stored = self.objects.get(key)
+        if stored is None:
+            return False
+        meta = stored["metadata"]
+        if (uid and meta.get("uid") != uid) or (
+            resource_version and meta.get("resourceVersion") != resource_version
+        ):
+            if resource_version:
+                raise ApiError(409, "Conflict", "Precondition failed")
+            return False
+        del self.objects[key]
+        return True
 
     async def merge_patch(
         self,

@@ -23,6 +23,7 @@ PURE = (
     "admission",
     "injection",
     "reconcile",
+    "elastic",
     "explain",
 )
 

@@ -59,7 +59,10 @@ def test_a_projected_pod_is_observed_as_the_whole_pod(pod: dict[str, Any]) -> No
 def test_a_projected_workload_is_observed_as_the_whole_workload(wl: dict[str, Any]) -> None:
     projected = project_workload(_with_managed_fields(wl))
     assert observe_workload(projected) == observe_workload(wl)
-    assert "podSets" not in projected.get("spec", {})
+    # The PodSets keep their names and counts (the Elastic EP admitted layer), never a template.
+    for entry in projected.get("spec", {}).get("podSets", []):
+        assert set(entry) <= {"name", "count"}
+    assert observe_workload(projected).pod_sets == observe_workload(wl).pod_sets != ()
 
 
 def test_only_the_named_managers_entries_are_kept() -> None:
