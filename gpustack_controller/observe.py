@@ -80,13 +80,21 @@ class Observer:
         return ReplicaIndex.of(*await self.observed(namespace, name, uid, groups))
 
     async def observed(
-        self, namespace: str, name: str, uid: str, groups: frozenset[str] = frozenset()
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        groups: frozenset[str] = frozenset(),
+        *,
+        raw_pods: list[dict[str, Any]] | None = None,
     ) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
-        """The deployment's Pods (listed live, by label) and its Workloads (by the library's
-        rule), Workloads in name order as a list of the namespace would give them."""
-        raw_pods, _ = await self.kube.list(
-            PODS, namespace, label_selector=deployment_selector(name)
-        )
+        """The deployment's Pods (listed live, by label, unless the pass listed them already:
+        ``raw_pods``) and its Workloads (by the library's rule), Workloads in name order as a
+        list of the namespace would give them."""
+        if raw_pods is None:
+            raw_pods, _ = await self.kube.list(
+                PODS, namespace, label_selector=deployment_selector(name)
+            )
         pods = [observe_pod(p, owner_uid=uid) for p in raw_pods]
         uids = {p.uid for p in pods}
         if self.workloads.synced.is_set():

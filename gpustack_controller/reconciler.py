@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from gpustack_controller import metrics
 from gpustack_controller.caches import Caches, InputReader, OwnedKinds
+from gpustack_controller.elastic import ElasticPass, ElasticStep
 from gpustack_controller.kube import (
     MODEL_DEPLOYMENTS,
     PODS,
@@ -96,6 +97,7 @@ from gpustack_render.reconcile.status import (
     status_to_json,
     weights_held_status,
 )
+from gpustack_render.rendering.elastic import ElasticMasterUnreadableError, has_elastic
 from gpustack_render.rendering.renderer import Rendering, render
 from gpustack_render.schema.decoding import decode_deployment
 from gpustack_render.schema.lookups import LookupFailed
@@ -138,6 +140,7 @@ class DeploymentReconciler:
         self.reader = CachedReader(kube)
         self.observer = Observer(kube, caches.workloads)
         self.owned = OwnedWriter(kube)
+        self.elastic = ElasticStep(kube, self.owned)
         self.teardown = Teardown(
             kube,
             self.observer,
@@ -208,12 +211,23 @@ class DeploymentReconciler:
         if isinstance(weights, WeightsBlock):
             await self._hold_for_weights(md, weights)
             return None
-        # render
+        # render (an Elastic EP master keeps the boot width it was created with)
+        elastic = has_elastic(md)
+        raw_pods = await self.elastic.pods(md) if elastic else None
+        masters = self.elastic.masters(md, raw_pods) if raw_pods is not None else ()
         try:
             with paused_gc():
                 rendering = render(
-                    md, lookups=inputs.lookups, settings=settings, counts=scaling.counts()
+                    md,
+                    lookups=inputs.lookups,
+                    settings=settings,
+                    counts=scaling.counts(),
+                    elastic_masters=masters,
                 )
+        except ElasticMasterUnreadableError as exc:
+            # Not a failure of the spec: hold (nothing created or deleted) and look again.
+            await self._report_render_failure(md, exc)
+            return HOLD_SECONDS
         except RenderError as exc:
             await self.recorder.record(raw, events.render_failed(exc))
             await self._report_render_failure(md, exc)
@@ -221,7 +235,7 @@ class DeploymentReconciler:
         # plan
         desired = desired_from_rendering(rendering, scaling.targets)
         pods, workloads = await self.observer.observed(
-            namespace, meta.name, meta.uid, desired.groups
+            namespace, meta.name, meta.uid, desired.groups, raw_pods=raw_pods
         )
         index = ReplicaIndex.of(pods, workloads)
         queues = await self.owned.sync(kinds.local_queues, rendering.local_queues, owner=owner)
@@ -240,6 +254,8 @@ class DeploymentReconciler:
         # execute per kind
         await self._delete(namespace, step)
         created, create_errors = await self._create(rendering, step)
+        if elastic:
+            created += await self.elastic.keep_head(rendering, pods)
         scaler_pass = await self.owned.sync(
             kinds.scalers, rendering.scalers, owner=owner, stored=scalers
         )
@@ -261,6 +277,17 @@ class DeploymentReconciler:
             facts=PassFacts(pods=after.pods),
         )
         router, router_passes = await self._router(kinds, rendering, owner)
+        resize = (
+            await self.elastic.resize(
+                md,
+                rendering,
+                raw_pods=raw_pods or [],
+                pods=after.pods,
+                workloads=after.workloads,
+            )
+            if elastic
+            else ElasticPass()
+        )
         # status
         new_status = deployment_status(
             md.model_copy(update={"status": stored}),
@@ -274,11 +301,12 @@ class DeploymentReconciler:
             scaling=scaling,
             weights=weights,
         )
+        new_status = resize.status(new_status, stored, generation=meta.generation, now=self.now())
         if status_changed(stored, new_status):
             await self._write_status(md, new_status)
         # The status remembers what goes (a held count before its scaler goes, D27) first.
         passes = [queues, scaler_pass, service_pass, *router_passes]
-        errors: list[BaseException] = list(create_errors)
+        errors: list[BaseException] = [*create_errors, *resize.errors]
         for owned in passes:
             errors += await self.owned.prune(owned)
         await self._write_scaler_statuses(md, rendering, after, scaling, scaler_pass)
@@ -291,7 +319,7 @@ class DeploymentReconciler:
             raise errors[0]
         if requeue_after(step, after):
             return HOLD_SECONDS
-        return QUEUE_RECHECK_SECONDS if queues.plan.conflicts else None
+        return resize.requeue or (QUEUE_RECHECK_SECONDS if queues.plan.conflicts else None)
 
     async def _conflicts(self, raw: dict[str, Any], owned: OwnedResult) -> list[BaseException]:
         """Record each conflict's event (when its policy names one); the failures the pass

@@ -219,3 +219,25 @@ def classify_scale(
             return ScaleAnswer(ScaleVerdict.SCALED, 200, message[:QUOTED])
         return ScaleAnswer(ScaleVerdict.LOST, 200, "HTTP 200 without a string message")
     return ScaleAnswer(ScaleVerdict.REFUSED, status, error_text(body) or "no message")
+
+
+def served_model(pod: Any, default: str) -> str:
+    """The model name a completion names: the first ``--served-model-name`` of the master's
+    ``main`` container argv (either spelling), else ``default`` (the deployment's model)."""
+    spec = jsonview.view(jsonview.view(pod).get("spec"))
+    for container in jsonview.items(spec.get("containers")):
+        container = jsonview.view(container)
+        if container.get("name") != "main":
+            continue
+        argv = [
+            str(t)
+            for key in ("command", "args")
+            for t in jsonview.items(container.get(key))
+            if isinstance(t, str)
+        ]
+        for i, token in enumerate(argv):
+            if token == "--served-model-name" and i + 1 < len(argv):
+                return argv[i + 1]
+            if token.startswith("--served-model-name="):
+                return token.split("=", 1)[1]
+    return default

@@ -436,3 +436,52 @@ def behind(layers: Layers, width: int) -> str:
             detail = view.reason or f"no live member {few(missing)} yet"
             return f"width {width} waits for {name} ({view.value} of {width}): {detail}"
     return ""
+
+
+# ---- what the controller reads for the facts ---------------------------------------------------
+
+#: The annotation KWOK puts on every Node it simulates (``make cluster``): no process runs in a
+#: Pod bound there, so neither Ray nor the engine can answer (D29).
+SIMULATED_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
+#: The resources a member's ``main`` container asks for that are not its cards.
+_NOT_CARDS: Final = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def simulated_node(node: Mapping[str, Any] | None) -> bool:
+    """A Node KWOK simulates (its annotation): Pods bound there run no process."""
+    meta = jsonview.view(jsonview.view(node).get("metadata"))
+    return SIMULATED_NODE_ANNOTATION in jsonview.strings(meta.get("annotations"))
+
+
+def no_process(what: str, pod: str, node: str) -> Unread:
+    """Why ``what`` is not read: ``pod`` is bound to the simulated node ``node`` (D29)."""
+    return Unread(
+        f"{what} is not asked: Pod {pod} runs on the simulated node {node} (KWOK), where no "
+        "process runs"
+    )
+
+
+def node_allocatable(node: Mapping[str, Any], resource: str) -> int:
+    """A Node's allocatable whole ``resource`` (0 when absent or not a whole number)."""
+    allocatable = jsonview.strings(
+        jsonview.view(jsonview.view(node).get("status")).get("allocatable")
+    )
+    raw = allocatable.get(resource, "0").strip()
+    return int(raw) if raw.isdigit() else 0
+
+
+def member_cards(pod: Mapping[str, Any]) -> tuple[str, int]:
+    """(resource, count) of the whole cards a rendered member asks for: the one extended
+    resource of its ``main`` container (an elastic role has no slices, partitions or fabric
+    interface, S13–S15); ``("cards", 0)`` for a member that asks for none."""
+    for container in jsonview.items(
+        jsonview.view(jsonview.view(pod).get("spec")).get("containers")
+    ):
+        container = jsonview.view(container)
+        if container.get("name") != "main":
+            continue
+        limits = jsonview.strings(jsonview.view(container.get("resources")).get("limits"))
+        for key, value in sorted(limits.items()):
+            if key not in _NOT_CARDS and not key.startswith("hugepages-") and value.isdigit():
+                return key, int(value)
+    return "cards", 0

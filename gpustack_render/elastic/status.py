@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from gpustack_render.api.common import Condition
+from gpustack_render.api.modeldeployment import ModelDeploymentStatus
 from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.elastic.machine import UNREADABLE, Action, Decision
 from gpustack_render.elastic.records import State
@@ -70,3 +71,18 @@ def resize_condition(
         types=(ELASTIC_RESIZE,),
     )
     return condition
+
+
+def with_resize_condition(
+    status: ModelDeploymentStatus,
+    decision: Decision,
+    previous: Sequence[Condition] | None,
+    *,
+    generation: int | None,
+    now: str,
+) -> ModelDeploymentStatus:
+    """``status`` (a deployment's, computed by the reconcile pass) with ``ElasticResize`` after
+    its other conditions: only a deployment with an elastic role carries it."""
+    condition = resize_condition(decision, previous, generation=generation, now=now)
+    others = [c for c in status.conditions or () if c.type != ELASTIC_RESIZE]
+    return status.model_copy(update={"conditions": [*others, condition]})

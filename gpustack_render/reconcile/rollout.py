@@ -33,6 +33,12 @@ Rules in one place:
   created; the seats the create gate would have created are reported in
   :attr:`RolloutStep.blocked` instead.
 - A role never gets both a create and a delete in one pass.
+- **Elastic EP** (docs/contract/elastic-ep.md §3.8, D29): a role marked ``elastic`` is never
+  rolled, scaled down or shed. Its terminal members (Failed or Succeeded, not being deleted)
+  are deleted with their Workloads; otherwise its missing ordinals below the width are created
+  by the create gate. Nothing else deletes a member: only the width-change machine may (and this
+  release never shrinks). The Ray head's Pods (``Desired.companions``: a component that is no
+  role) are neither created nor deleted here; the controller's elastic step keeps the head.
 
 A replica is never reshaped: the create gate creates whole seats only, so no ordinal ever holds
 members of two configurations (the seed's "mixed configurations across instances, never within
@@ -68,6 +74,9 @@ class DesiredRole:
     #: keeps a replica back keeps its whole unit.
     unit_group: str | None = None
     per_unit: int = 1
+    #: An Elastic EP role (``replicas`` is its width): no rollout, no scale-down, no surplus
+    #: deletion; terminal members are replaced (§3.8).
+    elastic: bool = False
 
     def seat_hash(self, ordinal: int, member: int) -> str | None:
         """The seat's pod-spec-hash; ``None`` for a seat the current spec does not have."""
@@ -83,6 +92,10 @@ class Desired:
     floor: int = 1
     #: The renderer's current baseline (hashing.CURRENT_RENDER_VERSION).
     render_version: int = 1
+    #: Components of the deployment's Pods that are no role and that the planner leaves alone
+    #: (an Elastic EP role's Ray head, ``<md>-elastic-head``): never "a role no longer in the
+    #: spec".
+    companions: frozenset[str] = frozenset()
 
     def role(self, name: str) -> DesiredRole | None:
         """The role named ``name``, if the spec declares it."""
@@ -243,7 +256,7 @@ def plan(
 
     # Pods of a role no longer in the spec (docs/contract/controller.md §4.5).
     names = {r.name for r in desired.roles}
-    gone = [p for p in standing if p.role not in names]
+    gone = [p for p in standing if p.role not in names and p.role not in desired.companions]
     if gone:
         actions.delete(_desc(gone))
         requeue = True
@@ -278,6 +291,19 @@ def plan(
     persist_first = False
     for role in desired.roles:
         remembered = replacing.get(role.name)
+        if role.elastic:
+            step, role_requeue = _plan_elastic_role(
+                role,
+                actions=actions,
+                index=index,
+                held_groups=held_groups,
+                floor=desired.floor,
+                blocked=bool(role.queue) and role.queue in blocked_queues,
+            )
+            steps.append(step)
+            new_replacing[role.name] = None
+            requeue = requeue or role_requeue
+            continue
         step, role_requeue = _plan_role(
             role,
             actions=actions,
@@ -431,6 +457,45 @@ def _plan_role(  # noqa: C901 (one ordered decision over a role's seats (resume,
         waiting_ordinals=tuple(waiting),
     )
     return step, requeue
+
+
+def _plan_elastic_role(
+    role: DesiredRole,
+    *,
+    actions: _Actions,
+    index: ReplicaIndex,
+    held_groups: set[str],
+    floor: int,
+    blocked: bool,
+) -> tuple[RoleStep, bool]:
+    """An Elastic EP role (§3.8): delete its terminal members with their Workloads, else create
+    its missing ordinals below the width; never a rollout, a scale-down or a surplus deletion.
+    Outdated members are counted for status, and stay."""
+    terminal = [
+        p
+        for p in index.live_of(role.name)
+        if p.phase in ("Failed", "Succeeded") and p.ordinal is not None
+    ]
+    occupied = {
+        r.ordinal: r
+        for r in index.replicas_of(role.name, role.replicas)
+        if not any(p.phase in ("Failed", "Succeeded") for p in r.pods)
+    }
+    outdated = sum(
+        1 for r in occupied.values() if any(is_pod_outdated(p, role, floor=floor) for p in r.pods)
+    )
+    waiting: list[int] = []
+    if terminal:
+        actions.delete(_desc(terminal))
+    else:
+        # Terminal members' groups are held until their Pods are gone: the gate waits them out.
+        waiting = _create_missing(
+            role, occupied, (), actions=actions, held_groups=held_groups, blocked=blocked
+        )
+    step = RoleStep(
+        role=role.name, replacing=None, outdated=outdated, waiting_ordinals=tuple(waiting)
+    )
+    return step, bool(terminal) or bool(waiting)
 
 
 def _retained(desired: Desired, index: ReplicaIndex) -> dict[str, frozenset[int]]:

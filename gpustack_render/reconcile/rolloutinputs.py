@@ -14,9 +14,10 @@ from gpustack_render.api.modeldeployment import (
     ModelDeploymentStatus,
     RoleStatus,
 )
+from gpustack_render.core.labels import COMPONENT
 from gpustack_render.deployment.scaling import ScaleTarget
 from gpustack_render.reconcile.rollout import Desired, DesiredRole
-from gpustack_render.rendering.renderer import Rendering
+from gpustack_render.rendering.renderer import Rendering, RoleRendering
 from gpustack_render.rendering.roleplan import CacheResolution
 
 
@@ -36,12 +37,24 @@ def desired_from_rendering(rendering: Rendering, targets: Sequence[ScaleTarget] 
                 queue=role.queue,
                 unit_group=units[role.name][0] if role.name in units else None,
                 per_unit=units[role.name][1] if role.name in units else 1,
+                elastic=role.elastic is not None,
             )
             for role in rendering.roles
+        ),
+        companions=frozenset(
+            component for role in rendering.roles if (component := _head_component(role))
         ),
         floor=rendering.floor,
         render_version=rendering.render_version,
     )
+
+
+def _head_component(role: RoleRendering) -> str:
+    """The component label of an Elastic EP role's Ray head ("" for an ordinary role)."""
+    if role.elastic is None:
+        return ""
+    head_labels = (role.elastic.head_pod.get("metadata") or {}).get("labels") or {}
+    return str(head_labels.get(COMPONENT) or "")
 
 
 def cache_hold(md: ModelDeployment, cache: CacheResolution | None) -> bool:

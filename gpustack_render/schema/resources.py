@@ -89,6 +89,7 @@ SERVICES: Final = Resource("", "v1", "services", "Service")
 EVENTS: Final = Resource("", "v1", "events", "Event")
 CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
+NODES: Final = Resource("", "v1", "nodes", "Node", namespaced=False)
 #: The storage kinds weight delivery reads (D28).
 PERSISTENT_VOLUME_CLAIMS: Final = Resource(
     "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"
