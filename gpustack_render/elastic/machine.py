@@ -329,7 +329,11 @@ def _idle(ctx: _Pass) -> Decision:
             IDLE,
         )
     if not layers.effective.known:
-        return ctx.hold(f"the engine's width is not proven: {layers.effective.reason}", IDLE)
+        # The lower layers are named first: a member Kueue cannot admit says why (its
+        # ClusterQueue and the resource it lacks) even where the engine cannot be asked.
+        why = f"the engine's width is not proven: {layers.effective.reason}"
+        waits = behind(layers, desired)
+        return ctx.hold(f"{waits}; {why}" if waits else why, IDLE)
     width = layers.effective.value
     ctx.stable, ctx.stable_master = width, master.uid
     if width == desired:

@@ -468,9 +468,9 @@ def _plan_elastic_role(
     floor: int,
     blocked: bool,
 ) -> tuple[RoleStep, bool]:
-    """An Elastic EP role (§3.8): delete its terminal members with their Workloads, else create
-    its missing ordinals below the width; never a rollout, a scale-down or a surplus deletion.
-    Outdated members are counted for status, and stay."""
+    """An Elastic EP role (docs/contract/elastic-ep.md §3.8): delete its terminal members with
+    their Workloads, else create its missing ordinals below the width; never a rollout, a
+    scale-down or a surplus deletion. Outdated members are counted for status, and stay."""
     terminal = [
         p
         for p in index.live_of(role.name)

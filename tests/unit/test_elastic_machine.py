@@ -160,6 +160,19 @@ def test_on_a_simulated_cluster_the_change_ends_at_desired_admitted_and_allocate
     assert not obs.effective.known and "simulated" in obs.effective.reason
 
 
+def test_an_unproven_engine_still_names_the_quota_a_member_waits_for() -> None:
+    """On a simulated cluster the engine is never proven, yet a width Kueue cannot admit is
+    named first (its ClusterQueue and resource), then why the engine is not proven."""
+    f = facts(4, 4, admitted=3, eng=Unread("no engine process runs on a simulated cluster"))
+    decision = decide(Store().world(f), T0)
+    assert decision.action is Action.HOLD and decision.record is None
+    assert decision.reason.startswith("width 4 waits for admitted (3 of 4): member 3:")
+    assert f"ClusterQueue {QUEUE} lacks {GPU}" in decision.reason
+    assert decision.reason.endswith(
+        "; the engine's width is not proven: no engine process runs on a simulated cluster"
+    )
+
+
 # ---- §4.3 CommandSent, AwaitingWidth, NativeComplete, Completed ------------------------------
 
 
