@@ -8,8 +8,7 @@ D29; docs/elastic-ep.md "Admission").
   elastic role (§2.3), matched by the profile's own rule, not by ``admission.md §13``'s.
 
 The accelerator default (elastic-ep.md §2.1: TP, not 1) lives with the other default in
-``deployment/defaulting.py``. While ``release.field-not-delivered`` still refuses the profile
-(``admission/release.py``), these rules run after it and their causes come in the same answer.
+``deployment/defaulting.py``. The profile is delivered (D29): these rules are its admission.
 
 Rule ids (``origin``) are listed in ``docs/rules.md``.
 """

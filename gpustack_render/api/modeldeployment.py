@@ -250,9 +250,18 @@ class TopologySpec(SpecModel):
 
 
 class ElasticEPSpec(SpecModel):
-    """Elastic expert parallelism; refused in this release."""
+    """Elastic expert parallelism: one vLLM server whose expert-parallel width grows while it
+    serves (docs/elastic-ep.md)."""
 
-    width: Annotated[Int32, FREE, Field(ge=2, le=64, description="Expert-parallel width.")]
+    width: Annotated[
+        Int32,
+        FREE,
+        Field(
+            ge=2,
+            le=64,
+            description="Expert-parallel width: the members, the master included (2..64).",
+        ),
+    ]
 
 
 class RoleScaling(SpecModel):
@@ -380,7 +389,12 @@ class RoleSpec(SpecModel):
     ] = DEFAULT_STARTUP_TIMEOUT_SECONDS
     elastic_ep: Annotated[
         ElasticEPSpec | None,
-        Field(description="Elastic expert parallelism; refused in this release."),
+        Field(
+            description=(
+                "Elastic expert parallelism: width GPU members in one Ray cluster behind a "
+                "CPU-only Ray head; the width may grow, never shrink, and grows without a restart."
+            )
+        ),
     ] = None
     scaling: Annotated[
         RoleScaling | None,

@@ -2,9 +2,7 @@
 "Admission"): the accelerator default (TP), the shape rules S1–S18, the owned keys matched by
 the profile's own rule, the UPDATE rules, and the decoding refusal of the retired fields.
 
-The release still refuses ``roles[].elasticEp`` (``release.field-not-delivered``); the tests
-that ask whether an object would be admitted once that refusal is lifted patch it out
-(``lifted``), the others assert it is still there beside the profile's own causes."""
+The profile is delivered (D29): no release-scope refusal stands beside these rules."""
 
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ from typing import Any
 import pytest
 from admission_support import CPU, causes, deployment, lookups_of, review, role
 
-from gpustack_render.admission import objectrules
 from gpustack_render.admission.elastic import (
     ELASTIC_OWNED_ENV,
     ELASTIC_OWNED_FLAGS,
@@ -28,7 +25,6 @@ from gpustack_render.deployment.defaulting import default_accelerators, default_
 from gpustack_render.schema.decoding import decode_deployment
 
 INV, FORB = "FieldValueInvalid", "FieldValueForbidden"
-RELEASE = ("release.field-not-delivered", "spec.roles[0].elasticEp", FORB)
 R0 = "spec.roles[0]"
 
 
@@ -52,13 +48,6 @@ def triples(errs: ErrorList | list[FieldError]) -> list[tuple[str, str, str]]:
 
 def elastic_causes(verdict: Verdict) -> list[tuple[str, str, str]]:
     return [c for c in causes(verdict) if c[0].startswith("elastic.")]
-
-
-@pytest.fixture
-def lifted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The release-scope refusal lifted, as it will be once the controller's width changes
-    land: the profile's own rules then decide alone."""
-    monkeypatch.setattr(objectrules, "validate_release_scope", lambda ctx: ErrorList())
 
 
 # --- §2.1 the mutating default ------------------------------------------------------------------
@@ -152,12 +141,11 @@ def test_the_renderer_sees_the_same_default() -> None:
 # --- §2.2 shape rules ----------------------------------------------------------------------------
 
 
-def test_the_release_refusal_still_stands_beside_an_admissible_profile() -> None:
+def test_an_admissible_profile_is_admitted_with_its_default() -> None:
     verdict = review(elastic_md(elastic_role(extraArgs=["-tp", "2"])))
-    assert causes(verdict) == [RELEASE]
+    assert verdict.allowed, causes(verdict)
 
 
-@pytest.mark.usefixtures("lifted")
 @pytest.mark.parametrize(
     "obj",
     [
@@ -199,7 +187,7 @@ def test_the_release_refusal_still_stands_beside_an_admissible_profile() -> None
         ),
     ],
 )
-def test_admitted_once_the_release_refusal_is_lifted(obj: dict[str, Any]) -> None:
+def test_admitted(obj: dict[str, Any]) -> None:
     verdict = review(obj)
     assert verdict.allowed, causes(verdict)
 
@@ -335,7 +323,7 @@ def test_each_shape_rule_refuses(
     assert triples(errs) == expected
     assert named in errs[0].message()
     verdict = review(obj)
-    assert causes(verdict)[0] == RELEASE
+    assert not verdict.allowed
     assert elastic_causes(verdict) == expected
 
 
@@ -405,7 +393,7 @@ def test_the_test_vectors() -> None:
     tp2 = elastic_md(elastic_role(extraArgs=["-tp", "2"], resources={"accelerator": "1.5"}))
     assert ("elastic.cards-not-tp", f"{R0}.resources.accelerator", INV) in causes(review(tp2))
     tp3 = elastic_md(elastic_role(extraArgs=["-tp", "3"]))
-    assert causes(review(tp3)) == [RELEASE]
+    assert review(tp3).allowed
     ceiling0 = elastic_role(extraArgs=["--elastic-ep-max-dp-size", "0"])
     stated = elastic_md({**ceiling0, "resources": {"accelerator": 1}})
     assert elastic_causes(review(stated)) == [
@@ -417,7 +405,6 @@ def test_the_test_vectors() -> None:
     ]
 
 
-@pytest.mark.usefixtures("lifted")
 def test_tp3_is_admitted_with_three_cards() -> None:
     verdict = review(elastic_md(elastic_role(extraArgs=["-tp", "3"])))
     assert verdict.allowed, causes(verdict)
@@ -692,18 +679,14 @@ def test_a_ceiling_respelled_is_unchanged() -> None:
     assert validate_elastic_update(decoded(new), decoded(old)) == []
 
 
-@pytest.mark.usefixtures("lifted")
 def test_raising_the_width_is_admitted() -> None:
     verdict = review(with_role(elasticEp={"width": 6}), old=STORED)
     assert verdict.allowed, causes(verdict)
 
 
-def test_the_update_rules_still_run_beside_the_release_refusal() -> None:
+def test_a_lowered_width_is_refused_by_the_update_rule_alone() -> None:
     verdict = review(with_role(elasticEp={"width": 2}), old=with_role(elasticEp={"width": 3}))
-    assert causes(verdict) == [
-        RELEASE,
-        ("elastic.width-lowered", f"{R0}.elasticEp.width", FORB),
-    ]
+    assert causes(verdict) == [("elastic.width-lowered", f"{R0}.elasticEp.width", FORB)]
 
 
 # --- D29: the retired fields ---------------------------------------------------------------------

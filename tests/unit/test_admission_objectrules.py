@@ -51,8 +51,8 @@ CASES = [
     ),
     pytest.param(
         deployment(role(elasticEp={"width": 2})),
-        [("release.field-not-delivered", "spec.roles[0].elasticEp", FORB)],
-        id="release.field-not-delivered-elastic-ep",
+        [],
+        id="elastic-ep-delivered",
     ),
     # args.owned-flag
     pytest.param(
@@ -749,7 +749,6 @@ def test_every_rule_collects() -> None:
     )
     origins = [c[0] for c in causes(review(obj))]
     assert origins == [
-        "release.field-not-delivered",
         "elastic.degrees-unreadable",
         "elastic.kind-not-server",
         "args.owned-flag",

@@ -1,9 +1,5 @@
 """Rendering the Elastic EP profile (docs/contract/elastic-ep.md §3, D29; docs/elastic-ep.md,
 "What is rendered") and explaining a width edit.
-
-Admission still refuses ``roles[].elasticEp`` (``release.field-not-delivered``); the renderer is
-called directly here, and the explain tests patch the release check out, as the lead's lift of
-the refusal will.
 """
 
 from __future__ import annotations
@@ -16,12 +12,10 @@ import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
-from unittest import mock
 
 import pytest
 
-from gpustack_render.admission import objectrules
-from gpustack_render.core.errors import ErrorList, RenderError
+from gpustack_render.core.errors import RenderError
 from gpustack_render.core.labels import (
     COMPONENT,
     MEMBER_INDEX,
@@ -553,18 +547,10 @@ def test_https_liveness_skips_verification() -> None:
 # --- explain ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def lifted() -> Iterator[None]:
-    """Admission as it will be once the release refusal is lifted."""
-    with mock.patch.object(objectrules, "validate_release_scope", lambda ctx: ErrorList()):
-        yield
-
-
 def _explain(new: dict[str, Any], old: dict[str, Any] | None = None) -> Any:
     return explain_deployment(new, lookups=_lookups(), settings=Settings(), old=old)
 
 
-@pytest.mark.usefixtures("lifted")
 def test_explain_a_width_edit_adds_members_and_restarts_nobody() -> None:
     tp2: dict[str, Any] = {
         "resources": {"accelerator": 2},
@@ -584,7 +570,6 @@ def test_explain_a_width_edit_adds_members_and_restarts_nobody() -> None:
     assert answer.joint is not None and (answer.joint.joint, answer.joint.groups) == (True, 2)
 
 
-@pytest.mark.usefixtures("lifted")
 def test_explain_another_edit_rolls_nobody() -> None:
     answer = _explain(_doc(2, extraArgs=["--max-model-len", "4096"]), old=_doc(2))
     (role,) = answer.roles
@@ -593,7 +578,6 @@ def test_explain_another_edit_rolls_nobody() -> None:
     assert not answer.rolls()
 
 
-@pytest.mark.usefixtures("lifted")
 def test_explain_a_create_says_what_is_rendered() -> None:
     answer = _explain(_doc(4))
     (role,) = answer.roles
@@ -602,10 +586,10 @@ def test_explain_a_create_says_what_is_rendered() -> None:
     assert answer.joint is not None and (answer.joint.joint, answer.joint.groups) == (True, 4)
 
 
-def test_explain_while_refused_says_so() -> None:
-    answer = _explain(_doc(4), old=_doc(2))
+def test_explain_a_lowered_width_says_it_is_refused() -> None:
+    answer = _explain(_doc(2), old=_doc(4))
     assert not answer.admission.allowed
-    assert [c.origin for c in answer.admission.causes] == ["release.field-not-delivered"]
+    assert [c.origin for c in answer.admission.causes] == ["elastic.width-lowered"]
 
 
 def test_master_flags_are_owned_flags() -> None:
