@@ -61,6 +61,7 @@ from gpustack_render.api.modeldeployment import ModelDeployment, ModelDeployment
 from gpustack_render.core import ownerrefs
 from gpustack_render.core.errors import RenderError
 from gpustack_render.core.settings import Settings
+from gpustack_render.elastic.status import kept_resize_condition
 from gpustack_render.reconcile import claims, events
 from gpustack_render.reconcile.inputs import InputGraph
 from gpustack_render.reconcile.keys import FIELD_MANAGER, split_key
@@ -361,6 +362,7 @@ class DeploymentReconciler:
         are now); nothing else is touched. The artifact's, the claim's and the driver's watches
         bring the deployment back when what blocks it changes."""
         held = weights_held_status(md, block, index=await self.observer.index(md), now=self.now())
+        held = kept_resize_condition(held, md.status)
         if status_changed(md.status, held):
             await self._write_status(md, held)
         self.gauges.observe(md.metadata.namespace, md.metadata.name, held)
@@ -372,6 +374,7 @@ class DeploymentReconciler:
         failed = render_failed_status(
             md, error, index=await self.observer.index(md), now=self.now()
         )
+        failed = kept_resize_condition(failed, md.status)
         if status_changed(md.status, failed):
             await self._write_status(md, failed)
         self.gauges.observe(md.metadata.namespace, md.metadata.name, failed)

@@ -73,6 +73,18 @@ def resize_condition(
     return condition
 
 
+def kept_resize_condition(
+    status: ModelDeploymentStatus, stored: ModelDeploymentStatus | None
+) -> ModelDeploymentStatus:
+    """``status`` (a held pass's: a render failure, weights not deliverable) with the stored
+    ``ElasticResize`` kept as it was: the step did not run, so nothing new is known."""
+    kept = [c for c in (stored.conditions if stored else None) or () if c.type == ELASTIC_RESIZE]
+    if not kept:
+        return status
+    others = [c for c in status.conditions or () if c.type != ELASTIC_RESIZE]
+    return status.model_copy(update={"conditions": [*others, *kept]})
+
+
 def with_resize_condition(
     status: ModelDeploymentStatus,
     decision: Decision,

@@ -107,5 +107,7 @@ async def test_an_unreadable_master_holds_and_creates_nothing() -> None:
 
     assert await reconcile(KEY) == HOLD_SECONDS  # a hold, not a failure loop
     assert {p["metadata"]["uid"] for p in kube.of_kind("Pod")} == before
-    stalled = {c["type"]: c for c in _md(kube)["status"]["conditions"]}["Stalled"]
+    conditions = {c["type"]: c for c in _md(kube)["status"]["conditions"]}
+    stalled = conditions["Stalled"]
     assert stalled["status"] == "True" and "'many'" in stalled["message"]
+    assert conditions["ElasticResize"]["reason"] == "NoRefusal"  # kept as the last pass left it
