@@ -17,6 +17,7 @@ never with ``ray stop``, which stops every Ray process on the machine.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import signal
@@ -257,10 +258,8 @@ class RayRun:
         answers the ids still alive after that (none expected)."""
         for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
             for pid in self.ours():
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline:
                 for node in self.nodes:
