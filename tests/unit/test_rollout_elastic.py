@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from test_rollout_planner import admitted, pod, role, wl
+
 from gpustack_render.reconcile.rollout import Desired, Seat, plan
-from tests.unit.test_rollout_planner import admitted, pod, role, wl
 
 HEAD = "md-elastic-head"
 
