@@ -15,7 +15,7 @@ from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import FieldPath
 from gpustack_render.core.vocabulary import EngineFamily
 from gpustack_render.deployment import roles
-from gpustack_render.engines.flags import find_flag, resolves_to, spelled, values_at
+from gpustack_render.engines.flags import find_flag, owned_hits, resolves_to, spelled, values_at
 from gpustack_render.engines.owned import (
     KV_CACHE_DTYPE_FLAG,
     SERVED_MODEL_NAME_FLAG,
@@ -38,10 +38,7 @@ def validate_owned_args(ctx: Context, role: RoleSpec, path: FieldPath) -> ErrorL
         return out  # extraArgs beside a command are inert and refused nothing (per seed)
     engine = ctx.base_engine
     keys = owned_args(engine)
-    for j, token in enumerate(role.extra_args or ()):
-        key = resolves_to(token, keys, engine)
-        if key is None:
-            continue
+    for j, token, key in owned_hits(role.extra_args or (), keys, engine):
         out.append(
             errors.invalid(
                 path.child("extraArgs").index(j),

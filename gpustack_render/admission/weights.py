@@ -24,7 +24,7 @@ from gpustack_render.core import errors
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import MODEL, FieldPath
 from gpustack_render.engines import mountpaths
-from gpustack_render.engines.flags import resolves_to, spelled
+from gpustack_render.engines.flags import owned_hits, spelled
 from gpustack_render.engines.owned import ARTIFACT_ENV_ROLES, artifact_args, artifact_env
 from gpustack_render.weights.delivery import CACHE_PATH, MODEL_PATH
 
@@ -57,10 +57,7 @@ def validate_artifact_flags(ctx: Context, role: RoleSpec, path: FieldPath) -> Er
     out = ErrorList()
     engine = ctx.base_engine
     keys = artifact_args(engine)
-    for j, token in enumerate(role.extra_args or ()):
-        key = resolves_to(token, keys, engine)
-        if key is None:
-            continue
+    for j, token, key in owned_hits(role.extra_args or (), keys, engine):
         out.append(
             errors.invalid(
                 path.child("extraArgs").index(j),

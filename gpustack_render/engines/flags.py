@@ -26,7 +26,7 @@ since one review asks about the same tokens many times.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import Final, NamedTuple, assert_never
 
@@ -99,6 +99,17 @@ def resolves_to(
     if not token.startswith("--"):
         return None
     return _resolve(token, tuple(keys), engine, None if exclude is None else frozenset(exclude))
+
+
+def owned_hits(
+    tokens: Iterable[str], keys: Sequence[str], engine: Engine
+) -> Iterator[tuple[int, str, str]]:
+    """``(index, token, key)`` for each token of ``tokens`` (a role's ``extraArgs``) that
+    ``engine`` reads as one of ``keys``: what an owned-flag rule refuses."""
+    for index, token in enumerate(tokens):
+        key = resolves_to(token, keys, engine)
+        if key is not None:
+            yield index, token, key
 
 
 @lru_cache(maxsize=8192)
