@@ -211,14 +211,15 @@ async def test_artifacts_resolve_under_the_shipped_rbac(
         assert resolved(private)["status"] == "True", resolved(private)
         denied = await eventually(lambda: answered("no-secret"), what="no-secret answered")
         assert (resolved(denied)["status"], resolved(denied)["reason"]) == ("False", "AccessDenied")
-        # A token went out only for an artifact naming a Secret, and only that Secret's.
-        private_calls = {auth for _, path, auth in hub.requests if "org/private" in path}
-        assert private_calls == {"", "Bearer hf_good", "Bearer hf_stale"}
-        assert {auth for _, path, auth in hub.requests if "org/model" in path} == {""}
-
         # A token the hub rejects: AccessDenied, and one InvalidToken Warning naming the Secret.
         stale = await eventually(lambda: answered("stale"), what="artifact stale answered")
         assert resolved(stale)["reason"] == "AccessDenied"
+
+        # A token went out only for an artifact naming a Secret, and only that Secret's. Read once
+        # every artifact that calls org/private has answered, so each one's request has arrived.
+        private_calls = {auth for _, path, auth in hub.requests if "org/private" in path}
+        assert private_calls == {"", "Bearer hf_good", "Bearer hf_stale"}
+        assert {auth for _, path, auth in hub.requests if "org/model" in path} == {""}
 
         async def warned() -> list[dict[str, Any]]:
             events, _ = await kube.list(EVENTS, ns)
