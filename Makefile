@@ -40,12 +40,12 @@ test-unit: setup ## run the tests that need no API server
 	$(BIN)/pytest -m "not integration"
 
 fmt: setup ## format the code
-	$(BIN)/ruff format gpustack_render gpustack_kube gpustack_controller gpustack_webhook tests hack bench
-	$(BIN)/ruff check --fix gpustack_render gpustack_kube gpustack_controller gpustack_webhook tests hack bench
+	$(BIN)/ruff format gpustack_render gpustack_kube gpustack_controller gpustack_webhook gpustack_modelmanager tests hack bench
+	$(BIN)/ruff check --fix gpustack_render gpustack_kube gpustack_controller gpustack_webhook gpustack_modelmanager tests hack bench
 
 lint: setup ## ruff (lint and format), mypy --strict and the import contracts
-	$(BIN)/ruff check gpustack_render gpustack_kube gpustack_controller gpustack_webhook tests hack bench
-	$(BIN)/ruff format --check gpustack_render gpustack_kube gpustack_controller gpustack_webhook tests hack bench
+	$(BIN)/ruff check gpustack_render gpustack_kube gpustack_controller gpustack_webhook gpustack_modelmanager tests hack bench
+	$(BIN)/ruff format --check gpustack_render gpustack_kube gpustack_controller gpustack_webhook gpustack_modelmanager tests hack bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -37,6 +37,7 @@ SCANNED = (
     "gpustack_kube",
     "gpustack_controller",
     "gpustack_webhook",
+    "gpustack_modelmanager",
     "tests",
     "docs",
     "examples",

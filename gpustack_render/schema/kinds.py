@@ -23,6 +23,7 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.nodestore import NodeModelStore
 from gpustack_render.api.scaler import ModelDeploymentScaler
 from gpustack_render.api.storage import (
     CSIDriver,
@@ -186,6 +187,21 @@ KINDS: tuple[KindInfo, ...] = (
             ),
             _column("Resolved", '.status.conditions[?(@.type=="Resolved")].status', "Resolved."),
             _column("Ready", ".status.nodes.ready", "Nodes holding the weights.", type_="integer"),
+            _AGE,
+        ),
+        owned=True,
+    ),
+    KindInfo(
+        NodeModelStore,
+        "NodeModelStore",
+        "nodemodelstores",
+        "Cluster",
+        ("nms",),
+        (
+            _column(
+                "Used", ".status.capacity.usedPercent", "Store use, percent.", type_="integer"
+            ),
+            _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "Plugin ready."),
             _AGE,
         ),
         owned=True,

@@ -151,6 +151,7 @@ def test_roles_need_at_least_one_entry_and_required_fields() -> None:
         ("KVCachePool", "Cluster", ["kvcp"]),
         ("KVCacheBackend", "Cluster", ["kvcb"]),
         ("ModelArtifact", "Namespaced", ["mart"]),  # the project's own (docs/decisions.md)
+        ("NodeModelStore", "Cluster", ["nms"]),  # written by the node plugin (docs/node-store.md)
     ],
 )
 def test_kinds_scope_and_short_names(kind: str, scope: str, short: list[str] | None) -> None:

@@ -48,7 +48,8 @@ def test_top_level_composes_every_part() -> None:
 def test_the_base_installs_only_the_owned_crds() -> None:
     crd_entries = [r for r in _resources(DEPLOY) if r.startswith("crds")]
     assert crd_entries == _served_crd_files()
-    assert len(crd_entries) == 3  # ModelArtifact, ModelDeployment, ModelDeploymentScaler
+    # ModelArtifact, ModelDeployment, ModelDeploymentScaler, NodeModelStore
+    assert len(crd_entries) == 4
     assert all((DEPLOY / entry).is_file() for entry in crd_entries)
 
 
