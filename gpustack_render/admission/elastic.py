@@ -21,14 +21,14 @@ from typing import Any, Final
 
 from gpustack_render.admission.context import quantity_value
 from gpustack_render.api.modeldeployment import ModelDeployment, RoleResources, RoleSpec
-from gpustack_render.core import errors
+from gpustack_render.core import errors, naming
 from gpustack_render.core.errors import ErrorList
 from gpustack_render.core.paths import ENGINE, ROLES, SCALING_GROUPS, FieldPath
 from gpustack_render.core.vocabulary import RoleKind
 from gpustack_render.deployment.defaulting import elastic_parallelism
 from gpustack_render.deployment.roles import base_engine, effective_kind
 from gpustack_render.engines.parallelism import Parallelism
-from gpustack_render.rendering.elastic import OWNED_ENV, OWNED_FLAGS
+from gpustack_render.rendering.elastic import OWNED_ENV, OWNED_FLAGS, head_name
 
 #: The width bounds; ``width`` counts the master (ordinal 0) among the data-parallel engines.
 MIN_WIDTH: Final = 2
@@ -403,6 +403,40 @@ def validate_elastic(md: ModelDeployment) -> ErrorList:
             out.extend(_cards(md, path, role, role.resources))
         out.extend(_owned_keys(path, role))
         out.extend(_scaling(md, path, role))
+        out.extend(_head_service(md, path, role))
+    return out
+
+
+def _head_service(md: ModelDeployment, path: FieldPath, role: RoleSpec) -> ErrorList:
+    """The Ray head's Service ``<md>-elastic-head`` must be a valid Service name and must not be
+    the role's own Service name (a role named ``elastic-head``): the renderer refuses both, so
+    admission says it first, at the field to change."""
+    out = ErrorList()
+    deployment = md.metadata.name
+    head = head_name(deployment)
+    if not deployment:
+        return out
+    if head == naming.role_service_name(deployment, role.name):
+        out.append(
+            errors.invalid(
+                path.child("name"),
+                role.name,
+                f"the Ray head's Service is named {head!r}, and a role named {role.name!r} "
+                "would give its own Service the same name; rename the role",
+                origin="elastic.head-name",
+            )
+        )
+    elif not naming.is_dns1035_label(head):
+        out.append(
+            errors.invalid(
+                "metadata.name",
+                deployment,
+                f"the Ray head's Service would be named {head!r} ({len(head)} characters), "
+                "which is not a valid Service name (a DNS-1035 label of at most 63 characters); "
+                f"shorten metadata.name to at most {63 - len(head) + len(deployment)} characters",
+                origin="elastic.head-name",
+            )
+        )
     return out
 
 

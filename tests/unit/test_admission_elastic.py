@@ -713,3 +713,24 @@ def test_other_unknown_fields_keep_the_plain_message() -> None:
     assert verdict.errors[0].detail == (
         'unknown field "spec.roles[0].elasticEp.ceiling": this API has no such field'
     )
+
+
+# --- D29: the Ray head's Service name -----------------------------------------------------------
+
+
+def test_a_head_service_name_over_63_characters_names_the_longest_deployment_name() -> None:
+    obj = elastic_md()
+    obj["metadata"]["name"] = "m" * 51  # "-elastic-head" makes 64
+    errs = validate_elastic(decoded(obj))
+    assert triples(errs) == [("elastic.head-name", "metadata.name", INV)]
+    assert "64 characters" in errs[0].detail and "at most 50 characters" in errs[0].detail
+    obj["metadata"]["name"] = "m" * 50
+    assert validate_elastic(decoded(obj)) == []
+
+
+def test_a_role_named_elastic_head_is_refused_at_its_name() -> None:
+    obj = elastic_md(role("elastic-head", elasticEp={"width": 2}))
+    errs = validate_elastic(decoded(obj))
+    assert triples(errs) == [("elastic.head-name", f"{R0}.name", INV)]
+    assert "rename the role" in errs[0].detail
+    assert elastic_causes(review(obj)) == [("elastic.head-name", f"{R0}.name", INV)]
