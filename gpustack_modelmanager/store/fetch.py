@@ -1,0 +1,270 @@
+"""The hub side of a download: the listing at the commit, and each file streamed, hashed and
+checked against its manifest line (docs/node-store.md, "Materialization").
+
+Hugging Face only, over aiohttp: ``GET <endpoint>/api/models/<repo>/tree/<commit>?recursive=true``
+(every page, the endpoint's own ``Link`` only), then ``GET <endpoint>/<repo>/resolve/<commit>/<path>``
+for each file the patterns keep, with a ``Range`` to go on from the bytes a crashed download
+left. The listing becomes the manifest by the resolution's own rules
+(:func:`gpustack_render.weights.resolution.hugging_face_manifest`), so the node checks exactly
+the digest the controller resolved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import aiohttp
+
+from gpustack_render.weights import resolution as rules
+from gpustack_render.weights import store as store_rules
+from gpustack_render.weights.manifest import MAX_ENTRIES, Manifest, ManifestEntry
+from gpustack_render.weights.resolution import HubProblem, HubRequest
+
+from .types import TreeRequest
+
+#: Bytes handed to a worker thread at once (hash and write off the event loop).
+BUFFER_BYTES = 4 * 1024 * 1024
+READ_BYTES = 1024 * 1024
+TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)
+USER_AGENT = "gpustack-model-manager"
+
+
+class FileProblem(Exception):  # noqa: N818 (a value: why a file is refused)
+    """A file's bytes are not its manifest line's (``DigestMismatch``), or it could not be
+    written (``InsufficientStorage``, ``DownloadFailed``)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(reason, message)
+        self.reason = reason
+        self.message = message
+
+
+def headers_of(request: TreeRequest) -> dict[str, str]:
+    headers = {"User-Agent": USER_AGENT}
+    if request.token:
+        headers["Authorization"] = f"Bearer {request.token}"
+    return headers
+
+
+def hub_request(request: TreeRequest, step: str) -> HubRequest:
+    return HubRequest(
+        hub=request.hub,
+        endpoint=request.endpoint,
+        repository=request.repository,
+        revision=request.commit,
+        step=step,
+    )
+
+
+def _same_origin(url: str, endpoint: str) -> bool:
+    a, b = urlsplit(url), urlsplit(endpoint)
+    return (a.scheme, a.netloc) == (b.scheme, b.netloc)
+
+
+def _transport(request: HubRequest, exc: BaseException) -> HubProblem:
+    return rules.unreachable(request, f"{type(exc).__name__}: {exc}".strip(": "))
+
+
+async def hugging_face_listing(session: aiohttp.ClientSession, request: TreeRequest) -> Manifest:
+    """The manifest of the commit's files the patterns keep; :class:`HubProblem` else."""
+    hub = hub_request(request, "listing")
+    endpoint = request.endpoint.rstrip("/")
+    url: str | None = (
+        f"{endpoint}/api/models/{request.repository}/tree/{quote(request.commit, safe='')}"
+    )
+    params: dict[str, str] | None = {"recursive": "true"}
+    items: list[dict[str, Any]] = []
+    while url is not None:
+        try:
+            async with session.get(
+                url, params=params, headers=headers_of(request), timeout=TIMEOUT
+            ) as response:
+                problem = rules.hugging_face_problem(hub, response.status, response.headers)
+                if problem is not None:
+                    raise problem
+                if (response.content_length or 0) > rules.MAX_BODY_BYTES:
+                    raise rules.unusable(hub, "the listing page is too large")
+                page = await response.json(content_type=None)
+                next_link = response.links.get("next")
+                url = str(next_link.get("url")) if next_link else None
+        except HubProblem:
+            raise
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _transport(hub, exc) from exc
+        except ValueError as exc:
+            raise rules.unusable(hub, f"the listing is not JSON: {exc}") from exc
+        if not isinstance(page, list) or not all(isinstance(i, dict) for i in page):
+            raise rules.unusable(hub, "the listing is not a list of entries")
+        items.extend(page)
+        if len(items) > MAX_ENTRIES:
+            break
+        params = None
+        if url is not None and not _same_origin(url, endpoint):
+            raise rules.unusable(
+                hub, f"the listing's next page is on another host ({url}); not followed"
+            )
+    return rules.hugging_face_manifest(
+        items,
+        hub,
+        allow=list(request.allow_patterns) or None,
+        ignore=list(request.ignore_patterns) or None,
+    )
+
+
+def file_url(request: TreeRequest, entry: ManifestEntry) -> str:
+    endpoint = request.endpoint.rstrip("/")
+    return (
+        f"{endpoint}/{request.repository}/resolve/{quote(request.commit, safe='')}/"
+        f"{quote(entry.path, safe='/')}"
+    )
+
+
+def _absorb(handle: Any, hasher: store_rules.Hasher, data: bytes) -> None:
+    hasher.update(data)
+    handle.write(data)
+
+
+def _rehash(path: Path, entry: ManifestEntry) -> tuple[store_rules.Hasher, int]:
+    """The hash of what a previous attempt left in ``path`` (cut back to the manifest's size
+    when longer), and how many bytes that is."""
+    hasher = store_rules.new_hasher(entry)
+    size = path.stat().st_size
+    if size > entry.size:
+        os.truncate(path, 0)
+        return hasher, 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(BUFFER_BYTES):
+            hasher.update(chunk)
+    return hasher, size
+
+
+def _finish(handle: Any) -> None:
+    handle.flush()
+    os.fsync(handle.fileno())
+    handle.close()
+
+
+def _os_problem(entry: ManifestEntry, exc: OSError) -> FileProblem:
+    import errno
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return FileProblem(
+            store_rules.INSUFFICIENT_STORAGE,
+            f"{entry.path!r}: the store's filesystem is full ({exc.strerror})",
+        )
+    return FileProblem(store_rules.DOWNLOAD_FAILED, f"{entry.path!r}: {exc}")
+
+
+async def fetch_file(
+    session: aiohttp.ClientSession,
+    request: TreeRequest,
+    entry: ManifestEntry,
+    target: Path,
+    progress: Callable[[int, int], None],
+) -> None:
+    """Stream ``entry`` into ``target``, hashing every byte, and check it against the line.
+
+    ``progress(verified, fetched)`` is told of bytes that count towards the tree (``verified``:
+    also those found on disk from an earlier attempt) and of bytes that came over the network.
+    Goes on from what an earlier attempt left (a ``Range`` request; a hub that answers the whole
+    file starts it over); a resumed file that fails the check is fetched once more from its
+    first byte. Raises :class:`HubProblem` or :class:`FileProblem`.
+    """
+    problem, resumed = await _fetch_once(session, request, entry, target, progress, resume=True)
+    if problem and resumed:
+        problem, _ = await _fetch_once(session, request, entry, target, progress, resume=False)
+    if problem:
+        raise FileProblem(store_rules.DIGEST_MISMATCH, problem)
+
+
+async def _fetch_once(
+    session: aiohttp.ClientSession,
+    request: TreeRequest,
+    entry: ManifestEntry,
+    target: Path,
+    progress: Callable[[int, int], None],
+    *,
+    resume: bool,
+) -> tuple[str, bool]:
+    """One attempt: why the file is refused (``""``: it checks out; a refused file is removed),
+    and whether the attempt went on from an earlier one's bytes."""
+    hub = hub_request(request, "download")
+    hasher = store_rules.new_hasher(entry)
+    offset = 0
+    reported = 0
+
+    def report(verified: int, fetched: int) -> None:
+        nonlocal reported
+        reported += verified
+        progress(verified, fetched)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if resume and target.exists():
+            hasher, offset = await asyncio.to_thread(_rehash, target, entry)
+        else:
+            target.unlink(missing_ok=True)
+    except OSError as exc:
+        raise _os_problem(entry, exc) from exc
+    if offset:
+        report(offset, 0)
+    size = offset
+    if offset < entry.size or entry.size == 0 and not target.exists():
+        headers = headers_of(request)
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+        try:
+            handle = await asyncio.to_thread(target.open, "ab" if offset else "wb")
+        except OSError as exc:
+            raise _os_problem(entry, exc) from exc
+        try:
+            async with session.get(
+                file_url(request, entry), headers=headers, timeout=TIMEOUT
+            ) as response:
+                problem = rules.hugging_face_problem(hub, response.status, response.headers)
+                if problem is not None:
+                    raise problem
+                if offset and response.status != 206:
+                    # The hub sent the whole file: start it over.
+                    report(-offset, 0)
+                    handle.seek(0)
+                    handle.truncate()
+                    hasher, offset, size = store_rules.new_hasher(entry), 0, 0
+                buffer = bytearray()
+                async for chunk in response.content.iter_chunked(READ_BYTES):
+                    size += len(chunk)
+                    if size > entry.size:
+                        break
+                    buffer += chunk
+                    if len(buffer) >= BUFFER_BYTES:
+                        data = bytes(buffer)
+                        buffer.clear()
+                        await asyncio.to_thread(_absorb, handle, hasher, data)
+                        report(len(data), len(data))
+                if buffer and size <= entry.size:
+                    data = bytes(buffer)
+                    await asyncio.to_thread(_absorb, handle, hasher, data)
+                    report(len(data), len(data))
+            await asyncio.to_thread(_finish, handle)
+        except HubProblem:
+            handle.close()
+            raise
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            handle.close()
+            raise _transport(hub, exc) from exc
+        except OSError as exc:
+            handle.close()
+            raise _os_problem(entry, exc) from exc
+        except BaseException:
+            handle.close()
+            raise
+    problem = store_rules.verify(entry, size, hasher.hexdigest())
+    if problem:
+        # Refused: the bad bytes go, so nothing of them can be published or resumed from.
+        target.unlink(missing_ok=True)
+        report(-reported, 0)
+    return problem, offset > 0

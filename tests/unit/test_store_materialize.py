@@ -1,0 +1,337 @@
+"""The node store against the test hub (tests/support/hubserver.py, which the real
+``huggingface_hub`` client accepts): a tree is downloaded and verified once, published whole,
+shared by concurrent requests, never published with a wrong byte, and only the files the
+patterns keep are fetched (docs/node-store.md, "Materialization")."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from support.hubserver import HubFile, HubRepo, HubServer
+
+from gpustack_modelmanager.store import (
+    ModelStore,
+    TreeFailed,
+    TreePending,
+    TreeReady,
+    TreeRequest,
+)
+from gpustack_render.api.nodestore import NodeModelStoreStatus
+from gpustack_render.core.settings import Settings
+from gpustack_render.weights.manifest import ManifestEntry, build_manifest, filtered
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+REPO = "org/store-model"
+FILES: dict[str, bytes | tuple[bytes, bool]] = {
+    "config.json": b'{"model_type": "llama"}\n',
+    "tokenizer.json": b'{"version": "1.0"}\n',
+    "model-00001-of-00002.safetensors": (os.urandom(3 * 1024 * 1024 + 17), True),
+    "model-00002-of-00002.safetensors": (os.urandom(1024 * 1024), True),
+    "original/consolidated.00.pth": (b"\x03" * 4096, True),
+    "README.md": b"# store model\n",
+    "sub/dir/deep.txt": b"deep\n",
+    "empty.txt": b"",
+}
+
+
+def entries_of(files: Mapping[str, HubFile]) -> list[ManifestEntry]:
+    return [
+        ManifestEntry(f.path, "sha256" if f.lfs else "gitsha1", f.etag, f.size)
+        for f in files.values()
+    ]
+
+
+class CountingHub(HubServer):
+    """The test hub, with two test switches: a file whose served bytes have one byte flipped
+    (the listing still names the true digest), and a pause between served chunks."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.corrupt: set[str] = set()
+        self.slow: dict[str, float] = {}
+
+    def gets(self, part: str = "/resolve/") -> list[str]:
+        return [p for m, p, _ in self.requests if m == "GET" and part in p]
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        answer = await super()._handle(request)
+        name = request.path.rsplit("/resolve/", 1)[-1].split("/", 1)[-1]
+        if "/resolve/" not in request.path or not isinstance(answer, web.Response):
+            return answer
+        body = answer.body
+        if not isinstance(body, bytes) or request.method != "GET":
+            return answer
+        if name in self.corrupt and body:
+            body = bytes([body[0] ^ 0xFF]) + body[1:]
+            answer.body = body
+        pause = self.slow.get(name)
+        if pause is None:
+            return answer
+        streamed = web.StreamResponse(status=answer.status, headers=answer.headers)
+        streamed.content_length = len(body)
+        await streamed.prepare(request)
+        for start in range(0, len(body), 256 * 1024):
+            await streamed.write(body[start : start + 256 * 1024])
+            await asyncio.sleep(pause)
+        await streamed.write_eof()
+        return streamed
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def hub() -> AsyncIterator[tuple[CountingHub, HubRepo, str]]:
+    server = CountingHub(page_size=3)
+    repo = server.repo(REPO)
+    commit = repo.add_commit(FILES, ref="main")
+    await server.start()
+    try:
+        yield server, repo, commit
+    finally:
+        await server.stop()
+
+
+def request_for(
+    server: HubServer,
+    repo: HubRepo,
+    commit: str,
+    *,
+    allow: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    digest: str | None = None,
+) -> TreeRequest:
+    kept = filtered(entries_of(repo.commits[commit]), allow or None, ignore or None)
+    manifest = build_manifest(kept)
+    return TreeRequest(
+        digest=digest or manifest.digest,
+        hub="huggingFace",
+        repository=repo.repo_id,
+        commit=commit,
+        endpoint=server.url,
+        allow_patterns=allow,
+        ignore_patterns=ignore,
+        size_bytes=manifest.size_bytes,
+        source=f"huggingFace:{repo.repo_id}@{commit}",
+    )
+
+
+class Records:
+    """Collects what the store would write to its NodeModelStore."""
+
+    def __init__(self) -> None:
+        self.written: list[NodeModelStoreStatus] = []
+
+    async def write(self, status: NodeModelStoreStatus) -> None:
+        self.written.append(status)
+
+
+def tree_files(path: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
+
+
+def contents(repo: HubRepo, commit: str, paths: list[str] | None = None) -> dict[str, bytes]:
+    files = repo.commits[commit]
+    return {p: files[p].content for p in sorted(paths if paths is not None else files)}
+
+
+async def test_publish_downloads_and_verifies_once(
+    hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    server, repo, commit = hub
+    records = Records()
+    store = ModelStore(tmp_path, settings=Settings(), node_name="node-a", records=records)
+    request = request_for(server, repo, commit)
+    try:
+        before = len(server.gets())
+        first = await store.acquire(request)
+        assert isinstance(first, TreePending)
+        answer = await store.wait(request.digest)
+        assert isinstance(answer, TreeReady), answer
+        assert tree_files(answer.path) == contents(repo, commit)
+        assert len(server.gets()) - before == len(FILES)  # one GET per file
+        assert store.fetched_bytes(request.digest) == request.size_bytes
+        # Published read-only, with the manifest beside the tree as its completion marker.
+        mode = (answer.path / "config.json").stat().st_mode
+        assert not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+        marker = (answer.path.parent / "manifest").read_bytes()
+        assert "sha256:" + hashlib.sha256(marker).hexdigest() == request.digest
+        assert not list((tmp_path / "staging").glob("*/"))
+
+        # The replacement: a second acquire answers at once and fetches nothing.
+        gets = len(server.gets())
+        again = await store.acquire(request)
+        assert again == answer
+        assert len(server.gets()) == gets
+        assert store.fetched_bytes(request.digest) == request.size_bytes
+
+        await store.reference(request.digest, "/pods/a/volume")
+        await asyncio.sleep(0.05)
+        last = records.written[-1]
+        (model,) = last.models or []
+        assert (model.digest, model.state, model.referenced) == (request.digest, "Ready", 1)
+        assert model.downloaded_bytes == model.size_bytes == request.size_bytes
+        assert model.source == request.source
+        first_state = records.written[0].models or []
+        assert [m.state for m in first_state] == ["Downloading"]
+    finally:
+        await store.close()
+
+    # A new store on the same root (a restarted plugin) knows the tree and its reference.
+    again_store = ModelStore(tmp_path, settings=Settings(), node_name="node-a")
+    try:
+        gets = len(server.gets())
+        assert isinstance(await again_store.acquire(request), TreeReady)
+        assert len(server.gets()) == gets
+        assert again_store.referenced(request.digest) == 1
+    finally:
+        await again_store.close()
+
+
+async def test_concurrent_acquires_share_one_download(
+    hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    server, repo, commit = hub
+    store = ModelStore(tmp_path, settings=Settings(), node_name="node-a")
+    request = request_for(server, repo, commit, allow=("*.safetensors", "*.json"))
+    server.slow["model-00001-of-00002.safetensors"] = 0.01
+    try:
+        before = len(server.gets())
+        answers = await asyncio.gather(*(store.acquire(request) for _ in range(5)))
+        assert all(isinstance(a, TreePending) for a in answers)
+        done = await asyncio.gather(*(store.wait(request.digest) for _ in range(5)))
+        assert len({a for a in done}) == 1 and isinstance(done[0], TreeReady)
+        fetched = server.gets()[before:]
+        # One GET per kept file; nothing the patterns drop.
+        assert len(fetched) == 4
+        assert not any("README" in p or ".pth" in p or "deep" in p for p in fetched)
+        assert tree_files(done[0].path) == contents(
+            repo,
+            commit,
+            [
+                "config.json",
+                "model-00001-of-00002.safetensors",
+                "model-00002-of-00002.safetensors",
+                "tokenizer.json",
+            ],
+        )
+    finally:
+        server.slow.clear()
+        await store.close()
+
+
+async def test_a_wrong_byte_is_never_published(
+    hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    server, repo, commit = hub
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    clock = [now]
+    records = Records()
+    store = ModelStore(
+        tmp_path,
+        settings=Settings(),
+        node_name="node-a",
+        records=records,
+        clock=lambda: clock[0],
+    )
+    request = request_for(server, repo, commit, ignore=("original/*",))
+    server.corrupt.add("model-00002-of-00002.safetensors")
+    try:
+        await store.acquire(request)
+        answer = await store.wait(request.digest)
+        assert isinstance(answer, TreeFailed), answer
+        assert answer.reason == "DigestMismatch"
+        assert "model-00002-of-00002.safetensors" in answer.message
+        assert answer.retry_time == now + timedelta(minutes=1)
+        assert not (tmp_path / "trees" / request.digest[7:]).exists()
+        assert not list((tmp_path / "staging").rglob("model-00002-of-00002.safetensors"))
+        await asyncio.sleep(0.05)
+        (model,) = records.written[-1].models or []
+        assert (model.state, model.reason) == ("Failed", "DigestMismatch")
+        assert "model-00002-of-00002.safetensors" in (model.message or "")
+        assert model.retry_time == "2026-01-01T00:01:00Z"
+
+        # During the backoff: Failed again, nothing fetched.
+        gets = len(server.gets())
+        assert isinstance(await store.acquire(request), TreeFailed)
+        assert len(server.gets()) == gets
+
+        # After it, with the hub fixed, the next acquire completes (resuming the good files).
+        server.corrupt.clear()
+        clock[0] = now + timedelta(minutes=1, seconds=1)
+        assert isinstance(await store.acquire(request), TreePending)
+        answer = await store.wait(request.digest)
+        assert isinstance(answer, TreeReady)
+        assert (answer.path / "model-00002-of-00002.safetensors").read_bytes() == (
+            repo.commits[commit]["model-00002-of-00002.safetensors"].content
+        )
+        # Only the refused file came again; the others were verified from the disk.
+        assert server.gets()[gets:] == [p for p in server.gets()[gets:] if "00002" in p]
+    finally:
+        server.corrupt.clear()
+        await store.close()
+
+
+async def test_a_listing_that_is_not_the_digest_is_refused(
+    hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    server, repo, commit = hub
+    store = ModelStore(tmp_path, settings=Settings(), node_name="node-a")
+    wrong = "sha256:" + "0" * 64
+    request = request_for(server, repo, commit, digest=wrong)
+    try:
+        before = len(server.gets())
+        await store.acquire(request)
+        answer = await store.wait(wrong)
+        assert isinstance(answer, TreeFailed)
+        assert answer.reason == "ManifestMismatch"
+        assert wrong in answer.message
+        assert server.gets()[before:] == []
+    finally:
+        await store.close()
+
+
+async def test_hub_refusals_and_bad_requests_are_failures(
+    hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    server, repo, commit = hub
+    store = ModelStore(tmp_path, settings=Settings(), node_name="node-a")
+    private = server.repo("org/store-private", token="hf_node_secret")
+    private_commit = private.add_commit({"a.json": b"{}"}, ref="main")
+    try:
+        request = request_for(server, private, private_commit)
+        await store.acquire(request)
+        denied = await store.wait(request.digest)
+        assert isinstance(denied, TreeFailed) and denied.reason == "AccessDenied"
+
+        # With the Secret's token, the same repository is fetched.
+        other = ModelStore(tmp_path / "second", settings=Settings(), node_name="node-a")
+        try:
+            with_token = TreeRequest(**{**request.__dict__, "token": "hf_node_secret"})
+            await other.acquire(with_token)
+            assert isinstance(await other.wait(request.digest), TreeReady)
+            sent = [a for m, p, a in server.requests if "store-private/resolve" in p]
+            assert sent[-1] == "Bearer hf_node_secret"
+        finally:
+            await other.close()
+
+        bad = await store.acquire(
+            TreeRequest(**{**request.__dict__, "digest": "sha256:../../etc"})
+        )
+        assert isinstance(bad, TreeFailed) and bad.reason == "InvalidRequest"
+        public = request_for(server, repo, commit)
+        scope = await store.acquire(TreeRequest(**{**public.__dict__, "hub": "modelScope"}))
+        assert isinstance(scope, TreePending)
+        answer = await store.wait(public.digest)
+        assert isinstance(answer, TreeFailed) and answer.reason == "UnsupportedSource"
+    finally:
+        await store.close()
