@@ -1,12 +1,12 @@
 """The hub side of a download: the listing at the commit, and each file streamed, hashed and
 checked against its manifest line (docs/node-store.md, "Materialization").
 
-Hugging Face only, over aiohttp: ``GET <endpoint>/api/models/<repo>/tree/<commit>?recursive=true``
-(every page, the endpoint's own ``Link`` only), then ``GET <endpoint>/<repo>/resolve/<commit>/<path>``
-for each file the patterns keep, with a ``Range`` to go on from the bytes a crashed download
-left. The listing becomes the manifest by the resolution's own rules
-(:func:`gpustack_render.weights.resolution.hugging_face_manifest`), so the node checks exactly
-the digest the controller resolved.
+Hugging Face only, over aiohttp: ``GET <endpoint>/api/models/<repo>/tree/<commit>``
+(``recursive=true``, every page, the endpoint's own ``Link`` only), then
+``GET <endpoint>/<repo>/resolve/<commit>/<path>`` for each file the patterns keep, with a
+``Range`` to go on from the bytes a crashed download left. The listing becomes the manifest by
+the resolution's own rules (:func:`gpustack_render.weights.resolution.hugging_face_manifest`),
+so the node checks exactly the digest the controller resolved.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from gpustack_render.weights.resolution import HubProblem, HubRequest
 from .types import TreeRequest
 
 #: Bytes handed to a worker thread at once (hash and write off the event loop).
-BUFFER_BYTES = 4 * 1024 * 1024
+BUFFER_BYTES = 1024 * 1024
 READ_BYTES = 1024 * 1024
 TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)
 USER_AGENT = "gpustack-model-manager"
@@ -182,6 +182,53 @@ async def fetch_file(
         raise FileProblem(store_rules.DIGEST_MISMATCH, problem)
 
 
+class _Attempt:
+    """One attempt at one file: the hash so far, the bytes read, the bytes counted."""
+
+    def __init__(
+        self, entry: ManifestEntry, target: Path, progress: Callable[[int, int], None]
+    ) -> None:
+        self.entry = entry
+        self.target = target
+        self.progress = progress
+        self.hasher = store_rules.new_hasher(entry)
+        self.size = 0
+        self.reported = 0
+        #: Whether the bytes checked went on from an earlier attempt's.
+        self.resumed = False
+
+    def report(self, verified: int, fetched: int) -> None:
+        self.reported += verified
+        self.progress(verified, fetched)
+
+    async def absorb(self, handle: Any, data: bytes) -> None:
+        await asyncio.to_thread(_absorb, handle, self.hasher, data)
+        self.report(len(data), len(data))
+
+    async def stream(self, response: aiohttp.ClientResponse, handle: Any, offset: int) -> None:
+        """Read the answer into ``handle`` (from ``offset``; the whole file when the hub did
+        not answer the range), hashing every byte; stop past the manifest's size."""
+        if offset and response.status != 206:
+            # The hub sent the whole file: start it over.
+            self.report(-offset, 0)
+            await asyncio.to_thread(handle.seek, 0)
+            await asyncio.to_thread(handle.truncate)
+            self.hasher, self.size = store_rules.new_hasher(self.entry), 0
+            self.resumed = False
+        buffer = bytearray()
+        async for chunk in response.content.iter_chunked(READ_BYTES):
+            self.size += len(chunk)
+            if self.size > self.entry.size:
+                return
+            buffer += chunk
+            if len(buffer) >= BUFFER_BYTES:
+                data = bytes(buffer)
+                buffer.clear()
+                await self.absorb(handle, data)
+        if buffer:
+            await self.absorb(handle, bytes(buffer))
+
+
 async def _fetch_once(
     session: aiohttp.ClientSession,
     request: TreeRequest,
@@ -194,77 +241,45 @@ async def _fetch_once(
     """One attempt: why the file is refused (``""``: it checks out; a refused file is removed),
     and whether the attempt went on from an earlier one's bytes."""
     hub = hub_request(request, "download")
-    hasher = store_rules.new_hasher(entry)
+    attempt = _Attempt(entry, target, progress)
     offset = 0
-    reported = 0
-
-    def report(verified: int, fetched: int) -> None:
-        nonlocal reported
-        reported += verified
-        progress(verified, fetched)
+    existed = False
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        if resume and target.exists():
-            hasher, offset = await asyncio.to_thread(_rehash, target, entry)
+        existed = resume and target.exists()
+        if existed:
+            attempt.hasher, offset = await asyncio.to_thread(_rehash, target, entry)
         else:
             target.unlink(missing_ok=True)
+        handle = await asyncio.to_thread(target.open, "ab" if offset else "wb")
     except OSError as exc:
         raise _os_problem(entry, exc) from exc
+    attempt.size = offset
+    attempt.resumed = offset > 0
     if offset:
-        report(offset, 0)
-    size = offset
-    if offset < entry.size or entry.size == 0 and not target.exists():
-        headers = headers_of(request)
-        if offset:
-            headers["Range"] = f"bytes={offset}-"
-        try:
-            handle = await asyncio.to_thread(target.open, "ab" if offset else "wb")
-        except OSError as exc:
-            raise _os_problem(entry, exc) from exc
-        try:
+        attempt.report(offset, 0)
+    try:
+        if offset < entry.size or not existed:
+            headers = headers_of(request)
+            if offset:
+                headers["Range"] = f"bytes={offset}-"
             async with session.get(
                 file_url(request, entry), headers=headers, timeout=TIMEOUT
             ) as response:
                 problem = rules.hugging_face_problem(hub, response.status, response.headers)
                 if problem is not None:
                     raise problem
-                if offset and response.status != 206:
-                    # The hub sent the whole file: start it over.
-                    report(-offset, 0)
-                    handle.seek(0)
-                    handle.truncate()
-                    hasher, offset, size = store_rules.new_hasher(entry), 0, 0
-                buffer = bytearray()
-                async for chunk in response.content.iter_chunked(READ_BYTES):
-                    size += len(chunk)
-                    if size > entry.size:
-                        break
-                    buffer += chunk
-                    if len(buffer) >= BUFFER_BYTES:
-                        data = bytes(buffer)
-                        buffer.clear()
-                        await asyncio.to_thread(_absorb, handle, hasher, data)
-                        report(len(data), len(data))
-                if buffer and size <= entry.size:
-                    data = bytes(buffer)
-                    await asyncio.to_thread(_absorb, handle, hasher, data)
-                    report(len(data), len(data))
-            await asyncio.to_thread(_finish, handle)
-        except HubProblem:
-            handle.close()
-            raise
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            handle.close()
-            raise _transport(hub, exc) from exc
-        except OSError as exc:
-            handle.close()
-            raise _os_problem(entry, exc) from exc
-        except BaseException:
-            handle.close()
-            raise
-    problem = store_rules.verify(entry, size, hasher.hexdigest())
-    if problem:
+                await attempt.stream(response, handle, offset)
+        await asyncio.to_thread(_finish, handle)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise _transport(hub, exc) from exc
+    except OSError as exc:
+        raise _os_problem(entry, exc) from exc
+    finally:
+        handle.close()
+    refusal = store_rules.verify(entry, attempt.size, attempt.hasher.hexdigest())
+    if refusal:
         # Refused: the bad bytes go, so nothing of them can be published or resumed from.
         target.unlink(missing_ok=True)
-        report(-reported, 0)
-    return problem, offset > 0
+        attempt.report(-attempt.reported, 0)
+    return refusal, attempt.resumed

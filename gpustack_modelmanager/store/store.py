@@ -83,6 +83,15 @@ def _manifest_size(marker: Path) -> int | None:
     return total
 
 
+def _backoff(tree: _Tree | None, now: datetime) -> TreeFailed | None:
+    """The failure ``tree`` answers while its backoff runs (``None``: it may be tried)."""
+    if tree is None or tree.state != "Failed" or tree.retry_time is None:
+        return None
+    if now < tree.retry_time:
+        return TreeFailed(tree.reason, tree.message, tree.retry_time)
+    return None
+
+
 def _parse_time(text: object) -> datetime | None:
     if not isinstance(text, str):
         return None
@@ -163,9 +172,9 @@ class ModelStore:
         task = self._tasks.get(digest)
         if task is not None and not task.done() and tree is not None:
             return TreePending(tree.downloaded, tree.size_bytes)
-        if tree is not None and tree.state == "Failed" and tree.retry_time is not None:
-            if now < tree.retry_time:
-                return TreeFailed(tree.reason, tree.message, tree.retry_time)
+        waiting = _backoff(tree, now)
+        if waiting is not None:
+            return waiting
         if tree is None:
             tree = self._trees[digest] = _Tree(digest, "Downloading")
         tree.state = "Downloading"
@@ -456,6 +465,9 @@ class ModelStore:
                 self._collect(usage)
 
     def _fail(self, tree: _Tree, reason: str, message: str) -> None:
+        if reason == rules.INSUFFICIENT_STORAGE:
+            # What was staged only holds the space other trees need.
+            self.layout.discard_staged(tree.digest)
         tree.failures += 1
         tree.state = "Failed"
         tree.reason = reason

@@ -226,23 +226,12 @@ def settings_from_data(
                 )
                 continue
             updates[attr] = seconds
-        elif attr in _RANGED:
-            text = raw.strip()
-            low, high = STORE_SETTING_RANGE
-            if not (text.isascii() and text.isdigit() and low <= int(text) <= high):
-                errs.append(
-                    errors.invalid(
-                        path.key(key), raw, f"must be a whole number from {low} to {high}"
-                    )
-                )
-                continue
-            updates[attr] = int(text)
         elif types[attr] in ("int", int):
-            text = raw.strip()
-            if not (text.isascii() and text.isdigit() and int(text) > 0):
-                errs.append(errors.invalid(path.key(key), raw, "must be a positive whole number"))
+            number, problem = _whole_number(raw, STORE_SETTING_RANGE if attr in _RANGED else None)
+            if problem:
+                errs.append(errors.invalid(path.key(key), raw, problem))
                 continue
-            updates[attr] = int(text)
+            updates[attr] = number
         else:
             if not raw.strip() and attr not in _MAY_BE_EMPTY:
                 errs.append(errors.required(path.key(key), "must not be empty"))
@@ -260,6 +249,25 @@ def settings_from_data(
                 continue
             updates[attr] = raw.strip()
     result = replace(settings, **updates)  # type: ignore[arg-type]
+    return _watermarks(result, settings, errs, path), errs
+
+
+def _whole_number(raw: str, bounds: tuple[int, int] | None) -> tuple[int, str]:
+    """The number ``raw`` spells and ``""``, or why it is not a positive whole number (within
+    ``bounds``)."""
+    text = raw.strip()
+    number = int(text) if text.isascii() and text.isdigit() else 0
+    if bounds is None:
+        return number, "" if number > 0 else "must be a positive whole number"
+    low, high = bounds
+    if low <= number <= high:
+        return number, ""
+    return number, f"must be a whole number from {low} to {high}"
+
+
+def _watermarks(result: Settings, settings: Settings, errs: ErrorList, path: FieldPath) -> Settings:
+    """The store's low watermark must be below its high one; else both keep their previous
+    values (the defaults if those clash too), and the low one's key is reported."""
     if result.store_low_watermark_percent >= result.store_high_watermark_percent:
         key = "model-store-low-watermark-percent"
         errs.append(
@@ -281,7 +289,7 @@ def settings_from_data(
                 store_high_watermark_percent=DEFAULT_STORE_HIGH_WATERMARK_PERCENT,
                 store_low_watermark_percent=DEFAULT_STORE_LOW_WATERMARK_PERCENT,
             )
-    return result, errs
+    return result
 
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")

@@ -165,7 +165,7 @@ def retry_delay(failures: int) -> int:
     """Seconds before a download that failed ``failures`` times in a row is tried again."""
     if failures <= 1:
         return FIRST_RETRY_SECONDS
-    return min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** min(failures - 1, 16))
+    return min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS << min(failures - 1, 16))
 
 
 def retry_time(failures: int, now: datetime) -> datetime:
@@ -288,7 +288,12 @@ def stored_model(tree: TreeState) -> StoredModel:
 
 
 def _condition(
-    type_: str, status: bool, reason: str, message: str, now: datetime, previous: Sequence[Condition]
+    type_: str,
+    status: bool,
+    reason: str,
+    message: str,
+    now: datetime,
+    previous: Sequence[Condition],
 ) -> Condition:
     word = "True" if status else "False"
     before = next((c for c in previous if c.type == type_), None)
@@ -342,9 +347,7 @@ def store_status(
         now,
         before,
     )
-    return NodeModelStoreStatus(
-        capacity=capacity, models=models, conditions=[ready, capacity_low]
-    )
+    return NodeModelStoreStatus(capacity=capacity, models=models, conditions=[ready, capacity_low])
 
 
 def record_changed(old: NodeModelStoreStatus | None, new: NodeModelStoreStatus) -> bool:

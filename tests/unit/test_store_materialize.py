@@ -236,9 +236,10 @@ async def test_a_wrong_byte_is_never_published(
     now = datetime(2026, 1, 1, tzinfo=UTC)
     clock = [now]
     records = Records()
+    # One file at a time, in the manifest's order: what the first attempt finished is known.
     store = ModelStore(
         tmp_path,
-        settings=Settings(),
+        settings=Settings(store_download_concurrency=1),
         node_name="node-a",
         records=records,
         clock=lambda: clock[0],
@@ -267,6 +268,7 @@ async def test_a_wrong_byte_is_never_published(
 
         # After it, with the hub fixed, the next acquire completes (resuming the good files).
         server.corrupt.clear()
+        fetched = store.fetched_bytes(request.digest)
         clock[0] = now + timedelta(minutes=1, seconds=1)
         assert isinstance(await store.acquire(request), TreePending)
         answer = await store.wait(request.digest)
@@ -274,8 +276,15 @@ async def test_a_wrong_byte_is_never_published(
         assert (answer.path / "model-00002-of-00002.safetensors").read_bytes() == (
             repo.commits[commit]["model-00002-of-00002.safetensors"].content
         )
-        # Only the refused file came again; the others were verified from the disk.
-        assert server.gets()[gets:] == [p for p in server.gets()[gets:] if "00002" in p]
+        # The refused file came again, and the files the failure stopped before they started;
+        # what the first attempt finished was verified from the disk, not fetched.
+        again = sorted(p.rsplit("/", 1)[-1] for p in server.gets()[gets:])
+        assert again == ["deep.txt", "model-00002-of-00002.safetensors", "tokenizer.json"]
+        files = repo.commits[commit]
+        assert store.fetched_bytes(request.digest) - fetched == sum(
+            files[p].size
+            for p in ("sub/dir/deep.txt", "model-00002-of-00002.safetensors", "tokenizer.json")
+        )
     finally:
         server.corrupt.clear()
         await store.close()
@@ -324,9 +333,7 @@ async def test_hub_refusals_and_bad_requests_are_failures(
         finally:
             await other.close()
 
-        bad = await store.acquire(
-            TreeRequest(**{**request.__dict__, "digest": "sha256:../../etc"})
-        )
+        bad = await store.acquire(TreeRequest(**{**request.__dict__, "digest": "sha256:../../etc"}))
         assert isinstance(bad, TreeFailed) and bad.reason == "InvalidRequest"
         public = request_for(server, repo, commit)
         scope = await store.acquire(TreeRequest(**{**public.__dict__, "hub": "modelScope"}))
