@@ -12,6 +12,7 @@ so the node checks exactly the digest the controller resolved.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -45,10 +46,20 @@ class FileProblem(Exception):  # noqa: N818 (a value: why a file is refused)
 
 
 def headers_of(request: TreeRequest) -> dict[str, str]:
+    """Both hubs take the token as a bearer token; no token at all without a Secret."""
     headers = {"User-Agent": USER_AGENT}
     if request.token:
         headers["Authorization"] = f"Bearer {request.token}"
     return headers
+
+
+def problem_of(
+    request: TreeRequest, hub: HubRequest, response: aiohttp.ClientResponse
+) -> HubProblem | None:
+    """What a hub's answer to a file request means, by that hub's table."""
+    if request.hub == "modelScope":
+        return rules.model_scope_problem(hub, response.status)
+    return rules.hugging_face_problem(hub, response.status, response.headers)
 
 
 def hub_request(request: TreeRequest, step: str) -> HubRequest:
@@ -116,8 +127,85 @@ async def hugging_face_listing(session: aiohttp.ClientSession, request: TreeRequ
     )
 
 
+async def listing(session: aiohttp.ClientSession, request: TreeRequest) -> Manifest:
+    """The manifest of the commit's files the patterns keep, from the request's hub."""
+    if request.hub == "modelScope":
+        return await model_scope_listing(session, request)
+    return await hugging_face_listing(session, request)
+
+
+async def _model_scope_files(
+    session: aiohttp.ClientSession, request: TreeRequest, root: str, *, recursive: bool
+) -> list[dict[str, Any]]:
+    hub = hub_request(request, "listing")
+    params = {"Revision": request.commit, "Recursive": "true" if recursive else "false"}
+    if root:
+        params["Root"] = root
+    url = f"{request.endpoint.rstrip('/')}/api/v1/models/{request.repository}/repo/files"
+    try:
+        async with session.get(
+            url, params=params, headers=headers_of(request), timeout=TIMEOUT
+        ) as response:
+            if (response.content_length or 0) > rules.MAX_BODY_BYTES:
+                raise rules.unusable(hub, "the listing is too large")
+            body = await response.read()
+            status = response.status
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise _transport(hub, exc) from exc
+    try:
+        parsed = json.loads(body) if body else None
+    except ValueError:
+        parsed = None
+    code = parsed.get("Code") if isinstance(parsed, dict) else None
+    problem = rules.model_scope_problem(hub, status, code)
+    if problem is not None:
+        raise problem
+    data = parsed.get("Data") if isinstance(parsed, dict) else None
+    files = data.get("Files") if isinstance(data, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+        raise rules.unusable(hub, "the listing holds no list of Files")
+    return files
+
+
+async def _model_scope_tree(
+    session: aiohttp.ClientSession, request: TreeRequest, root: str = "", seen: int = 0
+) -> list[dict[str, Any]]:
+    """Every entry under ``root``: one recursive listing, or, when ModelScope cut it short,
+    the direct children and each child directory on its own (as resolution lists it)."""
+    whole = await _model_scope_files(session, request, root, recursive=True)
+    if not rules.model_scope_truncated(len(whole)):
+        return whole
+    direct = await _model_scope_files(session, request, root, recursive=False)
+    if len(direct) >= rules.MODEL_SCOPE_PAGE_LIMIT:
+        raise rules.model_scope_unenumerable(hub_request(request, "listing"), root)
+    out = list(direct)
+    for entry in direct:
+        if entry.get("Type") == "tree" and isinstance(entry.get("Path"), str):
+            if seen + len(out) > MAX_ENTRIES:
+                break
+            out += await _model_scope_tree(session, request, entry["Path"], seen + len(out))
+    return out
+
+
+async def model_scope_listing(session: aiohttp.ClientSession, request: TreeRequest) -> Manifest:
+    """``GET <endpoint>/api/v1/models/<id>/repo/files?Revision=<commit>&Recursive=true``
+    becomes the manifest by resolution's rules (every file named by its ``Sha256``)."""
+    items = await _model_scope_tree(session, request)
+    return rules.model_scope_manifest(
+        items,
+        hub_request(request, "listing"),
+        allow=list(request.allow_patterns) or None,
+        ignore=list(request.ignore_patterns) or None,
+    )
+
+
 def file_url(request: TreeRequest, entry: ManifestEntry) -> str:
     endpoint = request.endpoint.rstrip("/")
+    if request.hub == "modelScope":
+        return (
+            f"{endpoint}/api/v1/models/{request.repository}/repo?Revision="
+            f"{quote(request.commit, safe='')}&FilePath={quote(entry.path, safe='')}"
+        )
     return (
         f"{endpoint}/{request.repository}/resolve/{quote(request.commit, safe='')}/"
         f"{quote(entry.path, safe='/')}"
@@ -266,7 +354,7 @@ async def _fetch_once(
             async with session.get(
                 file_url(request, entry), headers=headers, timeout=TIMEOUT
             ) as response:
-                problem = rules.hugging_face_problem(hub, response.status, response.headers)
+                problem = problem_of(request, hub, response)
                 if problem is not None:
                     raise problem
                 await attempt.stream(response, handle, offset)

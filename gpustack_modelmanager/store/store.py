@@ -30,7 +30,7 @@ from gpustack_render.weights import store as rules
 from gpustack_render.weights.manifest import HEADER, Manifest, ManifestEntry
 from gpustack_render.weights.resolution import HubProblem
 
-from .fetch import FileProblem, fetch_file, hugging_face_listing
+from .fetch import FileProblem, fetch_file, listing
 from .layout import MARKER, TREE, Layout, disk_bytes, fsync_dir
 from .types import RecordWriter, TreeAnswer, TreeFailed, TreePending, TreeReady, TreeRequest
 
@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: After a failed record write, the next try waits this long.
 RECORD_RETRY_SECONDS = 10.0
+#: How often a lock another process holds is tried again.
+LOCK_POLL_SECONDS = 0.5
 
 
 def _utcnow() -> datetime:
@@ -90,6 +92,17 @@ def _backoff(tree: _Tree | None, now: datetime) -> TreeFailed | None:
     if now < tree.retry_time:
         return TreeFailed(tree.reason, tree.message, tree.retry_time)
     return None
+
+
+async def _lock(fd: int) -> None:
+    """Take the digest's lock; another process on this root (a plugin being replaced) may hold
+    it, so wait for it without blocking the loop (and stay cancellable)."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            await asyncio.sleep(LOCK_POLL_SECONDS)
 
 
 def _parse_time(text: object) -> datetime | None:
@@ -167,6 +180,9 @@ class ModelStore:
         digest = request.digest
         if self.layout.is_published(digest):
             self._published_record(digest, request.source)
+            # A use: the tree is about to be mounted, so no collection may take it meanwhile
+            # (only trees idle for 10 min are collected).
+            self._trees[digest].last_used = now
             return TreeReady(self.layout.tree(digest))
         tree = self._trees.get(digest)
         task = self._tasks.get(digest)
@@ -422,8 +438,7 @@ class ModelStore:
         lock_fd = -1
         try:
             lock_fd = os.open(self.layout.lock(digest), os.O_CREAT | os.O_RDWR, 0o600)
-            # Another process on this root (a plugin being replaced) may hold it.
-            await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+            await _lock(lock_fd)
             if not self.layout.is_published(digest):
                 await self._download(request, tree)
             tree.state = "Ready"
@@ -476,13 +491,12 @@ class ModelStore:
         log.warning("%s: %s: %s", tree.digest, reason, message)
 
     async def _download(self, request: TreeRequest, tree: _Tree) -> None:
-        if request.hub != "huggingFace":
+        if request.hub not in ("huggingFace", "modelScope"):
             raise FileProblem(
-                rules.UNSUPPORTED_SOURCE,
-                f"the node store does not fetch from {request.hub} yet; use Engine delivery",
+                rules.UNSUPPORTED_SOURCE, f"the node store does not fetch from {request.hub!r}"
             )
         session = self._session_of()
-        manifest = await hugging_face_listing(session, request)
+        manifest = await listing(session, request)
         if manifest.digest != request.digest:
             raise FileProblem(
                 rules.MANIFEST_MISMATCH,

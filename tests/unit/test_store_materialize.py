@@ -8,15 +8,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import ssl
 import stat
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from support.hubserver import HubFile, HubRepo, HubServer
+from support.hubserver import HubFile, HubRepo, HubServer, throwaway_ca
 
 from gpustack_modelmanager.store import (
     ModelStore,
@@ -312,7 +314,7 @@ async def test_a_listing_that_is_not_the_digest_is_refused(
 async def test_hub_refusals_and_bad_requests_are_failures(
     hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
 ) -> None:
-    server, repo, commit = hub
+    server = hub[0]
     store = ModelStore(tmp_path, settings=Settings(), node_name="node-a")
     private = server.repo("org/store-private", token="hf_node_secret")
     private_commit = private.add_commit({"a.json": b"{}"}, ref="main")
@@ -335,10 +337,146 @@ async def test_hub_refusals_and_bad_requests_are_failures(
 
         bad = await store.acquire(TreeRequest(**{**request.__dict__, "digest": "sha256:../../etc"}))
         assert isinstance(bad, TreeFailed) and bad.reason == "InvalidRequest"
-        public = request_for(server, repo, commit)
-        scope = await store.acquire(TreeRequest(**{**public.__dict__, "hub": "modelScope"}))
-        assert isinstance(scope, TreePending)
-        answer = await store.wait(public.digest)
-        assert isinstance(answer, TreeFailed) and answer.reason == "UnsupportedSource"
     finally:
         await store.close()
+
+
+async def test_two_plugin_processes_on_one_root_download_once(
+    hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    # Two stores over one root stand for an old and a new plugin process: the digest's lock
+    # file makes the second wait, then find the tree published.
+    server, repo, commit = hub
+    request = request_for(server, repo, commit, allow=("*.safetensors",))
+    first = ModelStore(tmp_path, settings=Settings(), node_name="node-a")
+    second = ModelStore(tmp_path, settings=Settings(), node_name="node-a")
+    server.slow["model-00001-of-00002.safetensors"] = 0.01
+    try:
+        before = len(server.gets())
+        await first.acquire(request)
+        await asyncio.sleep(0.05)
+        await second.acquire(request)
+        answers = await asyncio.gather(first.wait(request.digest), second.wait(request.digest))
+        assert all(isinstance(a, TreeReady) for a in answers)
+        assert len(server.gets()) - before == 2
+        assert second.fetched_bytes(request.digest) == 0
+    finally:
+        server.slow.clear()
+        await first.close()
+        await second.close()
+
+
+class FakeDisk:
+    """A statvfs stand-in: a 1000-block filesystem whose used blocks the test sets."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    def __call__(self, path: Path) -> os.statvfs_result:
+        free = 1000 - self.used
+        return os.statvfs_result((4096, 4096, 1000, free, free, 100, 50, 50, 0, 255))
+
+
+async def test_collection_by_the_watermarks_with_an_injected_disk(
+    hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    server, repo, commit = hub
+    disk = FakeDisk()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    clock = [start]
+    store = ModelStore(
+        tmp_path,
+        settings=Settings(),
+        node_name="node-a",
+        statvfs=disk,
+        clock=lambda: clock[0],
+    )
+    old = request_for(server, repo, commit, allow=("config.json",))
+    used = request_for(server, repo, commit, allow=("tokenizer.json",))
+    young = request_for(server, repo, commit, allow=("README.md",))
+    try:
+        for request in (old, used):
+            await store.acquire(request)
+            assert isinstance(await store.wait(request.digest), TreeReady)
+        await store.reference(used.digest, "/pods/a/volume")
+        clock[0] = start + timedelta(minutes=30)
+        await store.acquire(young)
+        assert isinstance(await store.wait(young.digest), TreeReady)
+        clock[0] = start + timedelta(minutes=35)
+
+        # Under the low watermark (70 %): the sweep takes nothing.
+        disk.used = 650
+        assert await store.collect() == []
+        # Between the watermarks: only the sweep collects, not the high-watermark check.
+        disk.used = 750
+        assert await store.collect(periodic=False) == []
+        # Above the high one: the idle, unreferenced tree goes; the referenced one and the
+        # one used 5 min ago stay.
+        disk.used = 900
+        assert await store.collect(periodic=False) == [old.digest]
+        published = sorted(p.name for p in (tmp_path / "trees").iterdir())
+        assert published == sorted([used.digest[7:], young.digest[7:]])
+        status = store.status()
+        assert status.capacity is not None and status.capacity.used_percent == 90
+        conditions = {c.type: c for c in status.conditions or []}
+        assert conditions["CapacityLow"].status == "True"
+        # Released and idle long enough, the referenced tree may go too.
+        await store.release("/pods/a/volume")
+        clock[0] = start + timedelta(hours=2)
+        assert sorted(await store.collect(periodic=False)) == sorted([used.digest, young.digest])
+    finally:
+        await store.close()
+
+
+async def test_a_model_scope_tree_is_fetched_and_verified(tmp_path: Path) -> None:
+    # ModelScope speaks HTTPS only: the hub serves under a throw-away CA the session trusts.
+    ca = throwaway_ca()
+    server = HubServer(ssl_context=ca.server_context)
+    repo = server.repo("org/ms-model", token="ms_secret")
+    files: dict[str, bytes | tuple[bytes, bool]] = {
+        "configuration.json": b"{}\n",
+        "config.json": b'{"model_type": "qwen2"}\n',
+        "model.safetensors": os.urandom(300_000),
+        "a/b.txt": b"b\n",
+        "a/c/d.txt": b"d\n",
+    }
+    commit = repo.add_commit(files, ref="master")
+    manifest = build_manifest(
+        ManifestEntry(f.path, "sha256", f.sha256, f.size) for f in repo.commits[commit].values()
+    )
+    await server.start()
+    context = ssl.create_default_context(cadata=ca.ca_pem)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
+    store = ModelStore(tmp_path, settings=Settings(), node_name="node-a", session=session)
+    request = TreeRequest(
+        digest=manifest.digest,
+        hub="modelScope",
+        repository="org/ms-model",
+        commit=commit,
+        endpoint=server.url,
+        token="ms_secret",
+        size_bytes=manifest.size_bytes,
+    )
+    try:
+        await store.acquire(request)
+        answer = await store.wait(request.digest)
+        assert isinstance(answer, TreeReady), answer
+        assert tree_files(answer.path) == contents(repo, commit)
+        listings = [p for m, p, _ in server.requests if "/repo/files" in p]
+        assert len(listings) == 1 and f"Revision={commit}" in listings[0]
+        gets = [p for m, p, _ in server.requests if m == "GET" and "FilePath=" in p]
+        assert len(gets) == len(files)
+        # Without the token: refused.
+        other = ModelStore(
+            tmp_path / "other", settings=Settings(), node_name="node-a", session=session
+        )
+        try:
+            await other.acquire(TreeRequest(**{**request.__dict__, "token": None}))
+            denied = await other.wait(request.digest)
+            assert isinstance(denied, TreeFailed) and denied.reason == "AccessDenied"
+        finally:
+            await other.close()
+    finally:
+        await store.close()
+        await session.close()
+        await server.stop()
