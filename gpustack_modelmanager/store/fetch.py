@@ -336,6 +336,8 @@ async def _fetch_once(
         target.parent.mkdir(parents=True, exist_ok=True)
         existed = resume and target.exists()
         if existed:
+            # A tree sealed (read-only) but not yet renamed when its process died.
+            os.chmod(target, 0o644)
             attempt.hasher, offset = await asyncio.to_thread(_rehash, target, entry)
         else:
             target.unlink(missing_ok=True)

@@ -249,3 +249,39 @@ async def test_a_full_small_disk_collects_unreferenced_trees_by_the_watermarks(
     assert conditions["Ready"]["status"] == "True"
     # a and c hold ~10 MiB of 16: under the 80 % watermark.
     assert conditions["CapacityLow"]["status"] == "False"
+
+
+async def test_a_crash_between_the_marker_and_the_rename_is_finished_from_the_disk(
+    big_hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    # A process that died after sealing the staged tree (files read-only, marker written) but
+    # before its rename: nothing is published, and the next acquire checks the bytes on disk
+    # and publishes them without fetching any file again.
+    server, repo, commit = big_hub
+    request = request_for(server, repo, commit)
+    store = ModelStore(tmp_path / "first", settings=Settings(), node_name="node-a")
+    try:
+        await store.acquire(request)
+        assert isinstance(await store.wait(request.digest), TreeReady)
+    finally:
+        await store.close()
+    root = tmp_path / "second"
+    (root / "staging").mkdir(parents=True)
+    shutil.copytree(
+        tmp_path / "first" / "trees" / request.digest[7:],
+        root / "staging" / request.digest[7:],
+    )
+    assert not (root / "trees").exists()
+    again = ModelStore(root, settings=Settings(), node_name="node-a")
+    try:
+        gets = len(server.gets())
+        await again.acquire(request)
+        answer = await again.wait(request.digest)
+        assert isinstance(answer, TreeReady), answer
+        assert server.gets()[gets:] == []
+        assert again.fetched_bytes(request.digest) == 0
+        assert (answer.path / "model.safetensors").read_bytes() == (
+            repo.commits[commit]["model.safetensors"].content
+        )
+    finally:
+        await again.close()
