@@ -78,6 +78,22 @@ class Layout:
             if len(entry.name) == 64 and (entry / MARKER).is_file()
         )
 
+    def staged_digests(self) -> list[tuple[str, float]]:
+        """Every partial download and when anything under it last changed (epoch seconds)."""
+        if not self.staging.is_dir():
+            return []
+        out: list[tuple[str, float]] = []
+        for entry in self.staging.iterdir():
+            if len(entry.name) != 64 or not entry.is_dir():
+                continue
+            latest = entry.stat().st_mtime
+            for folder, _dirs, files in os.walk(entry):
+                for name in files:
+                    with contextlib.suppress(OSError):
+                        latest = max(latest, os.lstat(os.path.join(folder, name)).st_mtime)
+            out.append((f"sha256:{entry.name}", latest))
+        return out
+
     def publish(self, digest: str) -> None:
         """Rename the staged tree (marker written and synced) into ``trees/`` atomically."""
         os.rename(self.staged(digest), self.published(digest))

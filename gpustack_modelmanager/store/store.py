@@ -566,8 +566,32 @@ class ModelStore:
             await asyncio.sleep(rules.SWEEP_INTERVAL_SECONDS)
             try:
                 await self.collect(periodic=True)
+                self.sweep_staging()
             except OSError as exc:
                 log.warning("the periodic collection failed: %s", exc)
+
+    def sweep_staging(self) -> list[str]:
+        """Remove partial downloads left untouched for an hour (the sweep's second half); the
+        digests removed."""
+        self._load()
+        running = [d for d, t in self._tasks.items() if not t.done()]
+        staged = [
+            (digest, datetime.fromtimestamp(mtime, UTC))
+            for digest, mtime in self.layout.staged_digests()
+        ]
+        removed: list[str] = []
+        for digest in rules.stale_staging(staged, running=running, now=self.clock()):
+            fd = os.open(self.layout.lock(digest), os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # another process is downloading it
+                self.layout.discard_staged(digest)
+                removed.append(digest)
+            finally:
+                os.close(fd)
+        return removed
 
     # ---- the record ------------------------------------------------------------------------
 

@@ -75,6 +75,8 @@ PROGRESS_STEP_PERCENT: Final = 5
 COLLECT_IDLE_SECONDS: Final = 600
 #: The periodic collection sweep.
 SWEEP_INTERVAL_SECONDS: Final = 300
+#: A partial download nobody has touched for this long is removed by the sweep.
+STALE_STAGING_SECONDS: Final = 3600
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -251,6 +253,20 @@ def collect(
         victims.append(tree.digest)
         used -= tree.stored_bytes
     return victims
+
+
+def stale_staging(
+    staged: Iterable[tuple[str, datetime]], *, running: Iterable[str], now: datetime
+) -> list[str]:
+    """The partial downloads (digest, last modified) the sweep removes: not running here and
+    untouched for :data:`STALE_STAGING_SECONDS` (a failed download's bytes, kept for a retry
+    that never came). The caller also skips one another process holds the lock of."""
+    busy = set(running)
+    return sorted(
+        digest
+        for digest, modified in staged
+        if digest not in busy and (now - modified).total_seconds() >= STALE_STAGING_SECONDS
+    )
 
 
 # ---- the record ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ MIB = 1024 * 1024
 #: A plugin process: runs the steps it is given against a store and prints each answer.
 CHILD = r"""
 import asyncio, json, sys
+from datetime import UTC, datetime, timedelta
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from gpustack_modelmanager.store import ModelStore, TreeRequest
@@ -285,3 +287,20 @@ async def test_a_crash_between_the_marker_and_the_rename_is_finished_from_the_di
         )
     finally:
         await again.close()
+
+
+async def test_the_sweep_removes_partial_downloads_left_for_an_hour(tmp_path: Path) -> None:
+    old, fresh = "a" * 64, "b" * 64
+    for name in (old, fresh):
+        (tmp_path / "staging" / name / "tree").mkdir(parents=True)
+        (tmp_path / "staging" / name / "tree" / "part.bin").write_bytes(b"x" * 10)
+    stamp = (datetime.now(UTC) - timedelta(hours=2)).timestamp()
+    for path in (tmp_path / "staging" / old).rglob("*"):
+        os.utime(path, (stamp, stamp))
+    os.utime(tmp_path / "staging" / old, (stamp, stamp))
+    store = ModelStore(tmp_path, settings=Settings(), node_name="node-a")
+    try:
+        assert store.sweep_staging() == [f"sha256:{old}"]
+        assert sorted(p.name for p in (tmp_path / "staging").iterdir() if p.is_dir()) == [fresh]
+    finally:
+        await store.close()

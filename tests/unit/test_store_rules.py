@@ -354,3 +354,13 @@ def test_bad_store_settings_keep_defaults_and_name_the_key(
     ) == expect
     assert errs
     assert any(field in str(e) for e in errs), [str(e) for e in errs]
+
+
+def test_stale_partial_downloads() -> None:
+    staged = [
+        ("sha256:" + "a" * 64, NOW - timedelta(hours=2)),
+        ("sha256:" + "b" * 64, NOW - timedelta(minutes=59)),
+        ("sha256:" + "c" * 64, NOW - timedelta(hours=5)),
+    ]
+    got = rules.stale_staging(staged, running=["sha256:" + "c" * 64], now=NOW)
+    assert got == ["sha256:" + "a" * 64]
