@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -33,6 +35,30 @@ BUFFER_BYTES = 1024 * 1024
 READ_BYTES = 1024 * 1024
 TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)
 USER_AGENT = "gpustack-model-manager"
+
+
+@dataclass(frozen=True)
+class HubClient:
+    """The HTTP session and the proxy a hub's endpoint is reached through (``None``: none)."""
+
+    session: aiohttp.ClientSession
+    proxy: str | None = None
+
+    def get(self, url: str, **kwargs: Any) -> Any:
+        return self.session.get(url, proxy=self.proxy, **kwargs)
+
+
+def proxy_for(endpoint: str, https_proxy: str, no_proxy: str) -> str | None:
+    """The Settings' proxy for ``endpoint``, unless its host is in the no-proxy list (as the
+    controller's resolution reaches the hubs)."""
+    if not https_proxy:
+        return None
+    host = urlsplit(endpoint).hostname or ""
+    if no_proxy and urllib.request.proxy_bypass_environment(  # type: ignore[attr-defined]
+        host, {"no": no_proxy}
+    ):
+        return None
+    return https_proxy
 
 
 class FileProblem(Exception):  # noqa: N818 (a value: why a file is refused)
@@ -81,7 +107,7 @@ def _transport(request: HubRequest, exc: BaseException) -> HubProblem:
     return rules.unreachable(request, f"{type(exc).__name__}: {exc}".strip(": "))
 
 
-async def hugging_face_listing(session: aiohttp.ClientSession, request: TreeRequest) -> Manifest:
+async def hugging_face_listing(client: HubClient, request: TreeRequest) -> Manifest:
     """The manifest of the commit's files the patterns keep; :class:`HubProblem` else."""
     hub = hub_request(request, "listing")
     endpoint = request.endpoint.rstrip("/")
@@ -92,7 +118,7 @@ async def hugging_face_listing(session: aiohttp.ClientSession, request: TreeRequ
     items: list[dict[str, Any]] = []
     while url is not None:
         try:
-            async with session.get(
+            async with client.get(
                 url, params=params, headers=headers_of(request), timeout=TIMEOUT
             ) as response:
                 problem = rules.hugging_face_problem(hub, response.status, response.headers)
@@ -127,15 +153,15 @@ async def hugging_face_listing(session: aiohttp.ClientSession, request: TreeRequ
     )
 
 
-async def listing(session: aiohttp.ClientSession, request: TreeRequest) -> Manifest:
+async def listing(client: HubClient, request: TreeRequest) -> Manifest:
     """The manifest of the commit's files the patterns keep, from the request's hub."""
     if request.hub == "modelScope":
-        return await model_scope_listing(session, request)
-    return await hugging_face_listing(session, request)
+        return await model_scope_listing(client, request)
+    return await hugging_face_listing(client, request)
 
 
 async def _model_scope_files(
-    session: aiohttp.ClientSession, request: TreeRequest, root: str, *, recursive: bool
+    client: HubClient, request: TreeRequest, root: str, *, recursive: bool
 ) -> list[dict[str, Any]]:
     hub = hub_request(request, "listing")
     params = {"Revision": request.commit, "Recursive": "true" if recursive else "false"}
@@ -143,7 +169,7 @@ async def _model_scope_files(
         params["Root"] = root
     url = f"{request.endpoint.rstrip('/')}/api/v1/models/{request.repository}/repo/files"
     try:
-        async with session.get(
+        async with client.get(
             url, params=params, headers=headers_of(request), timeout=TIMEOUT
         ) as response:
             if (response.content_length or 0) > rules.MAX_BODY_BYTES:
@@ -168,14 +194,14 @@ async def _model_scope_files(
 
 
 async def _model_scope_tree(
-    session: aiohttp.ClientSession, request: TreeRequest, root: str = "", seen: int = 0
+    client: HubClient, request: TreeRequest, root: str = "", seen: int = 0
 ) -> list[dict[str, Any]]:
     """Every entry under ``root``: one recursive listing, or, when ModelScope cut it short,
     the direct children and each child directory on its own (as resolution lists it)."""
-    whole = await _model_scope_files(session, request, root, recursive=True)
+    whole = await _model_scope_files(client, request, root, recursive=True)
     if not rules.model_scope_truncated(len(whole)):
         return whole
-    direct = await _model_scope_files(session, request, root, recursive=False)
+    direct = await _model_scope_files(client, request, root, recursive=False)
     if len(direct) >= rules.MODEL_SCOPE_PAGE_LIMIT:
         raise rules.model_scope_unenumerable(hub_request(request, "listing"), root)
     out = list(direct)
@@ -183,14 +209,14 @@ async def _model_scope_tree(
         if entry.get("Type") == "tree" and isinstance(entry.get("Path"), str):
             if seen + len(out) > MAX_ENTRIES:
                 break
-            out += await _model_scope_tree(session, request, entry["Path"], seen + len(out))
+            out += await _model_scope_tree(client, request, entry["Path"], seen + len(out))
     return out
 
 
-async def model_scope_listing(session: aiohttp.ClientSession, request: TreeRequest) -> Manifest:
+async def model_scope_listing(client: HubClient, request: TreeRequest) -> Manifest:
     """``GET <endpoint>/api/v1/models/<id>/repo/files?Revision=<commit>&Recursive=true``
     becomes the manifest by resolution's rules (every file named by its ``Sha256``)."""
-    items = await _model_scope_tree(session, request)
+    items = await _model_scope_tree(client, request)
     return rules.model_scope_manifest(
         items,
         hub_request(request, "listing"),
@@ -249,7 +275,7 @@ def _os_problem(entry: ManifestEntry, exc: OSError) -> FileProblem:
 
 
 async def fetch_file(
-    session: aiohttp.ClientSession,
+    client: HubClient,
     request: TreeRequest,
     entry: ManifestEntry,
     target: Path,
@@ -263,9 +289,9 @@ async def fetch_file(
     file starts it over); a resumed file that fails the check is fetched once more from its
     first byte. Raises :class:`HubProblem` or :class:`FileProblem`.
     """
-    problem, resumed = await _fetch_once(session, request, entry, target, progress, resume=True)
+    problem, resumed = await _fetch_once(client, request, entry, target, progress, resume=True)
     if problem and resumed:
-        problem, _ = await _fetch_once(session, request, entry, target, progress, resume=False)
+        problem, _ = await _fetch_once(client, request, entry, target, progress, resume=False)
     if problem:
         raise FileProblem(store_rules.DIGEST_MISMATCH, problem)
 
@@ -318,7 +344,7 @@ class _Attempt:
 
 
 async def _fetch_once(
-    session: aiohttp.ClientSession,
+    client: HubClient,
     request: TreeRequest,
     entry: ManifestEntry,
     target: Path,
@@ -353,7 +379,7 @@ async def _fetch_once(
             headers = headers_of(request)
             if offset:
                 headers["Range"] = f"bytes={offset}-"
-            async with session.get(
+            async with client.get(
                 file_url(request, entry), headers=headers, timeout=TIMEOUT
             ) as response:
                 problem = problem_of(request, hub, response)

@@ -30,7 +30,7 @@ from gpustack_render.weights import store as rules
 from gpustack_render.weights.manifest import HEADER, Manifest, ManifestEntry
 from gpustack_render.weights.resolution import HubProblem
 
-from .fetch import FileProblem, fetch_file, listing
+from .fetch import FileProblem, HubClient, fetch_file, listing, proxy_for
 from .layout import MARKER, TREE, Layout, disk_bytes, fsync_dir
 from .types import RecordWriter, TreeAnswer, TreeFailed, TreePending, TreeReady, TreeRequest
 
@@ -495,8 +495,15 @@ class ModelStore:
             raise FileProblem(
                 rules.UNSUPPORTED_SOURCE, f"the node store does not fetch from {request.hub!r}"
             )
-        session = self._session_of()
-        manifest = await listing(session, request)
+        client = HubClient(
+            self._session_of(),
+            proxy_for(
+                request.endpoint,
+                self.settings.artifact_https_proxy,
+                self.settings.artifact_no_proxy,
+            ),
+        )
+        manifest = await listing(client, request)
         if manifest.digest != request.digest:
             raise FileProblem(
                 rules.MANIFEST_MISMATCH,
@@ -507,12 +514,13 @@ class ModelStore:
         staged = self.layout.staged(request.digest)
         (staged / TREE).mkdir(parents=True, exist_ok=True)
         self._make_room(manifest.size_bytes - disk_bytes(staged))
-        await self._fetch_all(request, manifest.entries, staged / TREE, tree)
+        await self._fetch_all(client, request, manifest.entries, staged / TREE, tree)
         await asyncio.to_thread(_seal, staged, manifest)
         self.layout.publish(request.digest)
 
     async def _fetch_all(
         self,
+        client: HubClient,
         request: TreeRequest,
         entries: tuple[ManifestEntry, ...],
         folder: Path,
@@ -523,7 +531,7 @@ class ModelStore:
 
         async def one(entry: ManifestEntry) -> None:
             async with gate:
-                await fetch_file(self._session_of(), request, entry, folder / entry.path, told)
+                await fetch_file(client, request, entry, folder / entry.path, told)
 
         tasks = [asyncio.create_task(one(e)) for e in entries]
         try:

@@ -480,3 +480,31 @@ async def test_a_model_scope_tree_is_fetched_and_verified(tmp_path: Path) -> Non
         await store.close()
         await session.close()
         await server.stop()
+
+
+async def test_the_proxy_settings_reach_the_hub(
+    hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    # A proxy that is not there: nothing gets through, unless no-proxy names the hub's host.
+    server, repo, commit = hub
+    dead = "http://127.0.0.1:9"
+    request = request_for(server, repo, commit, allow=("config.json",))
+    blocked = ModelStore(
+        tmp_path / "blocked",
+        settings=Settings(artifact_https_proxy=dead),
+        node_name="node-a",
+    )
+    bypassed = ModelStore(
+        tmp_path / "bypassed",
+        settings=Settings(artifact_https_proxy=dead, artifact_no_proxy="localhost,127.0.0.1"),
+        node_name="node-a",
+    )
+    try:
+        await blocked.acquire(request)
+        answer = await blocked.wait(request.digest)
+        assert isinstance(answer, TreeFailed) and answer.reason == "SourceUnavailable"
+        await bypassed.acquire(request)
+        assert isinstance(await bypassed.wait(request.digest), TreeReady)
+    finally:
+        await blocked.close()
+        await bypassed.close()
