@@ -251,7 +251,12 @@ class ModelStore:
             await self._session.close()
             self._session = None
 
-    # ---- what tests, the benchmark and the node service may read ----------------------------
+    # ---- what tests, the benchmark and the node service may also use ------------------------
+
+    async def start(self) -> None:
+        """Load the root, write the first record and start the periodic sweep now, rather than
+        at the first request (the plugin calls it when it starts; idempotent)."""
+        self._start()
 
     def fetched_bytes(self, digest: str | None = None) -> int:
         """Bytes that came over the network (for ``digest``, else all) since the store

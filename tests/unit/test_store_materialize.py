@@ -508,3 +508,41 @@ async def test_the_proxy_settings_reach_the_hub(
     finally:
         await blocked.close()
         await bypassed.close()
+
+
+async def test_a_started_store_writes_its_record_before_any_request(tmp_path: Path) -> None:
+    records = Records()
+    store = ModelStore(tmp_path, settings=Settings(), node_name="node-a", records=records)
+    try:
+        await store.start()
+        await asyncio.sleep(0.05)
+        (first,) = records.written
+        assert first.models == []
+        assert first.capacity is not None and (first.capacity.total_bytes or 0) > 0
+        assert {c.type: c.status for c in first.conditions or []}["Ready"] == "True"
+    finally:
+        await store.close()
+    assert len(records.written) == 1  # nothing new to say when it closed
+
+
+async def test_an_unusable_root_is_a_failed_answer_and_a_record(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    records = Records()
+    store = ModelStore(blocker / "store", settings=Settings(), node_name="node-a", records=records)
+    try:
+        answer = await store.acquire(
+            TreeRequest(
+                digest="sha256:" + "a" * 64,
+                hub="huggingFace",
+                repository="org/m",
+                commit="0" * 40,
+                endpoint="http://127.0.0.1:9",
+            )
+        )
+        assert isinstance(answer, TreeFailed) and answer.reason == "StoreUnavailable"
+        await asyncio.sleep(0.05)
+        ready = {c.type: c for c in records.written[-1].conditions or []}["Ready"]
+        assert ready.status == "False" and str(blocker) in ready.message
+    finally:
+        await store.close()
