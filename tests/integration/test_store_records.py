@@ -148,12 +148,19 @@ async def test_the_plugin_writes_its_nodes_record(
         parsed = NodeModelStoreStatus.model_validate(record["status"])
         assert parsed.models is not None and parsed.models[0].referenced == 1
 
-        # A tree the hub corrupts: Failed, with the reason and when it is tried again.
+        # A digest the hub's listing does not give: Failed, with the reason and when it is
+        # tried again.
         wrong = TreeRequest(**{**request.__dict__, "digest": "sha256:" + "1" * 64})
         await store.acquire(wrong)
         failed = await store.wait(wrong.digest)
         assert isinstance(failed, TreeFailed) and failed.reason == "ManifestMismatch"
-        record = await _until(kube, node, lambda r: len(r.get("status", {}).get("models", [])) == 2)
+
+        def failed_listed(record: dict[str, Any]) -> bool:
+            models = record.get("status", {}).get("models", [])
+            return any(m["digest"] == wrong.digest and m["state"] == "Failed" for m in models)
+
+        record = await _until(kube, node, failed_listed)
+        assert len(record["status"]["models"]) == 2
         bad = next(m for m in record["status"]["models"] if m["digest"] == wrong.digest)
         assert (bad["state"], bad["reason"]) == ("Failed", "ManifestMismatch")
         assert bad["retryTime"].endswith("Z") and wrong.digest in bad["message"]

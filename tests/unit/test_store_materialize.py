@@ -10,7 +10,7 @@ import hashlib
 import os
 import ssl
 import stat
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -134,6 +134,14 @@ class Records:
     async def write(self, status: NodeModelStoreStatus) -> None:
         self.written.append(status)
 
+    async def until(self, check: Callable[[NodeModelStoreStatus], bool]) -> NodeModelStoreStatus:
+        """The last record once it passes ``check`` (the store writes from a task of its own)."""
+        for _ in range(500):
+            if self.written and check(self.written[-1]):
+                return self.written[-1]
+            await asyncio.sleep(0.01)
+        pytest.fail(f"no record passed: {self.written[-1:]}")
+
 
 def tree_files(path: Path) -> dict[str, bytes]:
     return {
@@ -177,8 +185,7 @@ async def test_publish_downloads_and_verifies_once(
         assert store.fetched_bytes(request.digest) == request.size_bytes
 
         await store.reference(request.digest, "/pods/a/volume")
-        await asyncio.sleep(0.05)
-        last = records.written[-1]
+        last = await records.until(lambda r: [m.referenced for m in r.models or []] == [1])
         (model,) = last.models or []
         assert (model.digest, model.state, model.referenced) == (request.digest, "Ready", 1)
         assert model.downloaded_bytes == model.size_bytes == request.size_bytes
@@ -257,8 +264,8 @@ async def test_a_wrong_byte_is_never_published(
         assert answer.retry_time == now + timedelta(minutes=1)
         assert not (tmp_path / "trees" / request.digest[7:]).exists()
         assert not list((tmp_path / "staging").rglob("model-00002-of-00002.safetensors"))
-        await asyncio.sleep(0.05)
-        (model,) = records.written[-1].models or []
+        last = await records.until(lambda r: [m.state for m in r.models or []] == ["Failed"])
+        (model,) = last.models or []
         assert (model.state, model.reason) == ("Failed", "DigestMismatch")
         assert "model-00002-of-00002.safetensors" in (model.message or "")
         assert model.retry_time == "2026-01-01T00:01:00Z"
@@ -515,7 +522,7 @@ async def test_a_started_store_writes_its_record_before_any_request(tmp_path: Pa
     store = ModelStore(tmp_path, settings=Settings(), node_name="node-a", records=records)
     try:
         await store.start()
-        await asyncio.sleep(0.05)
+        await records.until(lambda r: True)
         (first,) = records.written
         assert first.models == []
         assert first.capacity is not None and (first.capacity.total_bytes or 0) > 0
@@ -541,8 +548,8 @@ async def test_an_unusable_root_is_a_failed_answer_and_a_record(tmp_path: Path) 
             )
         )
         assert isinstance(answer, TreeFailed) and answer.reason == "StoreUnavailable"
-        await asyncio.sleep(0.05)
-        ready = {c.type: c for c in records.written[-1].conditions or []}["Ready"]
+        last = await records.until(lambda r: True)
+        ready = {c.type: c for c in last.conditions or []}["Ready"]
         assert ready.status == "False" and str(blocker) in ready.message
     finally:
         await store.close()
