@@ -42,6 +42,14 @@ DEFAULT_REVALIDATE_INTERVAL_SECONDS = 24 * 3600
 MIN_REVALIDATE_INTERVAL_SECONDS = 60
 #: ``model-artifact-delivery-mode``: how hub weights reach a Pod.
 DELIVERY_MODES = ("Engine", "Node")
+#: The node model store (D28: Settings, the same on every node; docs/node-store.md): collection
+#: starts above the high watermark and goes down to the low one (whole percent of the store's
+#: filesystem); at most this many files of one tree download at once.
+DEFAULT_STORE_HIGH_WATERMARK_PERCENT = 80
+DEFAULT_STORE_LOW_WATERMARK_PERCENT = 70
+DEFAULT_STORE_DOWNLOAD_CONCURRENCY = 8
+#: Every node store Setting is a whole number in this range.
+STORE_SETTING_RANGE = (1, 100)
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,13 @@ class Settings:
     #: ``model-artifact-revalidate-interval``: seconds between revalidations (``24h``; a value
     #: below ``1m`` is refused and keeps the default).
     artifact_revalidate_interval: int = DEFAULT_REVALIDATE_INTERVAL_SECONDS
+    #: ``model-store-high-watermark-percent``: above this share of its filesystem a node's store
+    #: collects unreferenced trees at once (``80``; 1..100, above the low watermark).
+    store_high_watermark_percent: int = DEFAULT_STORE_HIGH_WATERMARK_PERCENT
+    #: ``model-store-low-watermark-percent``: collection stops below this share (``70``).
+    store_low_watermark_percent: int = DEFAULT_STORE_LOW_WATERMARK_PERCENT
+    #: ``model-store-download-concurrency``: files of one tree fetched at once (``8``; 1..100).
+    store_download_concurrency: int = DEFAULT_STORE_DOWNLOAD_CONCURRENCY
     #: The controller's own namespace; set by the process, not the ConfigMap (D24).
     system_namespace: str = DEFAULT_SYSTEM_NAMESPACE
 
@@ -131,6 +146,9 @@ KEYS: dict[str, str] = {
     "model-artifact-no-proxy": "artifact_no_proxy",
     "model-artifact-ca-bundle": "artifact_ca_bundle",
     "model-artifact-revalidate-interval": "artifact_revalidate_interval",
+    "model-store-high-watermark-percent": "store_high_watermark_percent",
+    "model-store-low-watermark-percent": "store_low_watermark_percent",
+    "model-store-download-concurrency": "store_download_concurrency",
 }
 #: Router name → the Settings attribute of its default image.
 ROUTER_IMAGE_ATTRS: dict[str, str] = {
@@ -152,6 +170,10 @@ _MAY_BE_EMPTY = frozenset(
 _URLS = frozenset({"huggingface_endpoint", "modelscope_endpoint", "artifact_https_proxy"})
 #: Settings attributes whose value is a duration (``90s``, ``10m``, ``24h``; stored in seconds).
 _DURATIONS = {"artifact_revalidate_interval": MIN_REVALIDATE_INTERVAL_SECONDS}
+#: Settings attributes that are whole numbers in :data:`STORE_SETTING_RANGE`.
+_RANGED = frozenset(
+    {"store_high_watermark_percent", "store_low_watermark_percent", "store_download_concurrency"}
+)
 #: Settings attributes limited to a set of words.
 _CHOICES = {"artifact_delivery_mode": DELIVERY_MODES}
 #: Settings attributes whose value is a Kubernetes quantity.
@@ -205,11 +227,11 @@ def settings_from_data(
                 continue
             updates[attr] = seconds
         elif types[attr] in ("int", int):
-            text = raw.strip()
-            if not (text.isascii() and text.isdigit() and int(text) > 0):
-                errs.append(errors.invalid(path.key(key), raw, "must be a positive whole number"))
+            number, problem = _whole_number(raw, STORE_SETTING_RANGE if attr in _RANGED else None)
+            if problem:
+                errs.append(errors.invalid(path.key(key), raw, problem))
                 continue
-            updates[attr] = int(text)
+            updates[attr] = number
         else:
             if not raw.strip() and attr not in _MAY_BE_EMPTY:
                 errs.append(errors.required(path.key(key), "must not be empty"))
@@ -226,7 +248,48 @@ def settings_from_data(
                 errs.append(errors.invalid(path.key(key), raw, problem))
                 continue
             updates[attr] = raw.strip()
-    return replace(settings, **updates), errs  # type: ignore[arg-type]
+    result = replace(settings, **updates)  # type: ignore[arg-type]
+    return _watermarks(result, settings, errs, path), errs
+
+
+def _whole_number(raw: str, bounds: tuple[int, int] | None) -> tuple[int, str]:
+    """The number ``raw`` spells and ``""``, or why it is not a positive whole number (within
+    ``bounds``)."""
+    text = raw.strip()
+    number = int(text) if text.isascii() and text.isdigit() else 0
+    if bounds is None:
+        return number, "" if number > 0 else "must be a positive whole number"
+    low, high = bounds
+    if low <= number <= high:
+        return number, ""
+    return number, f"must be a whole number from {low} to {high}"
+
+
+def _watermarks(result: Settings, settings: Settings, errs: ErrorList, path: FieldPath) -> Settings:
+    """The store's low watermark must be below its high one; else both keep their previous
+    values (the defaults if those clash too), and the low one's key is reported."""
+    if result.store_low_watermark_percent >= result.store_high_watermark_percent:
+        key = "model-store-low-watermark-percent"
+        errs.append(
+            errors.invalid(
+                path.key(key),
+                str(result.store_low_watermark_percent),
+                f"must be below model-store-high-watermark-percent "
+                f"({result.store_high_watermark_percent}); both watermarks keep their defaults",
+            )
+        )
+        result = replace(
+            result,
+            store_high_watermark_percent=settings.store_high_watermark_percent,
+            store_low_watermark_percent=settings.store_low_watermark_percent,
+        )
+        if result.store_low_watermark_percent >= result.store_high_watermark_percent:
+            result = replace(
+                result,
+                store_high_watermark_percent=DEFAULT_STORE_HIGH_WATERMARK_PERCENT,
+                store_low_watermark_percent=DEFAULT_STORE_LOW_WATERMARK_PERCENT,
+            )
+    return result
 
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
