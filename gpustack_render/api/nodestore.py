@@ -74,9 +74,9 @@ class NodeModelStoreStatus(OpenModel):
     observed_generation: Annotated[
         int | None, Field(description="The generation this status was written for.")
     ] = None
-    capacity: Annotated[
-        StoreCapacity | None, Field(description="The store's filesystem use.")
-    ] = None
+    capacity: Annotated[StoreCapacity | None, Field(description="The store's filesystem use.")] = (
+        None
+    )
     models: Annotated[
         list[StoredModel] | None,
         Field(

@@ -198,9 +198,7 @@ KINDS: tuple[KindInfo, ...] = (
         "Cluster",
         ("nms",),
         (
-            _column(
-                "Used", ".status.capacity.usedPercent", "Store use, percent.", type_="integer"
-            ),
+            _column("Used", ".status.capacity.usedPercent", "Store use, percent.", type_="integer"),
             _column("Ready", '.status.conditions[?(@.type=="Ready")].status', "Plugin ready."),
             _AGE,
         ),
