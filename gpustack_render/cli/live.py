@@ -52,17 +52,20 @@ from gpustack_render.core.settings import (
     settings_of_config_map,
     settings_to_data,
 )
+from gpustack_render.api.nodestore import NodeModelStore
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.keys import deployment_selector
 from gpustack_render.reconcile.observed import observe_pod
 from gpustack_render.reconcile.queues import cluster_queue_of
 from gpustack_render.reconcile.workloads import deployment_groups, deployment_workloads
 from gpustack_render.schema.decoding import decode_deployment
+from gpustack_render.weights.nodes import listed_digests
 from gpustack_render.schema.resources import (
     CLUSTER_QUEUES,
     CONFIGMAPS,
     LOCAL_QUEUES,
     MODEL_DEPLOYMENTS,
+    NODE_MODEL_STORES,
     PODS,
     READ_RESOURCES,
     SERVICES,
@@ -469,12 +472,40 @@ async def _inputs(
         for graph in graphs:
             for r in graph.pending():
                 graph.answer(r, read[r])
+    warnings: list[str] = []
+    stores = await _node_stores(reader, graphs, warnings)
     unreadable = {bad.read: bad for g in graphs for bad in g.unreadable}
-    warnings = [
+    warnings += [
         f"{r.kind.__name__} {r.name} does not decode ({bad.failure.reason[:200]}): left out"
         for r, bad in unreadable.items()
     ]
-    return [obj for r, obj in read.items() if obj is not None and r not in unreadable], warnings
+    objects = [obj for r, obj in read.items() if obj is not None and r not in unreadable]
+    return objects + [s for s in stores if Read.of(NodeModelStore, s) not in unreadable], warnings
+
+
+async def _node_stores(
+    reader: _Reader, graphs: Sequence[InputGraph], warnings: list[str]
+) -> list[dict[str, Any]]:
+    """The NodeModelStores listing a digest a graph reads (one LIST, only when one does): the
+    nodes a node-delivered Pod prefers. Not served or not readable: none (a warning)."""
+    wanted = {d for g in graphs for d in g.node_store_digests()}
+    if not wanted:
+        return []
+    answer = await reader.answer(NODE_MODEL_STORES.path(None))
+    if answer.status != 200:
+        warnings.append(
+            f"cannot list nodemodelstores ({answer.message}): the Pods' node preference is left out"
+        )
+        return []
+    items = [
+        kubectl_form(i, NODE_MODEL_STORES)
+        for i in answer.body.get("items") or ()
+        if isinstance(i, dict)
+    ]
+    stores = [i for i in items if wanted & set(listed_digests(i))]
+    for graph in graphs:
+        graph.answer_node_stores(stores)
+    return stores
 
 
 async def _fetch(reader: _Reader, read: Read) -> dict[str, Any] | None:
