@@ -20,6 +20,7 @@ KWOK's ready stage never leaves long enough to observe: they are proven by the u
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,8 +41,9 @@ from gpustack_render.core.labels import POD_SPEC_HASH
 from gpustack_render.core.settings import Settings, settings_to_data
 from gpustack_render.weights.delivery import CSI_DRIVER
 
-from .cluster import Cluster
+from .cluster import Cluster, cluster_queue
 from .controller_fixtures import (
+    Entrance,
     condition,
     deployment,
     ensure_instance_type,
@@ -50,7 +52,6 @@ from .controller_fixtures import (
     live,
     new_namespace,
     pods_of,
-    role,
     running_controller,
     tear_down,
 )
@@ -150,7 +151,22 @@ async def _weights(kube: Kube, ns: str, name: str, reason: str) -> dict[str, Any
 async def test_node_stores_feed_the_artifact_and_place_a_replacement(
     kube: Kube, cluster: Cluster, hub: HubServer
 ) -> None:
-    await ensure_instance_type(kube)
+    # A flavor without a topology: Kueue admits by quota and the scheduler places the Pods.
+    # On a topology-aware flavor Kueue picks the node itself and honours only required node
+    # affinity (docs/decisions.md, "The node preference and Kueue's topology-aware placement").
+    suffix = uuid.uuid4().hex[:8]
+    flavor = f"plain-nms-{suffix}"
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": flavor},
+            "spec": {"nodeLabels": {"gpustack.ai/worker": "true"}},
+        }
+    )
+    entrance = Entrance(f"gpustack-nvidia-nms-{suffix[:6]}", f"gpustack-fnv64-{suffix}bbbbbbbb")
+    await ensure_instance_type(kube, entrance.instance_type, entrance.name)
+    cluster.apply(cluster_queue(entrance.name, flavor=flavor))
     system = await new_namespace(kube, "nms-sys")
     ns = await new_namespace(kube, "nms")
     settings = Settings(
@@ -171,7 +187,7 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
     driver = False
     async with running_controller(cluster.kubeconfig, namespace=system):
         try:
-            md = deployment("chat", ns, role(replicas=1))
+            md = deployment("chat", ns, entrance.role(replicas=1))
             md["spec"]["model"]["artifactRef"] = {"name": "weights"}
             await kube.create(MODEL_DEPLOYMENTS, md, ns)
             unavailable = await eventually(
@@ -183,8 +199,8 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
             assert not await pods_of(kube, ns, "chat")
             artifact = await kube.get(MODEL_ARTIFACTS, "weights", ns)
             assert artifact is not None
-            digest = artifact["status"]["resolved"]["manifestDigest"]
-            size = artifact["status"]["resolved"]["sizeBytes"]
+            resolved = artifact["status"]["resolved"]
+            digest, size = resolved["manifestDigest"], resolved["sizeBytes"]
 
             # The node plugin's driver appears: the Pod is created and mounts (KWOK).
             await kube.create(
@@ -210,9 +226,11 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
             first_node = first["spec"]["nodeName"]
             assert "affinity" not in first["spec"]  # no node holds the digest yet
 
-            # Records: the digest Ready on another node with room, downloading on a third.
+            # Records: the digest Ready on another node with room (the busiest such one, which
+            # the scheduler's own scores would not pick first), downloading on a third.
             used = await _gpus_used(kube)
-            holder = min((n for n in NODES if n != first_node), key=lambda n: (used[n], n))
+            roomy = [n for n in NODES if n != first_node and used[n] <= 6]
+            holder = max(roomy, key=lambda n: (used[n], n))
             third = next(n for n in NODES if n not in (first_node, holder))
             ready = {
                 "digest": digest,
@@ -221,7 +239,7 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
                 "downloadedBytes": size,
                 "referenced": 0,
                 "lastUsedTime": "2026-12-07T10:00:00Z",
-                "source": f"huggingFace:org/node-model@{artifact['status']['resolved']['revision']}",
+                "source": "huggingFace:org/node-model@" + resolved["revision"],
             }
             await _write_store(kube, holder, [ready])
             stores.append(holder)
