@@ -9,6 +9,7 @@ a node is preferred when it lists the digest ``Ready`` and its store is not ``Ca
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,10 +27,12 @@ from test_weights_delivery import (
 
 from gpustack_render.api.artifact import ArtifactNodes, ModelArtifact
 from gpustack_render.api.nodestore import NodeModelStore
+from gpustack_render.cli.documents import read_bundle
 from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile.conditions.weights import weights_ready
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.observed import ObservedPod
+from gpustack_render.rendering.renderer import render
 from gpustack_render.weights import nodes
 from gpustack_render.weights.delivery import WeightsPlan, weights_of
 
@@ -309,3 +312,31 @@ def test_artifact_digest_is_for_resolved_hub_sources_only() -> None:
     }
     assert nodes.artifact_digest(image) == []
     assert nodes.artifact_digest({"spec": "x"}) == []
+
+
+# --- the example -----------------------------------------------------------------------------
+
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "examples" / "weights" / "node-store" / "qwen-node.yaml"
+)
+
+
+def test_the_node_store_example_renders_what_it_says() -> None:
+    text = EXAMPLE.read_text()
+    bundle = read_bundle([(str(EXAMPLE), text)])
+    (md,) = [decoded(d) for d in bundle.deployments]
+    lookups_ = bundle.lookups(default_namespace="team-a")
+    rendering = render(md, lookups=lookups_, settings=bundle.settings)
+    for seat in rendering.iter_seats():
+        terms = seat.pod["spec"]["affinity"]["nodeAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        ]
+        assert terms[0]["preference"]["matchFields"][0]["values"] == ["gpu-node-1"]
+    stores = lookups_.all_of(NodeModelStore)
+    (artifact,) = [o for o in bundle.inputs if isinstance(o, ModelArtifact)]
+    digest = artifact.status.resolved.manifest_digest if artifact.status.resolved else ""
+    counted = nodes.aggregate(stores, digest or "")
+    shown = "{ready: 2, downloading: 1, failed: 0, downloadingPercent: 25}"
+    assert counted == ArtifactNodes(ready=2, downloading=1, failed=0, downloading_percent=25)
+    assert shown in " ".join(text.split())
+    assert "gpustack-render render examples/weights/node-store/qwen-node.yaml" in text
