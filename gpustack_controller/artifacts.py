@@ -22,7 +22,11 @@ A pass:
    GET); a hub source when it is due (:func:`~gpustack_render.weights.resolution.due_in`, or
    the delay the last pass returned): ``Resolved=Unknown Resolving`` is written alone before
    the first answer, then the answer's status;
-4. returns the delay before the next pass.
+4. **the nodes** (hub sources with a manifest digest): ``status.nodes`` counted from the
+   NodeModelStores listing the digest (:mod:`gpustack_render.weights.nodes`), written by its own
+   field manager when it changed, at most once every 30 s (a record change queues the artifacts
+   of its digests: ``controller.py``);
+5. returns the delay before the next pass.
 
 **Secrets**: only the Secret the artifact names, in its namespace, by a direct GET, never
 listed, watched or cached. The controller cannot watch Secrets, so a changed Secret is seen by

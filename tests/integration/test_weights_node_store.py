@@ -20,6 +20,8 @@ KWOK's ready stage never leaves long enough to observe: they are proven by the u
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -247,13 +249,35 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
             await _write_store(kube, third, [downloading])
             stores.append(third)
 
-            async def counted() -> dict[str, Any] | None:
+            async def counted(want: dict[str, int]) -> dict[str, Any] | None:
                 obj = await kube.get(MODEL_ARTIFACTS, "weights", ns)
                 nodes = ((obj or {}).get("status") or {}).get("nodes")
-                want = {"ready": 1, "downloading": 1, "failed": 0, "downloadingPercent": 25}
-                return nodes if nodes == want else None
+                return obj if nodes == want else None
 
-            await eventually(counted, timeout=60, what="status.nodes from the records")
+            first_count = {"ready": 1, "downloading": 1, "failed": 0, "downloadingPercent": 25}
+
+            counted_obj = await eventually(
+                lambda: counted(first_count), timeout=60, what="status.nodes from the records"
+            )
+            first_write = time.monotonic()
+            # status.nodes belongs to its own field manager, never to the resolution's.
+            managers = {
+                m["manager"]: json.dumps(m.get("fieldsV1"))
+                for m in counted_obj["metadata"]["managedFields"]
+                if m.get("subresource") == "status"
+            }
+            assert '"f:nodes"' in managers["gpustack-controller-nodes"]
+            assert '"f:nodes"' not in managers["gpustack-controller"]
+            assert '"f:resolved"' in managers["gpustack-controller"]
+            # The third node's download fails: counted again, but not within 30 s of the last
+            # write (checked once the placement below is done).
+            failed = {
+                **downloading,
+                "reason": "DigestMismatch",
+                "message": "model.safetensors: sha256 differs",
+                "retryTime": "2026-12-07T10:01:00Z",
+            }
+            await _write_store(kube, third, [failed])
             # Progress at full precision, as docs/node-store.md shows it: kubectl's own
             # custom columns over the records, filtered on the digest.
             columns = ",".join(
@@ -270,7 +294,7 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
             assert shown[0].split() == ["NODE", "STATE", "DOWNLOADED", "SIZE"]
             assert [line.split() for line in shown[1:3]] == [
                 [holder, "Ready", str(size), str(size)],
-                [third, "Downloading", str(size // 4), str(size)],
+                [third, "Failed", str(size // 4), str(size)],
             ]
             # The records moved no running Pod: the preference is outside the hash.
             (still,) = live(await pods_of(kube, ns, "chat"))
@@ -304,6 +328,12 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
             assert second["spec"]["nodeName"] == holder, (first_node, holder, used)
             hashes = {p["metadata"]["annotations"][POD_SPEC_HASH] for p in (first, second)}
             assert len(hashes) == 1
+
+            recounted = {"ready": 1, "downloading": 0, "failed": 1}
+            await eventually(
+                lambda: counted(recounted), timeout=60, what="status.nodes counts the failure"
+            )
+            assert time.monotonic() - first_write >= 29.0
         finally:
             await tear_down(kube, ns, "chat")
             for node in stores:
