@@ -106,12 +106,12 @@ from gpustack_render.reconcile.jointcheck import reads_members, siblings_to_rech
 from gpustack_render.reconcile.keys import FIELD_MANAGER
 from gpustack_render.reconcile.observed import observe_workload
 from gpustack_render.reconcile.ownerindex import OwnerIndex, controlling_deployment_key
-from gpustack_render.weights import nodes as node_stores
 from gpustack_render.reconcile.projection import (
     project_pod,
     project_without_status,
     project_workload,
 )
+from gpustack_render.weights import nodes as node_stores
 
 log = logging.getLogger(__name__)
 

@@ -41,6 +41,7 @@ from urllib.parse import urlencode
 
 from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.nodestore import NodeModelStore
 from gpustack_render.cli.documents import skipped_kind
 from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, dump_yaml, load_located
@@ -52,14 +53,12 @@ from gpustack_render.core.settings import (
     settings_of_config_map,
     settings_to_data,
 )
-from gpustack_render.api.nodestore import NodeModelStore
 from gpustack_render.reconcile.inputs import InputGraph, Read
 from gpustack_render.reconcile.keys import deployment_selector
 from gpustack_render.reconcile.observed import observe_pod
 from gpustack_render.reconcile.queues import cluster_queue_of
 from gpustack_render.reconcile.workloads import deployment_groups, deployment_workloads
 from gpustack_render.schema.decoding import decode_deployment
-from gpustack_render.weights.nodes import listed_digests
 from gpustack_render.schema.resources import (
     CLUSTER_QUEUES,
     CONFIGMAPS,
@@ -72,6 +71,7 @@ from gpustack_render.schema.resources import (
     WORKLOADS,
     Resource,
 )
+from gpustack_render.weights.nodes import listed_digests
 
 if TYPE_CHECKING:
     from gpustack_kube.client import Kube

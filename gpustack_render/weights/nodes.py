@@ -106,9 +106,9 @@ def holding_nodes(stores: Iterable[NodeModelStore], digest: str) -> tuple[str, .
     out = set()
     for store in stores:
         entry = record_of(store, digest)
-        if store.name and entry is not None and entry.state == "Ready":
-            if not capacity_low(store):
-                out.add(store.name)
+        ready = entry is not None and entry.state == "Ready"
+        if store.name and ready and not capacity_low(store):
+            out.add(store.name)
     return tuple(sorted(out))
 
 

@@ -273,6 +273,7 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
             # write (checked once the placement below is done).
             failed = {
                 **downloading,
+                "state": "Failed",
                 "reason": "DigestMismatch",
                 "message": "model.safetensors: sha256 differs",
                 "retryTime": "2026-12-07T10:01:00Z",
