@@ -22,11 +22,13 @@ A pass:
    GET); a hub source when it is due (:func:`~gpustack_render.weights.resolution.due_in`, or
    the delay the last pass returned): ``Resolved=Unknown Resolving`` is written alone before
    the first answer, then the answer's status;
-4. **the nodes** (hub sources with a manifest digest): ``status.nodes`` counted from the
-   NodeModelStores listing the digest (:mod:`gpustack_render.weights.nodes`), written by its own
-   field manager when it changed, at most once every 30 s (a record change queues the artifacts
-   of its digests: ``controller.py``);
-5. returns the delay before the next pass.
+4. returns the delay before the next pass.
+
+**The nodes** (:meth:`ArtifactReconciler.count_nodes`, a queue of its own): a hub source's
+``status.nodes`` counted from the NodeModelStores listing its digest
+(:mod:`gpustack_render.weights.nodes`), written by its own field manager when it changed, at
+most once every 30 s; ``controller.py`` queues an artifact when a record's entry of its digest
+changes and when its digest appears.
 
 **Secrets**: only the Secret the artifact names, in its namespace, by a direct GET, never
 listed, watched or cached. The controller cannot watch Secrets, so a changed Secret is seen by
@@ -209,19 +211,29 @@ class ArtifactReconciler:
             )
             outcome = Outcome.passed() if claim is not None else rules.claim_not_found(artifact)
             return await self._answer(key, artifact, outcome, interval)
-        after = await self._hub(key, artifact, settings, interval)
-        nodes_after = await self._nodes(key, artifact)
-        if nodes_after is None:
-            return after
-        return nodes_after if after is None else min(after, nodes_after)
+        return await self._hub(key, artifact, settings, interval)
 
     # ---- status.nodes --------------------------------------------------------------------------
 
-    async def _nodes(self, key: str, artifact: ModelArtifact) -> float | None:
-        """Write ``status.nodes`` from the node stores listing the digest, at most once every
+    async def count_nodes(self, key: str) -> float | None:
+        """The nodes queue's pass (``controller.py`` queues an artifact when a NodeModelStore
+        entry of its digest changes, and when its digest appears): write ``status.nodes`` from
+        the node stores listing the digest, at most once every
         :data:`~gpustack_render.weights.nodes.NODES_WRITE_SECONDS`; the delay before the next
-        look when a change must wait. Written by its own field manager, so the resolution's
-        writes never carry (or undo) it."""
+        look when a change must wait. Its own queue, so a record's progress never runs the
+        resolution pass (nor its Secret read). Written by its own field manager, so the
+        resolution's writes never carry (or undo) it."""
+        namespace, name = split_key(key)
+        raw = await self.reader.get(MODEL_ARTIFACTS, name, namespace, informer=self.artifacts)
+        if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp") is not None:
+            self._nodes_written.pop(key, None)
+            return None
+        try:
+            artifact = ModelArtifact.model_validate(raw)
+        except ValidationError:
+            return None  # the resolution pass says why
+        if artifact.spec.source.hub is None:
+            return None
         resolved = artifact.status.resolved
         digest = resolved.manifest_digest if resolved is not None else None
         if not digest or not usable(self.node_stores):

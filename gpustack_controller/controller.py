@@ -151,6 +151,8 @@ class Controller:
         self.queue = WorkQueue("modeldeployment", max_low=max(1, self.options.workers // 4))
         self.check_queue = WorkQueue("jointcheck")
         self.artifact_queue = WorkQueue("modelartifact")
+        #: Artifacts whose status.nodes may have to change (NodeModelStore records moved).
+        self.nodes_queue = WorkQueue("artifactnodes")
         selector = f"{labels.NAME}={labels.NAME_VALUE}"
         self.informers = {
             "deployments": Informer(
@@ -308,6 +310,12 @@ class Controller:
                 name="artifact-workers",
             )
         )
+        self._tasks.append(
+            asyncio.create_task(
+                self.nodes_queue.run_workers(self.artifacts.count_nodes, workers=1),
+                name="artifact-nodes-workers",
+            )
+        )
         if self.options.admission_check:
             self._tasks.append(
                 asyncio.create_task(
@@ -334,6 +342,7 @@ class Controller:
         self.queue.close()
         self.check_queue.close()
         self.artifact_queue.close()
+        self.nodes_queue.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -486,18 +495,21 @@ class Controller:
         artifacts = self.informers["artifacts"]
         for digest in sorted(counted):
             for raw in artifacts.by_index(ARTIFACTS_BY_DIGEST, digest):
-                self.artifact_queue.add(object_key(raw))
+                self.nodes_queue.add(object_key(raw))
                 if digest in viewed:
                     for key in self.inputs.readers(Read.of(ModelArtifact, raw)):
                         self.queue.add(key, priority=Priority.LOW)
 
     def _on_artifact(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         """A ModelArtifact: itself, unless only its status moved (the controller's own
-        writes)."""
+        writes); its nodes' count when its digest appears."""
         key = object_key(new)
         if kind == "DELETED":
             self.artifacts.forget(key)
             return
+        digest = node_stores.artifact_digest(new)
+        if digest and digest != node_stores.artifact_digest(old or {}):
+            self.nodes_queue.add(key)  # its digest appeared: count the nodes holding it
         if kind == "MODIFIED" and old is not None:
             a, b = _meta(old), _meta(new)
             if (
