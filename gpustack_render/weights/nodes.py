@@ -14,15 +14,18 @@ decided here:
 - :func:`pod_store_state`: a node-delivered Pod's node state behind ``WeightsReady``
   ``Materializing`` / ``MaterializationFailed``.
 
-:func:`progress_rows` is the full-precision view (per node, bytes as written), and
-:func:`listed_digests` the digests a stored record lists, read leniently for the controller's
-index. A record whose node name is empty or whose entry names no digest counts for nothing.
+:func:`listed_digests`, :func:`changed_digests` and :func:`artifact_digest` read stored objects
+leniently for the controller's indexes and requeues. A record whose node name is empty or whose
+entry names no digest counts for nothing. The progress at full precision is the records
+themselves (docs/node-store.md shows the kubectl view).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Final
 
 from gpustack_render.api.artifact import ArtifactNodes
@@ -46,21 +49,26 @@ def capacity_low(store: NodeModelStore) -> bool:
     return any(c.type == CAPACITY_LOW and c.status == "True" for c in store.status.conditions or ())
 
 
-def percent(entry: StoredModel) -> int:
-    """One entry's progress in whole percent (0..100; ``Ready`` is 100, an unknown size 0)."""
+def share(entry: StoredModel) -> Fraction:
+    """One entry's progress, exactly, between 0 and 1 (``Ready`` is 1, an unknown size 0)."""
     if entry.state == "Ready":
-        return 100
+        return Fraction(1)
     size = entry.size_bytes or 0
     done = entry.downloaded_bytes or 0
     if size <= 0:
-        return 0
-    return max(0, min(100, done * 100 // size))
+        return Fraction(0)
+    return max(Fraction(0), min(Fraction(1), Fraction(done, size)))
+
+
+def percent(entry: StoredModel) -> int:
+    """One entry's progress in whole percent, rounded down."""
+    return math.floor(share(entry) * 100)
 
 
 def aggregate(stores: Iterable[NodeModelStore], digest: str) -> ArtifactNodes:
     """``status.nodes`` of the artifact whose manifest digest is ``digest``."""
     ready = downloading = failed = 0
-    percents: list[int] = []
+    shares: list[Fraction] = []
     for store in stores:
         if not store.name:
             continue
@@ -71,12 +79,12 @@ def aggregate(stores: Iterable[NodeModelStore], digest: str) -> ArtifactNodes:
             ready += 1
         elif entry.state == "Downloading":
             downloading += 1
-            percents.append(percent(entry))
+            shares.append(share(entry))
         elif entry.state == "Failed":
             failed += 1
     mean = None
-    if percents:
-        mean = (sum(percents) // len(percents)) // 5 * 5
+    if shares:  # the exact mean, in percent, rounded down to a multiple of 5
+        mean = math.floor(sum(shares) * 100 / len(shares)) // 5 * 5
     return ArtifactNodes(
         ready=ready, downloading=downloading, failed=failed, downloading_percent=mean
     )
@@ -173,36 +181,6 @@ def pod_store_state(records: Mapping[str, StoredModel], node: str) -> NodeRecord
         return None
     entry = records.get(node)
     return NodeRecord(node, entry) if entry is not None else None
-
-
-@dataclass(frozen=True)
-class ProgressRow:
-    """One node's entry at full precision (the bytes as the node plugin wrote them)."""
-
-    node: str
-    state: str
-    downloaded_bytes: int | None
-    size_bytes: int | None
-    referenced: int | None
-    reason: str
-    retry_time: str
-
-
-def progress_rows(stores: Iterable[NodeModelStore], digest: str) -> list[ProgressRow]:
-    """Every node listing ``digest``, sorted by node name, with its bytes exactly."""
-    rows = [
-        ProgressRow(
-            node=node,
-            state=entry.state,
-            downloaded_bytes=entry.downloaded_bytes,
-            size_bytes=entry.size_bytes,
-            referenced=entry.referenced,
-            reason=entry.reason or "",
-            retry_time=entry.retry_time or "",
-        )
-        for node, entry in records_by_node(stores, digest).items()
-    ]
-    return sorted(rows, key=lambda r: r.node)
 
 
 def listed_digests(raw: Mapping[str, Any]) -> list[str]:

@@ -84,6 +84,11 @@ def store(name: str, *entries: dict[str, Any], low: bool = False) -> NodeModelSt
             ],
             ArtifactNodes(downloading=2, downloading_percent=15),
         ),
+        # the exact mean, not a mean of rounded percents: 9.9 % and 10.2 % → 10.05 → 10
+        (
+            [store("a", entry("Downloading", done=99)), store("b", entry("Downloading", done=102))],
+            ArtifactNodes(downloading=2, downloading_percent=10),
+        ),
         # a Ready node does not count in the mean; a Failed one neither
         (
             [
