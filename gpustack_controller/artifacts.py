@@ -24,6 +24,12 @@ A pass:
    the first answer, then the answer's status;
 4. returns the delay before the next pass.
 
+**The nodes** (:meth:`ArtifactReconciler.count_nodes`, a queue of its own): a hub source's
+``status.nodes`` counted from the NodeModelStores listing its digest
+(:mod:`gpustack_render.weights.nodes`), written by its own field manager when it changed, at
+most once every 30 s; ``controller.py`` queues an artifact when a record's entry of its digest
+changes and when its digest appears.
+
 **Secrets**: only the Secret the artifact names, in its namespace, by a direct GET, never
 listed, watched or cached. The controller cannot watch Secrets, so a changed Secret is seen by
 looking: every artifact with a ``secretRef`` is looked at every :data:`SECRET_CHECK_SECONDS`
@@ -49,6 +55,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from gpustack_controller.caches import NODE_STORES_BY_DIGEST
 from gpustack_controller.hubs import HubAccess, HubClient, HubTarget
 from gpustack_controller.kube import (
     CONFIGMAPS,
@@ -65,10 +72,12 @@ from gpustack_controller.watches import Informer
 from gpustack_kube.cachedread import CachedReader, usable
 from gpustack_render.api.artifact import DEFAULT_REVISION, ModelArtifact, ModelArtifactStatus
 from gpustack_render.api.common import Condition
+from gpustack_render.api.nodestore import NodeModelStore
 from gpustack_render.core.settings import Settings
 from gpustack_render.reconcile import artifacts as uses
 from gpustack_render.reconcile.keys import FIELD_MANAGER, split_key
 from gpustack_render.reconcile.owned import ARTIFACT_FINALIZER_POLICY
+from gpustack_render.weights import nodes as node_rules
 from gpustack_render.weights import resolution as rules
 from gpustack_render.weights.resolution import Outcome
 
@@ -79,6 +88,8 @@ log = logging.getLogger(__name__)
 SECRET_CHECK_SECONDS: Final = 60.0
 #: The key of the token in the artifact's Secret, and of the CA in the bundle's ConfigMap.
 TOKEN_KEY: Final = "token"
+#: The field manager of ``status.nodes`` (the resolution's is ``FIELD_MANAGER``).
+NODES_FIELD_MANAGER: Final = "gpustack-controller-nodes"
 CA_KEY: Final = "ca.crt"
 
 
@@ -105,6 +116,7 @@ class ArtifactReconciler:
         hubs: HubClient | None = None,
         now: Callable[[], datetime.datetime] = _utc_now,
         secret_check: float = SECRET_CHECK_SECONDS,
+        node_stores: Informer | None = None,
     ) -> None:
         self.kube = kube
         self.artifacts = artifacts
@@ -114,6 +126,10 @@ class ArtifactReconciler:
         self.hubs = hubs or HubClient()
         self.now = now
         self.secret_check = secret_check
+        #: The node plugin's records, indexed by digest (``caches.NODE_STORES_BY_DIGEST``).
+        self.node_stores = node_stores
+        #: When each artifact's ``status.nodes`` was last written (monotonic seconds).
+        self._nodes_written: dict[str, float] = {}
         self.reader = CachedReader(kube)
         self.owned = OwnedWriter(kube)
         #: When each artifact's source is next due (monotonic seconds), as its last pass said.
@@ -127,6 +143,7 @@ class ArtifactReconciler:
         """Drop what is remembered of an artifact that is gone."""
         self._due.pop(key, None)
         self._tokens.pop(key, None)
+        self._nodes_written.pop(key, None)
 
     def settings_changed(self) -> None:
         """The endpoints, proxy or CA may have changed: every source is due as its stored
@@ -195,6 +212,57 @@ class ArtifactReconciler:
             outcome = Outcome.passed() if claim is not None else rules.claim_not_found(artifact)
             return await self._answer(key, artifact, outcome, interval)
         return await self._hub(key, artifact, settings, interval)
+
+    # ---- status.nodes --------------------------------------------------------------------------
+
+    async def count_nodes(self, key: str) -> float | None:
+        """The nodes queue's pass (``controller.py`` queues an artifact when a NodeModelStore
+        entry of its digest changes, and when its digest appears): write ``status.nodes`` from
+        the node stores listing the digest, at most once every
+        :data:`~gpustack_render.weights.nodes.NODES_WRITE_SECONDS`; the delay before the next
+        look when a change must wait. Its own queue, so a record's progress never runs the
+        resolution pass (nor its Secret read). Written by its own field manager, so the
+        resolution's writes never carry (or undo) it."""
+        namespace, name = split_key(key)
+        raw = await self.reader.get(MODEL_ARTIFACTS, name, namespace, informer=self.artifacts)
+        if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp") is not None:
+            self._nodes_written.pop(key, None)
+            return None
+        try:
+            artifact = ModelArtifact.model_validate(raw)
+        except ValidationError:
+            return None  # the resolution pass says why
+        if artifact.spec.source.hub is None:
+            return None
+        resolved = artifact.status.resolved
+        digest = resolved.manifest_digest if resolved is not None else None
+        if not digest or not usable(self.node_stores):
+            return None
+        assert self.node_stores is not None
+        stores = []
+        for raw in self.node_stores.by_index(NODE_STORES_BY_DIGEST, digest):
+            try:
+                stores.append(NodeModelStore.model_validate(raw))
+            except ValidationError:
+                continue  # an unreadable record counts for no node (the deployments say so)
+        wanted = node_rules.aggregate(stores, digest)
+        last = self._nodes_written.get(key)
+        wait = node_rules.nodes_write_in(
+            artifact.status.nodes,
+            wanted,
+            since_last_write=None if last is None else time.monotonic() - last,
+        )
+        if wait is None or wait > 0:
+            return wait
+        meta = artifact.metadata
+        await self._apply_status(
+            meta.namespace,
+            meta.name,
+            {"nodes": wanted.model_dump(by_alias=True, exclude_none=True, mode="json")},
+            field_manager=NODES_FIELD_MANAGER,
+        )
+        self._nodes_written[key] = time.monotonic()
+        return None
 
     async def _hub(
         self, key: str, artifact: ModelArtifact, settings: Settings, interval: float
@@ -360,10 +428,18 @@ class ArtifactReconciler:
         await self._apply_status(
             meta.namespace,
             meta.name,
-            status.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            # status.nodes has its own manager (_nodes): never carried, so never undone
+            status.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"nodes"}),
         )
 
-    async def _apply_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+    async def _apply_status(
+        self,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        field_manager: str = FIELD_MANAGER,
+    ) -> None:
         await self.kube.apply(
             MODEL_ARTIFACTS,
             {
@@ -372,7 +448,7 @@ class ArtifactReconciler:
                 "metadata": {"name": name, "namespace": namespace},
                 "status": status,
             },
-            field_manager=FIELD_MANAGER,
+            field_manager=field_manager,
             namespace=namespace,
             subresource="status",
         )

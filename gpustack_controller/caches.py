@@ -31,6 +31,7 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.nodestore import NodeModelStore
 from gpustack_render.api.storage import (
     CSIDriver,
     PersistentVolume,
@@ -49,6 +50,11 @@ from gpustack_render.reconcile.owned import (
 from gpustack_render.schema.resources import READ_RESOURCES, ROUTER_RESOURCES
 
 log = logging.getLogger(__name__)
+
+#: The index of the NodeModelStores' informer by the digests each lists, and of the
+#: ModelArtifacts' informer by their resolved manifest digest (hub sources).
+NODE_STORES_BY_DIGEST = "digest"
+ARTIFACTS_BY_DIGEST = "manifest-digest"
 
 
 @dataclass
@@ -76,6 +82,9 @@ class Caches:
     volumes: Informer | None = None
     storage_classes: Informer | None = None
     csi_drivers: Informer | None = None
+    #: NodeModelStores (issue 34), indexed by the digests they list (NODE_STORES_BY_DIGEST);
+    #: without it a node-delivered Pod has no node preference and no node state.
+    node_stores: Informer | None = None
 
     def of(self, kind: type[InputObject]) -> Informer | None:
         """The informer of an input kind (``None``: read it live)."""
@@ -89,6 +98,7 @@ class Caches:
             PersistentVolume: self.volumes,
             StorageClass: self.storage_classes,
             CSIDriver: self.csi_drivers,
+            NodeModelStore: self.node_stores,
         }
         return by_kind[kind]
 
@@ -142,6 +152,10 @@ class InputReader:
         while pending := graph.pending():
             for read in pending:
                 graph.answer(read, await self._fetch(read))
+        stores = self.caches.node_stores
+        if stores is not None:  # the nodes holding each digest: from the index, never a list
+            for digest in graph.node_store_digests():
+                graph.answer_node_stores(stores.by_index(NODE_STORES_BY_DIGEST, digest))
         for bad in graph.unreadable:
             read = bad.read
             key = f"{read.namespace}/{read.name}" if read.namespace else read.name

@@ -56,7 +56,7 @@ from gpustack_controller.admissioncheck import (
     keep_admission_check,
 )
 from gpustack_controller.artifacts import ArtifactReconciler
-from gpustack_controller.caches import Caches
+from gpustack_controller.caches import ARTIFACTS_BY_DIGEST, NODE_STORES_BY_DIGEST, Caches
 from gpustack_controller.kube import (
     BACKENDS,
     BINDINGS,
@@ -66,6 +66,7 @@ from gpustack_controller.kube import (
     LOCAL_QUEUES,
     MODEL_ARTIFACTS,
     MODEL_DEPLOYMENTS,
+    NODE_MODEL_STORES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODS,
@@ -100,6 +101,7 @@ from gpustack_render.core import labels
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_of_config_map
 from gpustack_render.reconcile.artifacts import artifacts_to_recheck, claiming
 from gpustack_render.reconcile.inputindex import InputIndex
+from gpustack_render.reconcile.inputs import Read
 from gpustack_render.reconcile.jointcheck import reads_members, siblings_to_recheck
 from gpustack_render.reconcile.keys import FIELD_MANAGER
 from gpustack_render.reconcile.observed import observe_workload
@@ -109,6 +111,7 @@ from gpustack_render.reconcile.projection import (
     project_without_status,
     project_workload,
 )
+from gpustack_render.weights import nodes as node_stores
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +151,8 @@ class Controller:
         self.queue = WorkQueue("modeldeployment", max_low=max(1, self.options.workers // 4))
         self.check_queue = WorkQueue("jointcheck")
         self.artifact_queue = WorkQueue("modelartifact")
+        #: Artifacts whose status.nodes may have to change (NodeModelStore records moved).
+        self.nodes_queue = WorkQueue("artifactnodes")
         selector = f"{labels.NAME}={labels.NAME_VALUE}"
         self.informers = {
             "deployments": Informer(
@@ -203,6 +208,14 @@ class Controller:
                 kube, STORAGE_CLASSES, handlers=[self._on_input(StorageClass)]
             ),
             "csi_drivers": Informer(kube, CSI_DRIVERS, handlers=[self._on_input(CSIDriver)]),
+            # The node plugin's records (issue 34): which nodes hold, fetch or failed each
+            # digest; indexed by digest, they reach the artifacts and deployments of a digest.
+            "node_stores": Informer(
+                kube,
+                NODE_MODEL_STORES,
+                handlers=[self._on_node_store],
+                indexers={NODE_STORES_BY_DIGEST: node_stores.listed_digests},
+            ),
             # Read by every pass (is the deployment's LocalQueue there, and whose is it).
             "local_queues": Informer(kube, LOCAL_QUEUES),
             "settings": Informer(
@@ -235,7 +248,9 @@ class Controller:
             volumes=i["volumes"],
             storage_classes=i["storage_classes"],
             csi_drivers=i["csi_drivers"],
+            node_stores=i["node_stores"],
         )
+        i["artifacts"].add_indexer(ARTIFACTS_BY_DIGEST, node_stores.artifact_digest)
         self.recorder = EventRecorder(kube)
         self.reconciler = DeploymentReconciler(
             kube, self.caches, self.recorder, settings=lambda: self.settings
@@ -246,6 +261,7 @@ class Controller:
             deployments=i["deployments"],
             recorder=self.recorder,
             settings=lambda: self.settings,
+            node_stores=i["node_stores"],
         )
         self.checker = AdmissionCheckReconciler(
             kube, i["pods"], settings=lambda: self.settings, workloads=i["workloads"]
@@ -294,6 +310,12 @@ class Controller:
                 name="artifact-workers",
             )
         )
+        self._tasks.append(
+            asyncio.create_task(
+                self.nodes_queue.run_workers(self.artifacts.count_nodes, workers=1),
+                name="artifact-nodes-workers",
+            )
+        )
         if self.options.admission_check:
             self._tasks.append(
                 asyncio.create_task(
@@ -320,6 +342,7 @@ class Controller:
         self.queue.close()
         self.check_queue.close()
         self.artifact_queue.close()
+        self.nodes_queue.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -462,13 +485,31 @@ class Controller:
         for key in claiming(self.informers["artifacts"].items(), new):
             self.artifact_queue.add(key)
 
+    def _on_node_store(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """A NodeModelStore: the artifacts of each digest whose entry changed recount
+        ``status.nodes``; the deployments naming an artifact of a digest whose state, reason,
+        retry time or room changed look again (progress alone moves no deployment)."""
+        before = old if kind != "ADDED" else None
+        after = None if kind == "DELETED" else new
+        viewed, counted = node_stores.changed_digests(before, after)
+        artifacts = self.informers["artifacts"]
+        for digest in sorted(counted):
+            for raw in artifacts.by_index(ARTIFACTS_BY_DIGEST, digest):
+                self.nodes_queue.add(object_key(raw))
+                if digest in viewed:
+                    for key in self.inputs.readers(Read.of(ModelArtifact, raw)):
+                        self.queue.add(key, priority=Priority.LOW)
+
     def _on_artifact(self, kind: str, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         """A ModelArtifact: itself, unless only its status moved (the controller's own
-        writes)."""
+        writes); its nodes' count when its digest appears."""
         key = object_key(new)
         if kind == "DELETED":
             self.artifacts.forget(key)
             return
+        digest = node_stores.artifact_digest(new)
+        if digest and digest != node_stores.artifact_digest(old or {}):
+            self.nodes_queue.add(key)  # its digest appeared: count the nodes holding it
         if kind == "MODIFIED" and old is not None:
             a, b = _meta(old), _meta(new)
             if (

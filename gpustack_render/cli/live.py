@@ -41,6 +41,7 @@ from urllib.parse import urlencode
 
 from gpustack_render.api.common import API_VERSION
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.nodestore import NodeModelStore
 from gpustack_render.cli.documents import skipped_kind
 from gpustack_render.cli.sources import read_source
 from gpustack_render.cli.yamlio import DocumentError, dump_yaml, load_located
@@ -63,12 +64,14 @@ from gpustack_render.schema.resources import (
     CONFIGMAPS,
     LOCAL_QUEUES,
     MODEL_DEPLOYMENTS,
+    NODE_MODEL_STORES,
     PODS,
     READ_RESOURCES,
     SERVICES,
     WORKLOADS,
     Resource,
 )
+from gpustack_render.weights.nodes import listed_digests
 
 if TYPE_CHECKING:
     from gpustack_kube.client import Kube
@@ -469,12 +472,40 @@ async def _inputs(
         for graph in graphs:
             for r in graph.pending():
                 graph.answer(r, read[r])
+    warnings: list[str] = []
+    stores = await _node_stores(reader, graphs, warnings)
     unreadable = {bad.read: bad for g in graphs for bad in g.unreadable}
-    warnings = [
+    warnings += [
         f"{r.kind.__name__} {r.name} does not decode ({bad.failure.reason[:200]}): left out"
         for r, bad in unreadable.items()
     ]
-    return [obj for r, obj in read.items() if obj is not None and r not in unreadable], warnings
+    objects = [obj for r, obj in read.items() if obj is not None and r not in unreadable]
+    return objects + [s for s in stores if Read.of(NodeModelStore, s) not in unreadable], warnings
+
+
+async def _node_stores(
+    reader: _Reader, graphs: Sequence[InputGraph], warnings: list[str]
+) -> list[dict[str, Any]]:
+    """The NodeModelStores listing a digest a graph reads (one LIST, only when one does): the
+    nodes a node-delivered Pod prefers. Not served or not readable: none (a warning)."""
+    wanted = {d for g in graphs for d in g.node_store_digests()}
+    if not wanted:
+        return []
+    answer = await reader.answer(NODE_MODEL_STORES.path(None))
+    if answer.status != 200:
+        warnings.append(
+            f"cannot list nodemodelstores ({answer.message}): the Pods' node preference is left out"
+        )
+        return []
+    items = [
+        kubectl_form(i, NODE_MODEL_STORES)
+        for i in answer.body.get("items") or ()
+        if isinstance(i, dict)
+    ]
+    stores = [i for i in items if wanted & set(listed_digests(i))]
+    for graph in graphs:
+        graph.answer_node_stores(stores)
+    return stores
 
 
 async def _fetch(reader: _Reader, read: Read) -> dict[str, Any] | None:

@@ -30,13 +30,26 @@ def weights_note(plan: WeightsPlan) -> str:
         "Engine": "each Pod's engine downloads the pinned commit into its own cache"
         + (f" ({format_memory(Fraction(size))})" if size else "")
         + "; a replacement downloads it again",
-        "Node": "the node plugin mounts the verified tree, downloaded once per node",
+        "Node": "the node plugin mounts the verified tree, downloaded once per node"
+        + _holding(plan),
         "PVC": "each Pod mounts the claim read-only",
         "Image": "each Pod mounts the image read-only",
     }[plan.delivery]
     return (
         f"weights: ModelArtifact {name}{pinned}; {plan.delivery} delivery: {how}; "
         f"status.model names it and WeightsReady says when every Pod has it [{WEIGHTS}]"
+    )
+
+
+def _holding(plan: WeightsPlan) -> str:
+    """Which nodes a node-delivered Pod prefers (outside the pod-spec-hash)."""
+    nodes = plan.holding_nodes
+    if not nodes:
+        return "; no node store lists it Ready yet, so the Pods go wherever they fit"
+    shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+    return (
+        f"; the Pods prefer the {len(nodes)} node(s) already holding it with room ({shown}), "
+        "a preference the pod-spec-hash leaves out"
     )
 
 

@@ -23,7 +23,7 @@ input event concerns) both follow them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from gpustack_render.api.inputs import (
     KVCachePoolBinding,
 )
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.nodestore import NodeModelStore
 from gpustack_render.api.storage import (
     CSIDriver,
     PersistentVolume,
@@ -137,6 +138,38 @@ class InputGraph:
     def _want(self, read: Read) -> None:
         if read not in self._wanted:
             self._wanted.append(read)
+
+    def node_store_digests(self) -> list[str]:
+        """The manifest digests whose ``NodeModelStore`` records the render reads: each
+        resolved hub-sourced artifact's (node delivery prefers the nodes holding it and reads a
+        Pod's node state). Which nodes list a digest is not a read by name: the shell answers
+        with every record listing it (:meth:`answer_node_stores`)."""
+        out: list[str] = []
+        for artifact in self.lookups.artifacts.values():
+            resolved = artifact.status.resolved
+            if artifact.spec.source.hub is None or resolved is None:
+                continue
+            if resolved.manifest_digest and resolved.manifest_digest not in out:
+                out.append(resolved.manifest_digest)
+        return out
+
+    def answer_node_stores(self, raws: Iterable[Mapping[str, Any]]) -> None:
+        """Record the stored ``NodeModelStore`` records listing :meth:`node_store_digests`. One
+        that does not decode is unreadable (listed in :attr:`unreadable`) and counts as
+        absent: a node's record never fails a render."""
+        for raw in raws:
+            read = Read.of(NodeModelStore, raw)
+            if read in self._answered:
+                continue
+            self._answered.add(read)
+            try:
+                obj = decode_stored(NodeModelStore, raw, name=read.name)
+            except LookupFailed as exc:
+                metadata = raw.get("metadata")
+                version = metadata.get("resourceVersion") if isinstance(metadata, Mapping) else None
+                self.unreadable.append(Unreadable(read, exc, str(version or "")))
+                continue
+            self.lookups.others[(NodeModelStore.__name__, "", read.name)] = obj
 
     def pending(self) -> list[Read]:
         """The reads still to answer, in the order they were found."""

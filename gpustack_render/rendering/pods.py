@@ -689,6 +689,7 @@ def pod_template(
         spec["imagePullSecrets"] = [{"name": s.name} for s in role.image_pull_secrets]
     if plan.weights is not None:
         delivery.apply_node_affinity(spec, plan.weights)
+        delivery.apply_node_preference(spec, plan.weights)
     containers = [main]
     if plan.direct_decoder:
         proxy = routing_proxy(plan, settings=settings)

@@ -30,6 +30,7 @@ from gpustack_render.api.modeldeployment import RoleSpec
 from gpustack_render.core.errors import RenderError
 from gpustack_render.core.quantity import QuantityError, format_binary, parse_quantity
 from gpustack_render.core.vocabulary import Engine, EngineFamily
+from gpustack_render.weights import nodes as node_stores
 from gpustack_render.weights.delivery import (
     CACHE_PATH,
     CACHE_VOLUME,
@@ -314,6 +315,22 @@ def apply_node_affinity(spec: dict[str, Any], weights: WeightsPlan) -> None:
     node = affinity.setdefault("nodeAffinity", {})
     key = "requiredDuringSchedulingIgnoredDuringExecution"
     node[key] = merge_required(node.get(key), required)
+
+
+def apply_node_preference(spec: dict[str, Any], weights: WeightsPlan) -> None:
+    """Node delivery: prefer the nodes whose store holds the digest and has room (a preferred
+    node-affinity term by node name, after any the Pod already carries). Never a hash input:
+    which nodes hold the weights changes as they download, and the Pod is never replaced for
+    it; a replacement created later reads the stores again."""
+    if weights.delivery != "Node":
+        return
+    term = node_stores.node_preference(weights.holding_nodes)
+    if term is None:
+        return
+    affinity = spec.setdefault("affinity", {})
+    node = affinity.setdefault("nodeAffinity", {})
+    preferred = node.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+    preferred.append(term)
 
 
 # --- KV reuse ------------------------------------------------------------------------------

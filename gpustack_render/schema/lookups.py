@@ -117,6 +117,12 @@ class StaticLookups:
         if (kind, namespace, name) in self.failing:
             raise LookupFailed(kind, name, "injected failure", namespace=namespace)
 
+    def all_of(self, kind: type[M]) -> list[M]:
+        """Every object of ``kind`` held among the others, by name (the render reads every
+        ``NodeModelStore`` it is given: which nodes hold a digest is not a read by name)."""
+        found = [obj for obj in self.others.values() if isinstance(obj, kind)]
+        return sorted(found, key=lambda obj: (obj.metadata.namespace or "", obj.name))
+
     def get(self, kind: type[M], namespace: str, name: str) -> M | None:
         self._check(kind.__name__, namespace, name)
         found: InputObject | None

@@ -77,6 +77,7 @@ POOLS: Final = PROJECT_RESOURCES["KVCachePool"]
 BACKENDS: Final = PROJECT_RESOURCES["KVCacheBackend"]
 INSTANCE_TYPES: Final = PROJECT_RESOURCES["InstanceType"]
 MODEL_ARTIFACTS: Final = PROJECT_RESOURCES["ModelArtifact"]
+NODE_MODEL_STORES: Final = PROJECT_RESOURCES["NodeModelStore"]
 
 #: Kueue kinds are read, watched and written at Kueue's storage version only.
 WORKLOADS: Final = kueue_resource("Workload")

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpustack_render.api.artifact import ArtifactSource, ModelArtifact
 from gpustack_render.api.modeldeployment import ModelDeployment
+from gpustack_render.api.nodestore import NodeModelStore, StoredModel
 from gpustack_render.api.storage import (
     CSIDriver,
     PersistentVolume,
@@ -30,7 +31,8 @@ from gpustack_render.api.storage import (
     StorageClass,
 )
 from gpustack_render.core.settings import Settings
-from gpustack_render.schema.lookups import Lookups
+from gpustack_render.schema.lookups import Lookups, StaticLookups
+from gpustack_render.weights import nodes as node_stores
 
 Delivery = Literal["PVC", "Engine", "Node", "Image"]
 
@@ -91,6 +93,11 @@ class WeightsPlan:
     settings: Settings
     #: The bound volume's required node affinity (PVC delivery); never a hash input.
     node_affinity: Mapping[str, Any] | None = None
+    #: Node delivery: the nodes whose store holds the digest ``Ready`` and is not
+    #: ``CapacityLow`` (the Pod's preferred node affinity); never a hash input.
+    holding_nodes: tuple[str, ...] = ()
+    #: Node delivery: each node's entry for the digest (``WeightsReady`` Materializing).
+    node_records: Mapping[str, StoredModel] = field(default_factory=dict)
 
     @property
     def source(self) -> ArtifactSource:
@@ -241,9 +248,28 @@ def weights_of(
             "delivery verifies: the engine does not check what it downloads; set "
             "model-artifact-delivery-mode to Node, or use an artifact without expectedDigest",
         )
+    holding: tuple[str, ...] = ()
+    records: dict[str, StoredModel] = {}
+    digest = artifact.status.resolved.manifest_digest if artifact.status.resolved else None
+    if delivery == "Node" and digest:
+        stores = node_stores_in(lookups)
+        holding = node_stores.holding_nodes(stores, digest)
+        records = node_stores.records_by_node(stores, digest)
     return WeightsPlan(
-        artifact=artifact, delivery=delivery, settings=settings, node_affinity=affinity
+        artifact=artifact,
+        delivery=delivery,
+        settings=settings,
+        node_affinity=affinity,
+        holding_nodes=holding,
+        node_records=records,
     )
+
+
+def node_stores_in(lookups: Lookups) -> list[NodeModelStore]:
+    """The ``NodeModelStore`` records a render was given: every one held by in-memory lookups
+    (the controller's input graph, the command line's files); none through any other (the
+    webhook never places Pods)."""
+    return lookups.all_of(NodeModelStore) if isinstance(lookups, StaticLookups) else []
 
 
 def _claim(

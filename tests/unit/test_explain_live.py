@@ -496,3 +496,49 @@ def test_the_workload_of_an_autoscaled_replica_above_replicas_is_read() -> None:
         [workload(2), workload(3), workload(2, "team-b")], pods=[], deployments=[md]
     )
     assert [w["metadata"]["name"] for w in found] == [workload(2)["metadata"]["name"]]
+
+
+DIGEST = "sha256:" + "d" * 64
+ARTIFACT = "/apis/worker.gpustack.ai/v1/namespaces/team-a/modelartifacts/w"
+NODE_STORES = "/apis/worker.gpustack.ai/v1/nodemodelstores"
+
+
+def _node_store(name: str, digest: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "status": {"models": [{"digest": digest, "state": "Ready", "sizeBytes": 1}]},
+    }
+
+
+def test_the_node_stores_of_a_resolved_hub_artifact_are_listed_once(
+    server: _Server, tmp_path: Path
+) -> None:
+    md = _md()
+    md["spec"]["model"]["artifactRef"] = {"name": "w"}
+    server.answers[MD] = (200, md)
+    server.answers[ARTIFACT] = (
+        200,
+        {
+            "metadata": {"name": "w", "namespace": NS, "uid": "a-uid"},
+            "spec": {"source": {"huggingFace": {"repository": "org/m", "revision": "main"}}},
+            "status": {
+                "resolved": {"revision": "c" * 40, "manifestDigest": DIGEST, "sizeBytes": 1},
+                "conditions": [{"type": "Resolved", "status": "True", "reason": "Resolved"}],
+            },
+        },
+    )
+    server.answers[NODE_STORES] = (
+        200,
+        _list(_node_store("gpu-1", DIGEST), _node_store("gpu-2", "sha256:" + "e" * 64)),
+    )
+    got = _read(kubeconfig(tmp_path, _url(server)))
+    # Only the record listing the artifact's digest is kept, with its kind for the bundle.
+    assert [n for n in _names(got.inputs) if n.startswith("NodeModelStore/")] == [
+        "NodeModelStore/gpu-1"
+    ]
+    assert [uri for _, uri, _ in server.seen].count(NODE_STORES) == 1
+    # Refused: a warning, and no preference.
+    server.answers[NODE_STORES] = (403, _status(403, "nodemodelstores is forbidden"))
+    got = _read(kubeconfig(tmp_path, _url(server)))
+    assert not [n for n in _names(got.inputs) if n.startswith("NodeModelStore/")]
+    assert any("cannot list nodemodelstores" in w for w in got.warnings)

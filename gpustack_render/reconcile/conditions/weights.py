@@ -20,6 +20,7 @@ from gpustack_render.core.vocabulary import ConditionStatus
 from gpustack_render.reconcile.conditions.common import ConditionVerdict, few
 from gpustack_render.reconcile.observed import ObservedPod
 from gpustack_render.weights import delivery as weights
+from gpustack_render.weights import nodes as node_stores
 from gpustack_render.weights.delivery import WeightsBlock, WeightsPlan
 
 #: ``ReplicasUpToDate`` while nothing can be created for the weights.
@@ -67,6 +68,10 @@ def weights_ready(plan: WeightsPlan | None, pods: Sequence[ObservedPod]) -> Cond
             f"every engine Pod has downloaded the weights of {what}",
         )
     waiting = [p.name for p in live if not p.volumes_ready]
+    if waiting and plan.delivery == "Node":
+        materializing = node_verdict(plan, [p for p in live if not p.volumes_ready], what)
+        if materializing is not None:
+            return materializing
     if waiting:
         return ConditionVerdict(
             ConditionStatus.FALSE,
@@ -77,6 +82,45 @@ def weights_ready(plan: WeightsPlan | None, pods: Sequence[ObservedPod]) -> Cond
     return ConditionVerdict(
         ConditionStatus.TRUE, weights.MOUNTED, f"every Pod has mounted the weights of {what}"
     )
+
+
+def node_verdict(
+    plan: WeightsPlan, waiting: Sequence[ObservedPod], what: str
+) -> ConditionVerdict | None:
+    """``Materializing`` / ``MaterializationFailed``: Node-delivered Pods not mounted yet whose
+    node lists the digest ``Downloading`` or ``Failed`` (the message names each node's state,
+    with its reason and retry time). A failure wins over a download: it needs someone to look.
+    ``None`` when no waiting Pod's node lists the digest in either state."""
+    failed: list[tuple[str, str]] = []
+    downloading: list[tuple[str, str]] = []
+    for pod in waiting:
+        record = node_stores.pod_store_state(plan.node_records, pod.node_name)
+        if record is None:
+            continue
+        if record.entry.state == "Failed":
+            failed.append((pod.name, record.describe()))
+        elif record.entry.state == "Downloading":
+            downloading.append((pod.name, record.describe()))
+    if failed:
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
+            weights.MATERIALIZATION_FAILED,
+            f"{len(failed)} Pod(s) wait for the weights of {what}, which their node failed to "
+            f"download: {_per_node(failed)}",
+        )
+    if downloading:
+        return ConditionVerdict(
+            ConditionStatus.FALSE,
+            weights.MATERIALIZING,
+            f"{len(downloading)} Pod(s) wait while their node downloads the weights of {what}: "
+            f"{_per_node(downloading)}",
+        )
+    return None
+
+
+def _per_node(items: Sequence[tuple[str, str]]) -> str:
+    """``<pod> (<its node's state>)`` in Pod name order, at most a few."""
+    return few(f"{pod} ({state})" for pod, state in sorted(items))
 
 
 def blocked_verdict(block: WeightsBlock) -> ConditionVerdict:
