@@ -1,5 +1,5 @@
-"""Read-only bind mounts through the kernel's own calls (``mount(2)``, ``umount2(2)``), and the
-mount table as ``/proc/self/mountinfo`` lists it.
+"""Read-only bind mounts through the kernel's own calls (``open_tree(2)``, ``mount_setattr(2)``,
+``move_mount(2)``, ``umount2(2)``), and the mount table as ``/proc/self/mountinfo`` lists it.
 
 The plugin runs privileged with the kubelet's pods directory mounted with ``Bidirectional``
 propagation, so a bind mount made here is seen by kubelet and by the Pod's containers.
@@ -13,33 +13,26 @@ import errno
 import os
 from pathlib import Path
 
-MS_RDONLY = 0x1
-MS_NOSUID = 0x2
-MS_NODEV = 0x4
-MS_REMOUNT = 0x20
-MS_BIND = 0x1000
-MS_REC = 0x4000
+# The new mount API's calls (the same numbers on every architecture since Linux 5.2) and flags.
+SYS_OPEN_TREE = 428
+SYS_MOVE_MOUNT = 429
+SYS_MOUNT_SETATTR = 442
+AT_FDCWD = -100
+AT_EMPTY_PATH = 0x1000
+AT_RECURSIVE = 0x8000
+OPEN_TREE_CLONE = 1
+OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.mount.argtypes = [
-    ctypes.c_char_p,
-    ctypes.c_char_p,
-    ctypes.c_char_p,
-    ctypes.c_ulong,
-    ctypes.c_void_p,
-]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
 
 class MountError(OSError):
     """A mount or unmount call failed (``errno`` and the path are in the message)."""
-
-
-def _call_mount(source: str | None, target: str, flags: int) -> None:
-    src = source.encode() if source is not None else None
-    if _libc.mount(src, target.encode(), None, flags, None) != 0:
-        err = ctypes.get_errno()
-        raise MountError(err, f"mount {source or '(remount)'} on {target}: {os.strerror(err)}")
 
 
 def _unescape(field: str) -> str:
@@ -73,15 +66,63 @@ def mounted(target: Path) -> str | None:
     return mount_points(text).get(str(target.resolve(strict=False)))
 
 
+class _MountAttr(ctypes.Structure):
+    """``struct mount_attr`` of ``mount_setattr(2)``."""
+
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
+
+
+def _syscall(number: int, what: str, *args: object) -> int:
+    result = int(_libc.syscall(number, *args))
+    if result < 0:
+        err = ctypes.get_errno()
+        raise MountError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
 def bind_read_only(source: Path, target: Path) -> None:
-    """Bind ``source`` on ``target`` (a directory that exists), then make the bind read-only,
-    nosuid and nodev; a failed remount unmounts again so nothing writable is left."""
-    _call_mount(str(source), str(target), MS_BIND | MS_REC)
+    """Bind ``source`` on ``target`` (a directory that exists), read-only, nosuid and nodev.
+
+    The new mount API (Linux 5.12+): the tree is cloned detached (``open_tree``), made read-only
+    while still detached (``mount_setattr``), then attached at the target (``move_mount``). So
+    the mount is read-only from its first instant, and so is every copy the target's shared
+    propagation makes in kubelet's namespace: a ``MS_REMOUNT|MS_RDONLY`` after a plain bind would
+    change this namespace's copy only, leaving the propagated ones writable.
+    """
+    fd = _syscall(
+        SYS_OPEN_TREE,
+        f"open_tree {source}",
+        ctypes.c_int(AT_FDCWD),
+        str(source).encode(),
+        ctypes.c_uint(OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE),
+    )
     try:
-        _call_mount(None, str(target), MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    except MountError:
-        unmount(target)
-        raise
+        attr = _MountAttr(attr_set=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+        _syscall(
+            SYS_MOUNT_SETATTR,
+            f"mount_setattr {source}",
+            ctypes.c_int(fd),
+            b"",
+            ctypes.c_uint(AT_EMPTY_PATH | AT_RECURSIVE),
+            ctypes.byref(attr),
+            ctypes.c_size_t(ctypes.sizeof(attr)),
+        )
+        _syscall(
+            SYS_MOVE_MOUNT,
+            f"move_mount {source} to {target}",
+            ctypes.c_int(fd),
+            b"",
+            ctypes.c_int(AT_FDCWD),
+            str(target).encode(),
+            ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH),
+        )
+    finally:
+        os.close(fd)
 
 
 def unmount(target: Path) -> None:
