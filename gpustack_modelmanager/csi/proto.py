@@ -13,6 +13,10 @@ from typing import Any
 
 import grpc
 
+# protos_and_services compiles with grpcio-tools' protoc; imported here so that the dependency is
+# visible (and a missing one fails at import, naming the package).
+import grpc_tools.protoc  # noqa: F401
+
 #: The path grpcio-tools resolves against ``sys.path`` (the repository root, or site-packages).
 PROTO = "gpustack_modelmanager/csi/csi.proto"
 
