@@ -48,6 +48,8 @@ from gpustack_render.weights.mounts import (
 
 log = logging.getLogger(__name__)
 
+#: Unmounts tried on one target before NodeUnpublishVolume gives up (kubelet retries).
+MAX_STACKED_MOUNTS = 8
 #: Reads a ModelArtifact by (namespace, name): the object, or ``None`` when there is none.
 ArtifactReader = Callable[[str, str], Awaitable[Mapping[str, Any] | None]]
 
@@ -250,8 +252,15 @@ class NodeService(services.NodeServicer):  # type: ignore[misc]
 
     def _unmount(self, target: Path) -> None:
         try:
-            while self.mounts.mounted(target) is not None:
+            # Mounts stacked on the target (a retried publish racing a restart) go one by one.
+            for _ in range(MAX_STACKED_MOUNTS):
+                if self.mounts.mounted(target) is None:
+                    break
                 self.mounts.unmount(target)
+            else:
+                raise RpcError(
+                    grpc.StatusCode.INTERNAL, f"{target} is still mounted after unmounting"
+                )
             os.rmdir(target)
         except FileNotFoundError:
             return

@@ -17,7 +17,7 @@ from support.csi import DirectoryTreeStore, artifact_object, digest_of, volume_c
 
 from gpustack_modelmanager.csi import server
 from gpustack_modelmanager.csi.identity import IdentityService
-from gpustack_modelmanager.csi.node import NodeService
+from gpustack_modelmanager.csi.node import MAX_STACKED_MOUNTS, NodeService, RpcError
 from gpustack_modelmanager.csi.proto import pb, services
 from gpustack_modelmanager.csi.storeapi import TreePending
 from gpustack_render.core.settings import Settings
@@ -195,3 +195,36 @@ async def test_unpublish_of_a_missing_target_is_success(plugin: Plugin) -> None:
     target.mkdir()
     await plugin.node.NodeUnpublishVolume(request)
     assert not target.exists()
+
+
+class _StuckMounts:
+    """A mount table that keeps reporting the target mounted (an unmount that did nothing)."""
+
+    def __init__(self) -> None:
+        self.unmounts = 0
+
+    def mounted(self, target: Path) -> str | None:
+        return "ro,relatime"
+
+    def bind_read_only(self, source: Path, target: Path) -> None:
+        raise AssertionError("not called")
+
+    def unmount(self, target: Path) -> None:
+        self.unmounts += 1
+
+
+async def test_unpublish_gives_up_on_a_mount_that_stays(tmp_path: Path) -> None:
+    async def read(namespace: str, name: str) -> Mapping[str, Any] | None:
+        return None
+
+    stuck = _StuckMounts()
+    store = DirectoryTreeStore(tmp_path)
+    node = NodeService(
+        node_name="n", store=store, read_artifact=read, settings=Settings, mounts=stuck
+    )
+    request = pb.NodeUnpublishVolumeRequest(volume_id="v", target_path=str(tmp_path / "t"))
+    with pytest.raises(RpcError) as err:
+        await node.unpublish(request)
+    assert err.value.code == grpc.StatusCode.INTERNAL and "still mounted" in err.value.message
+    assert stuck.unmounts == MAX_STACKED_MOUNTS
+    assert store.released == []  # the reference is kept while the target is mounted
