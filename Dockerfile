@@ -2,6 +2,7 @@
 # One image for both shells of gpustack-render:
 #   python -m gpustack_controller   the ModelDeployment controller (deploy/controller)
 #   python -m gpustack_webhook      the admission webhook server   (deploy/webhook)
+#   python -m gpustack_modelmanager the CSI node plugin            (deploy/model-manager)
 # Build with `make image`. The runtime stage holds the base Python and one virtual environment
 # with the project and its dependencies, compiled ahead of time: nothing is written at run time,
 # so it runs with readOnlyRootFilesystem: true as the non-root user 65532 the manifests name.
@@ -17,12 +18,13 @@ COPY gpustack_render ./gpustack_render
 COPY gpustack_kube ./gpustack_kube
 COPY gpustack_controller ./gpustack_controller
 COPY gpustack_webhook ./gpustack_webhook
+COPY gpustack_modelmanager ./gpustack_modelmanager
 # A wheel of the project (no editable install, no tests), then bytecode for everything in the
 # environment so that a read-only root never needs a __pycache__ write (hash-based, unchecked:
 # a layer that moves file times cannot make it stale; the same as make image-rootfs).
 RUN /opt/gpustack-render/bin/pip install --no-compile . \
     && /opt/gpustack-render/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/gpustack-render \
-    && /opt/gpustack-render/bin/python -c "import gpustack_controller.__main__, gpustack_webhook.__main__"
+    && /opt/gpustack-render/bin/python -c "import gpustack_controller.__main__, gpustack_webhook.__main__, gpustack_modelmanager.__main__"
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="gpustack-render" \

@@ -82,7 +82,7 @@ packages="python3,ca-certificates"
 # The project files the image holds are the ones the Dockerfile copies (.dockerignore).
 project_files() {
     (cd "${root}" && find pyproject.toml README.md gpustack_render gpustack_kube \
-        gpustack_controller gpustack_webhook -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z)
+        gpustack_controller gpustack_webhook gpustack_modelmanager -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | sort -z)
 }
 key="$({
     echo "suite=${suite} packages=${packages} arch=$(dpkg --print-architecture 2>/dev/null)"
@@ -171,7 +171,8 @@ in_root "${venv}/bin/python" "/mnt/${pip_wheel}/pip" install --quiet --no-index 
 # whole seconds only (umoci rounds), so timestamp-based bytecode would be stale after unpacking
 # and recompiled in memory on every start.
 in_root "${venv}/bin/python" -m compileall -q --invalidation-mode unchecked-hash "${venv}"
-in_root "${venv}/bin/python" -c "import gpustack_controller.__main__, gpustack_webhook.__main__"
+in_root "${venv}/bin/python" -c \
+    "import gpustack_controller.__main__, gpustack_webhook.__main__, gpustack_modelmanager.__main__"
 rm -f "${rootfs}${venv}"/bin/activate* "${rootfs}${venv}"/bin/Activate.ps1
 
 # ---- 4. the OCI layout ----------------------------------------------------------------------

@@ -17,8 +17,9 @@ from gpustack_render.schema.kinds import OWNED_KINDS
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPONENTS = DEPLOY / "components"
 #: Parts that are not composed by the base: the generated CRDs (the base lists the owned ones by
-#: file, the input-crds component takes the rest).
-NOT_COMPOSED = {"crds"}
+#: file, the input-crds component takes the rest), and the opt-in node plugin (deploy/model-manager,
+#: the chart's modelManager.enabled).
+NOT_COMPOSED = {"crds", "model-manager"}
 
 
 def _kustomization(directory: Path) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Every third-party module the four packages import is a runtime dependency, and every
+"""Every third-party module the five packages import is a runtime dependency, and every
 runtime dependency is imported by them.
 
 The image (the Dockerfile's ``pip install .`` and ``make image-rootfs``) installs
@@ -19,7 +19,13 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("gpustack_render", "gpustack_kube", "gpustack_controller", "gpustack_webhook")
+PACKAGES = (
+    "gpustack_render",
+    "gpustack_kube",
+    "gpustack_controller",
+    "gpustack_webhook",
+    "gpustack_modelmanager",
+)
 
 
 def _imported_top_level_modules() -> dict[str, str]:
