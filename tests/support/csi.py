@@ -51,9 +51,12 @@ def artifact_object(
     source: str = "huggingFace",
     resolved: str = "True",
     secret: str | None = None,
+    digest_source: str = "Hub",
+    revision: str = "main",
 ) -> dict[str, Any]:
-    """A ModelArtifact as read from the API server, resolved to ``digest``."""
-    hub: dict[str, Any] = {"repository": "org/model", "revision": "main"}
+    """A ModelArtifact as read from the API server, resolved to ``digest`` (``digest_source``
+    ``Expected``: an anchored artifact, resolved without a commit)."""
+    hub: dict[str, Any] = {"repository": "org/model", "revision": revision}
     if secret:
         hub["secretRef"] = {"name": secret}
     spec_source: dict[str, Any] = (
@@ -69,9 +72,9 @@ def artifact_object(
         "status": {
             "observedGeneration": 1,
             "resolved": {
-                "revision": COMMIT,
+                **({"revision": COMMIT} if digest_source == "Hub" else {}),
                 "manifestDigest": digest,
-                "digestSource": "Hub",
+                "digestSource": digest_source,
                 "fileCount": 2,
                 "sizeBytes": 1000,
             },
