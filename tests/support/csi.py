@@ -20,6 +20,7 @@ from typing import Any
 
 from gpustack_modelmanager.csi.storeapi import (
     TreeAnswer,
+    TreeDenied,
     TreeFailed,
     TreePending,
     TreeReady,
@@ -108,13 +109,14 @@ def volume_context(
 
 
 class DirectoryTreeStore:
-    """Test double of OUR node store: trees under ``root/<hex>`` are Ready; ``pending`` and
-    ``failed`` digests answer so; every call is recorded."""
+    """Test double of OUR node store: trees under ``root/<hex>`` are Ready; ``pending``,
+    ``failed`` and ``denied`` digests answer so; every call is recorded."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.pending: dict[str, TreePending] = {}
         self.failed: dict[str, TreeFailed] = {}
+        self.denied: dict[str, TreeDenied] = {}
         self.requests: list[TreeRequest] = []
         self.references: dict[str, str] = {}
         self.released: list[str] = []
@@ -132,6 +134,8 @@ class DirectoryTreeStore:
 
     async def acquire(self, request: TreeRequest) -> TreeAnswer:
         self.requests.append(request)
+        if request.digest in self.denied:
+            return self.denied[request.digest]
         if request.digest in self.failed:
             return self.failed[request.digest]
         if request.digest in self.pending:
