@@ -74,6 +74,9 @@ class _Tree:
     message: str = ""
     retry_time: datetime | None = None
     failures: int = 0
+    #: Who the failed download was for (``rules.asker``): a failure of that request's own
+    #: (``rules.REQUEST_FAILURES``) holds back only requests like it.
+    failed_for: str = ""
     source: str = ""
     #: Bytes that came over the network for this digest, since the store started.
     fetched: int = 0
@@ -216,8 +219,10 @@ class ModelStore:
         if task is not None and not task.done() and tree is not None:
             return TreePending(tree.downloaded, tree.size_bytes)
         waiting = _backoff(tree, now)
-        if waiting is not None:
-            return waiting
+        if waiting is not None and tree is not None:
+            asking = rules.asker(request.namespace, request.commit)
+            if rules.holds_back(tree.reason, tree.failed_for, asking):
+                return waiting
         if tree is None:
             tree = self._trees[digest] = _Tree(digest, "Downloading")
         tree.state = "Downloading"
@@ -226,6 +231,7 @@ class ModelStore:
         tree.reported_bytes = None
         tree.reported_at = None
         tree.source = request.source or tree.source
+        tree.failed_for = rules.asker(request.namespace, request.commit)
         self._tasks[digest] = asyncio.create_task(
             self._materialize(request, tree), name=f"materialize {digest}"
         )

@@ -19,6 +19,7 @@ from test_store_materialize import CountingHub, request_for
 from gpustack_modelmanager.store import (
     ModelStore,
     TreeDenied,
+    TreeFailed,
     TreePending,
     TreeReady,
     TreeRequest,
@@ -150,5 +151,31 @@ async def test_a_download_with_the_namespaces_token_proves_it(
         before = listings(server)
         assert isinstance(await store.acquire(request), TreeReady)
         assert listings(server) == before
+    finally:
+        await store.close()
+
+
+async def test_another_namespaces_refused_token_does_not_hold_back_the_digest(
+    private_hub: tuple[CountingHub, HubRepo, str], tmp_path: Path
+) -> None:
+    """team-b asks first, for a digest not held, with a token the hub refuses: its download
+    fails (AccessDenied) and team-b waits out the backoff; team-a, who may read the repository,
+    is not held back by team-b's failure."""
+    server, repo, commit = private_hub
+    store = ModelStore(tmp_path, settings=Settings(), node_name="node-a")
+    mine = dataclasses.replace(
+        request_for(server, repo, commit), token=TOKEN_A, namespace="team-a", digest_source="Hub"
+    )
+    theirs = anchored(mine, "team-b", "hf_token_of_team_b")
+    try:
+        await store.acquire(theirs)
+        failed = await store.wait(theirs.digest)
+        assert isinstance(failed, TreeFailed) and failed.reason == "AccessDenied", failed
+        assert await store.acquire(theirs) == failed  # team-b waits out its backoff
+        assert isinstance(await store.acquire(mine), TreePending)
+        assert isinstance(await store.wait(mine.digest), TreeReady)
+        assert store.proven(mine.digest) == {"team-a"}
+        denied = await store.acquire(theirs)
+        assert isinstance(denied, TreeDenied) and denied.reason == "AccessRefused"
     finally:
         await store.close()
