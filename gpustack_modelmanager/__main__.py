@@ -12,12 +12,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,6 +27,8 @@ from gpustack_modelmanager.csi import server
 from gpustack_modelmanager.csi.identity import IdentityService
 from gpustack_modelmanager.csi.node import NodeService
 from gpustack_modelmanager.csi.storeapi import ModelStore
+from gpustack_modelmanager.store import ModelStore as NodeStore
+from gpustack_modelmanager.store.records import KubeRecordWriter
 from gpustack_render.core.settings import (
     CONFIGMAP_NAME,
     DEFAULT_SYSTEM_NAMESPACE,
@@ -87,11 +88,14 @@ def parser() -> argparse.ArgumentParser:
 
 class SettingsWatch:
     """The Settings of the ``gpustack-settings`` ConfigMap, kept current by an informer on that
-    one name (a bad value keeps its default and is logged, as in the controller)."""
+    one name (a bad value keeps its default and is logged, as in the controller). Each change
+    is also handed to the ``listeners`` (the store reads its watermarks, download concurrency
+    and proxy from the Settings it holds)."""
 
     def __init__(self, kube: Kube, namespace: str) -> None:
         self.namespace = namespace
         self.current = Settings(system_namespace=namespace)
+        self.listeners: list[Callable[[Settings], None]] = []
         self.informer = Informer(
             kube,
             CONFIGMAPS,
@@ -107,21 +111,33 @@ class SettingsWatch:
         for err in errs:
             log.warning("ConfigMap %s: %s (the default is kept)", CONFIGMAP_NAME, err.message())
         self.current = settings
+        for listener in self.listeners:
+            listener(settings)
 
     def __call__(self) -> Settings:
         return self.current
 
 
-def open_store(root: Path, *, settings: Settings, node_name: str) -> ModelStore:
-    """The node store (``gpustack_modelmanager.store.ModelStore``), loaded by name so this entry
-    point types against the interface only."""
-    module: Any = importlib.import_module("gpustack_modelmanager.store")
-    store: ModelStore = module.ModelStore(root, settings=settings, node_name=node_name)
+def open_store(root: Path, *, kube: Kube, settings: SettingsWatch, node_name: str) -> NodeStore:
+    """The node store under ``root``, writing node ``node_name``'s ``NodeModelStore`` and
+    following the Settings as they change."""
+    store = NodeStore(
+        root,
+        settings=settings(),
+        node_name=node_name,
+        records=KubeRecordWriter(kube, node_name),
+    )
+
+    def follow(current: Settings) -> None:
+        store.settings = current
+
+    settings.listeners.append(follow)
     return store
 
 
 async def run(args: argparse.Namespace, *, store: ModelStore | None = None) -> int:
-    """Serve until SIGTERM/SIGINT. ``store``: a store already built (else :func:`open_store`)."""
+    """Serve until SIGTERM/SIGINT. ``store``: a store already built (a test double of ours);
+    else the node store under ``--store-root`` (:func:`open_store`)."""
     if not args.node_name:
         sys.stderr.write("model-manager: error: --node-name (or $NODE_NAME) is required\n")
         return EXIT_USAGE
@@ -139,7 +155,13 @@ async def run(args: argparse.Namespace, *, store: ModelStore | None = None) -> i
     except TimeoutError:
         log.warning("ConfigMap %s not listed within 60 s; serving with defaults", CONFIGMAP_NAME)
     if store is None:
-        store = open_store(Path(args.store_root), settings=settings(), node_name=args.node_name)
+        node_store = open_store(
+            Path(args.store_root), kube=kube, settings=settings, node_name=args.node_name
+        )
+        # The root loaded, the first record written and the sweep started now, not at the first
+        # publish: the controller sees the node's store (and its capacity) from the start.
+        await node_store.start()
+        store = node_store
 
     async def read_artifact(namespace: str, name: str) -> Mapping[str, Any] | None:
         return await kube.get(MODEL_ARTIFACTS, name, namespace)

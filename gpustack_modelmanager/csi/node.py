@@ -11,7 +11,9 @@ NodePublishVolume, for an inline ephemeral volume of ``model.csi.gpustack.ai``:
    not match;
 4. the node store (``acquire``): a published tree is bind-mounted read-only at the target and
    referenced; a tree still materializing answers ``Aborted`` with the progress (kubelet retries);
-   a failed one answers ``Unavailable`` with the reason and the retry time.
+   a failed one answers ``Unavailable`` with the reason and the retry time; a namespace whose
+   access to the digest the store could not prove (an anchored artifact) answers
+   ``PermissionDenied``, or ``Unavailable`` when the hub could not be asked.
 
 NodeUnpublishVolume unmounts, removes the target directory and releases the reference; a missing
 target is success. Stage/unstage, stats and expansion are not offered.
@@ -32,6 +34,7 @@ from gpustack_modelmanager.csi import mounter
 from gpustack_modelmanager.csi.proto import pb, services
 from gpustack_modelmanager.csi.storeapi import (
     ModelStore,
+    TreeDenied,
     TreeFailed,
     TreePending,
     TreeReady,
@@ -113,6 +116,8 @@ def tree_request(grant: MountGrant, settings: Settings, secrets: Mapping[str, st
         token=token,
         size_bytes=grant.size_bytes,
         source=grant.source,
+        namespace=grant.namespace,
+        digest_source=grant.digest_source,
     )
 
 
@@ -214,6 +219,13 @@ class NodeService(services.NodeServicer):  # type: ignore[misc]
                 f"MaterializationFailed: {grant.digest} on node {self.node_name}: "
                 f"{answer.reason}: {answer.message}; retried after "
                 f"{answer.retry_time.isoformat()}",
+            )
+        if isinstance(answer, TreeDenied):
+            # The Pod's namespace has not shown it may read the repository (an anchored
+            # artifact, docs/node-store.md "Who may mount what"); a hub outage is retried.
+            raise RpcError(
+                grpc.StatusCode.UNAVAILABLE if answer.retry else grpc.StatusCode.PERMISSION_DENIED,
+                f"{answer.reason}: {answer.message}",
             )
         if not isinstance(answer, TreeReady):
             raise RpcError(grpc.StatusCode.INTERNAL, f"the node store answered {answer!r}")

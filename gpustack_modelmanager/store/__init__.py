@@ -3,12 +3,21 @@ downloaded once per node, every byte verified while it streams, published atomic
 by the watermarks, and reported in the node's ``NodeModelStore``."""
 
 from .store import ModelStore
-from .types import RecordWriter, TreeAnswer, TreeFailed, TreePending, TreeReady, TreeRequest
+from .types import (
+    RecordWriter,
+    TreeAnswer,
+    TreeDenied,
+    TreeFailed,
+    TreePending,
+    TreeReady,
+    TreeRequest,
+)
 
 __all__ = [
     "ModelStore",
     "RecordWriter",
     "TreeAnswer",
+    "TreeDenied",
     "TreeFailed",
     "TreePending",
     "TreeReady",

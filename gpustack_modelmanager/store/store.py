@@ -26,13 +26,22 @@ import aiohttp
 
 from gpustack_render.api.nodestore import NodeModelStoreStatus
 from gpustack_render.core.settings import Settings
+from gpustack_render.weights import mounts as access
 from gpustack_render.weights import store as rules
 from gpustack_render.weights.manifest import HEADER, Manifest, ManifestEntry
 from gpustack_render.weights.resolution import HubProblem
 
 from .fetch import FileProblem, HubClient, fetch_file, listing, proxy_for
 from .layout import MARKER, TREE, Layout, disk_bytes, fsync_dir
-from .types import RecordWriter, TreeAnswer, TreeFailed, TreePending, TreeReady, TreeRequest
+from .types import (
+    RecordWriter,
+    TreeAnswer,
+    TreeDenied,
+    TreeFailed,
+    TreePending,
+    TreeReady,
+    TreeRequest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,8 @@ log = logging.getLogger(__name__)
 RECORD_RETRY_SECONDS = 10.0
 #: How often a lock another process holds is tried again.
 LOCK_POLL_SECONDS = 0.5
+#: The longest a listing that proves a namespace's access may take (kubelet gives a publish 2 min).
+ACCESS_LISTING_SECONDS = 30.0
 
 
 def _utcnow() -> datetime:
@@ -63,6 +74,9 @@ class _Tree:
     message: str = ""
     retry_time: datetime | None = None
     failures: int = 0
+    #: Who the failed download was for (``rules.asker``): a failure of that request's own
+    #: (``rules.REQUEST_FAILURES``) holds back only requests like it.
+    failed_for: str = ""
     source: str = ""
     #: Bytes that came over the network for this digest, since the store started.
     fetched: int = 0
@@ -156,6 +170,10 @@ class ModelStore:
         self._trees: dict[str, _Tree] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._refs: dict[str, str] = {}
+        #: Per digest, the namespaces whose access to it is proven (docs/node-store.md, "Who may
+        #: mount what"); kept in state.json with the references.
+        self._proven: dict[str, set[str]] = {}
+        self._proving: dict[tuple[str, str], asyncio.Lock] = {}
         self._pinned: set[str] = set()
         self._loaded = False
         self._problem = ""
@@ -178,7 +196,19 @@ class ModelStore:
         if self._problem:
             return TreeFailed(rules.STORE_UNAVAILABLE, self._problem, now)
         digest = request.digest
+        if request.namespace is not None and request.digest_source == "Hub":
+            # The controller listed the repository with this namespace's token and got it.
+            self._prove(digest, request.namespace)
         if self.layout.is_published(digest):
+            verdict = access.tree_access(
+                request.namespace, request.digest_source, self._proven.get(digest, ())
+            )
+            if verdict == "Prove":
+                denied = await self._check_access(request)
+                if denied is not None:
+                    return denied
+                if not self.layout.is_published(digest):  # collected while the hub answered
+                    return await self.acquire(request)
             self._published_record(digest, request.source)
             # A use: the tree is about to be mounted, so no collection may take it meanwhile
             # (only trees idle for 10 min are collected).
@@ -189,8 +219,10 @@ class ModelStore:
         if task is not None and not task.done() and tree is not None:
             return TreePending(tree.downloaded, tree.size_bytes)
         waiting = _backoff(tree, now)
-        if waiting is not None:
-            return waiting
+        if waiting is not None and tree is not None:
+            asking = rules.asker(request.namespace, request.commit)
+            if rules.holds_back(tree.reason, tree.failed_for, asking):
+                return waiting
         if tree is None:
             tree = self._trees[digest] = _Tree(digest, "Downloading")
         tree.state = "Downloading"
@@ -199,6 +231,7 @@ class ModelStore:
         tree.reported_bytes = None
         tree.reported_at = None
         tree.source = request.source or tree.source
+        tree.failed_for = rules.asker(request.namespace, request.commit)
         self._tasks[digest] = asyncio.create_task(
             self._materialize(request, tree), name=f"materialize {digest}"
         )
@@ -257,6 +290,11 @@ class ModelStore:
         """Load the root, write the first record and start the periodic sweep now, rather than
         at the first request (the plugin calls it when it starts; idempotent)."""
         self._start()
+
+    def proven(self, digest: str) -> frozenset[str]:
+        """The namespaces whose access to ``digest`` is proven."""
+        self._load()
+        return frozenset(self._proven.get(digest, ()))
 
     def fetched_bytes(self, digest: str | None = None) -> int:
         """Bytes that came over the network (for ``digest``, else all) since the store
@@ -328,6 +366,59 @@ class ModelStore:
             return TreePending(tree.downloaded, tree.size_bytes)
         return TreeFailed("NotRequested", f"no download of {digest} runs", now)
 
+    def _prove(self, digest: str, namespace: str) -> None:
+        known = self._proven.setdefault(digest, set())
+        if namespace not in known:
+            known.add(namespace)
+            self._save_state()
+
+    async def _check_access(self, request: TreeRequest) -> TreeDenied | None:
+        """List the repository at the request's revision with its token: the same digest proves
+        the request's namespace (``None``), anything else refuses (a :class:`TreeDenied`)."""
+        assert request.namespace is not None
+        key = (request.digest, request.namespace)
+        async with self._proving.setdefault(key, asyncio.Lock()):
+            if request.namespace in self._proven.get(request.digest, ()):
+                return None  # proven by the request this one waited behind
+            client = HubClient(
+                self._session_of(),
+                proxy_for(
+                    request.endpoint,
+                    self.settings.artifact_https_proxy,
+                    self.settings.artifact_no_proxy,
+                ),
+            )
+            listed: str | None = None
+            reason = message = ""
+            try:
+                manifest = await asyncio.wait_for(
+                    listing(client, request), timeout=ACCESS_LISTING_SECONDS
+                )
+                listed = manifest.digest
+            except HubProblem as problem:
+                reason, message = problem.reason, problem.message
+            except TimeoutError:
+                reason, message = rules.SOURCE_UNAVAILABLE, "the listing timed out"
+            except FileProblem as problem:
+                reason, message = problem.reason, problem.message
+            except (aiohttp.ClientError, OSError, ValueError) as exc:
+                reason, message = rules.SOURCE_UNAVAILABLE, f"{type(exc).__name__}: {exc}"
+            verdict = access.access_verdict(
+                digest=request.digest,
+                namespace=request.namespace,
+                repository=request.repository,
+                revision=request.commit,
+                listed_digest=listed,
+                problem_reason=reason,
+                problem_message=message,
+            )
+            if verdict.granted:
+                log.info("namespace %s proven for %s", request.namespace, request.digest)
+                self._prove(request.digest, request.namespace)
+                return None
+            log.warning("%s: %s", verdict.reason, verdict.message)
+            return TreeDenied(verdict.reason, verdict.message, verdict.retry)
+
     def _start(self) -> None:
         self._load()
         if self._dirty is None:
@@ -354,6 +445,13 @@ class ModelStore:
         refs = state.get("references")
         if isinstance(refs, dict):
             self._refs = {str(k): str(v) for k, v in refs.items() if isinstance(v, str)}
+        proven = state.get("proven")
+        if isinstance(proven, dict):
+            self._proven = {
+                str(d): {str(n) for n in spaces if isinstance(n, str)}
+                for d, spaces in proven.items()
+                if isinstance(spaces, list)
+            }
         last_used = state.get("lastUsed")
         used = last_used if isinstance(last_used, dict) else {}
         for digest in self.layout.published_digests():
@@ -371,6 +469,7 @@ class ModelStore:
                 for d, t in sorted(self._trees.items())
                 if t.last_used is not None and t.state == "Ready"
             },
+            "proven": {d: sorted(spaces) for d, spaces in sorted(self._proven.items()) if spaces},
         }
         temporary = self.layout.state_file.with_suffix(".tmp")
         try:
@@ -455,6 +554,9 @@ class ModelStore:
             tree.failures = 0
             tree.reason = tree.message = ""
             tree.retry_time = None
+            if request.namespace is not None:
+                # Listed with this namespace's token, and the listing gave the digest.
+                self._proven.setdefault(digest, set()).add(request.namespace)
             self._save_state()
         except HubProblem as problem:
             self._fail(tree, problem.reason, problem.message)
@@ -569,6 +671,8 @@ class ModelStore:
             log.info("collecting %s", digest)
             self.layout.remove(digest)
             self._trees.pop(digest, None)
+            # A tree fetched again is proven again (a Hub artifact's namespace at its publish).
+            self._proven.pop(digest, None)
         if victims:
             self._save_state()
             self._changed()

@@ -30,6 +30,12 @@ class TreeRequest:
     size_bytes: int | None = None
     #: For the record, e.g. ``huggingFace:org/model@<commit>``.
     source: str = ""
+    #: The namespace of the Pod the tree is for (docs/node-store.md, "Who may mount what");
+    #: ``None``: not on behalf of a Pod (the store's own tests, the benchmark), no access rule.
+    namespace: str | None = None
+    #: The artifact's ``status.resolved.digestSource``: ``Hub`` (the controller listed the
+    #: repository with the namespace's token and got the digest) or ``Expected`` (the anchor).
+    digest_source: str = "Expected"
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,18 @@ class TreeFailed:
     retry_time: datetime
 
 
-TreeAnswer = TreeReady | TreePending | TreeFailed
+@dataclass(frozen=True)
+class TreeDenied:
+    """The request's namespace has not shown it may read the digest's repository
+    (docs/node-store.md, "Who may mount what"): ``retry`` when the hub could not be asked (the
+    next request asks again), else the hub refused."""
+
+    reason: str
+    message: str
+    retry: bool
+
+
+TreeAnswer = TreeReady | TreePending | TreeFailed | TreeDenied
 
 
 class RecordWriter(Protocol):

@@ -16,7 +16,7 @@ match, so no Pod author can mount another namespace's tree or another digest's. 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -72,6 +72,11 @@ class MountGrant:
     #: The Secret the artifact names (kubelet passes its data as the request's secrets).
     secret_name: str | None
     size_bytes: int | None
+    #: The Pod's namespace, the one whose access to the digest the store checks.
+    namespace: str = ""
+    #: ``status.resolved.digestSource``: ``Hub`` or ``Expected`` (the anchor; see
+    #: :func:`tree_access`).
+    digest_source: str = "Expected"
 
     @property
     def source(self) -> str:
@@ -194,4 +199,86 @@ def authorize(attrs: MountAttributes, raw: Mapping[str, Any] | None) -> MountGra
         ignore_patterns=tuple(artifact.spec.ignore_patterns or ()),
         secret_name=hub.secret_ref.name if hub.secret_ref is not None else None,
         size_bytes=status.size_bytes if status is not None else None,
+        namespace=attrs.pod_namespace,
+        digest_source=(status.digest_source if status is not None else None) or "Expected",
+    )
+
+
+# ---- whose access to a digest is proven (the node store's half of the rule) -------------------
+
+#: The reasons of a refused or unproven tree (the node service answers ``PermissionDenied`` or,
+#: when the hub could not be asked, ``Unavailable``).
+ACCESS_UNPROVEN = "AccessUnproven"
+ACCESS_REFUSED = "AccessRefused"
+#: The hub's reasons (weights/resolution.py) that are a refusal, not an outage.
+_REFUSALS = frozenset({"AccessDenied", "RevisionNotFound"})
+
+Access = Literal["Granted", "Prove"]
+
+
+def tree_access(namespace: str | None, digest_source: str, proven: Collection[str]) -> Access:
+    """Whether a tree of a digest goes to ``namespace``'s Pod as it is, or only after the store
+    lists the repository with that Pod's token and finds the digest (``Prove``).
+
+    ``proven``: the namespaces whose access to the digest the store has seen proven. A namespace
+    is proven for a digest when its artifact resolved it from the hub (``digestSource: Hub``: the
+    controller listed the repository with that namespace's token and got this digest), or when
+    the store itself listed (or downloaded) the digest with that namespace's token. An anchored
+    artifact (``Expected``: the digest is the spec's word) of a namespace not yet proven is
+    never granted a tree on the anchor's word: knowing a digest must not open another
+    namespace's private tree. ``namespace`` ``None``: not on behalf of a Pod (tests, benchmark).
+    """
+    if namespace is None or digest_source == "Hub" or namespace in proven:
+        return "Granted"
+    return "Prove"
+
+
+@dataclass(frozen=True)
+class AccessVerdict:
+    """The outcome of the store's listing for a namespace: ``granted``, else the reason and a
+    message, and ``retry`` when the hub did not answer (the next publish asks again)."""
+
+    granted: bool
+    reason: str = ""
+    message: str = ""
+    retry: bool = False
+
+
+def access_verdict(
+    *,
+    digest: str,
+    namespace: str,
+    repository: str,
+    revision: str,
+    listed_digest: str | None,
+    problem_reason: str = "",
+    problem_message: str = "",
+) -> AccessVerdict:
+    """What the store's listing of ``repository`` at ``revision`` with ``namespace``'s token
+    proves: the same ``digest`` grants; another digest or a refusal (no access, no such
+    revision) refuses; a hub that did not answer refuses for now (``retry``), never a grant."""
+    what = f"namespace {namespace} (its Pod's token) and {repository}@{revision}"
+    if listed_digest is not None:
+        if listed_digest == digest:
+            return AccessVerdict(True)
+        return AccessVerdict(
+            False,
+            ACCESS_REFUSED,
+            f"the anchored artifact's digest {digest} is held on this node, but the hub lists "
+            f"{listed_digest} for {what}: the tree is not mounted on the anchor's word",
+        )
+    if problem_reason in _REFUSALS:
+        return AccessVerdict(
+            False,
+            ACCESS_REFUSED,
+            f"the hub refuses {what} ({problem_reason}: {problem_message}): {digest} is not "
+            "mounted on the anchor's word",
+        )
+    return AccessVerdict(
+        False,
+        ACCESS_UNPROVEN,
+        f"the hub could not be asked whether {what} gives {digest} "
+        f"({problem_reason or 'no answer'}: {problem_message}); the anchored artifact's tree is "
+        "not mounted on the anchor's word; kubelet retries and the next publish asks again",
+        retry=True,
     )

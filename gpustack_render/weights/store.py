@@ -174,6 +174,24 @@ def retry_time(failures: int, now: datetime) -> datetime:
     return now + timedelta(seconds=retry_delay(failures))
 
 
+#: Failures that come from the request (its token, its revision), not from the digest's bytes.
+REQUEST_FAILURES: Final = frozenset({ACCESS_DENIED, REVISION_NOT_FOUND, MANIFEST_MISMATCH})
+
+
+def asker(namespace: str | None, revision: str) -> str:
+    """Who a request is, for :func:`holds_back`: its namespace and the revision it lists."""
+    return f"{namespace or ''}@{revision}"
+
+
+def holds_back(reason: str, failed_for: str, asking: str) -> bool:
+    """Whether a digest's failure backoff answers a new request from ``asking`` (an
+    :func:`asker`). A failure of the bytes or the hub (a mismatch, an outage, a full disk) holds
+    back every request; one that came from the failed request itself (its token refused, its
+    revision gone or listing another digest) holds back only requests like it, so another
+    namespace's refused token never delays a namespace that may read the repository."""
+    return reason not in REQUEST_FAILURES or failed_for == asking
+
+
 # ---- collection ---------------------------------------------------------------------------------
 
 

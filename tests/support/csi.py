@@ -20,6 +20,7 @@ from typing import Any
 
 from gpustack_modelmanager.csi.storeapi import (
     TreeAnswer,
+    TreeDenied,
     TreeFailed,
     TreePending,
     TreeReady,
@@ -51,9 +52,12 @@ def artifact_object(
     source: str = "huggingFace",
     resolved: str = "True",
     secret: str | None = None,
+    digest_source: str = "Hub",
+    revision: str = "main",
 ) -> dict[str, Any]:
-    """A ModelArtifact as read from the API server, resolved to ``digest``."""
-    hub: dict[str, Any] = {"repository": "org/model", "revision": "main"}
+    """A ModelArtifact as read from the API server, resolved to ``digest`` (``digest_source``
+    ``Expected``: an anchored artifact, resolved without a commit)."""
+    hub: dict[str, Any] = {"repository": "org/model", "revision": revision}
     if secret:
         hub["secretRef"] = {"name": secret}
     spec_source: dict[str, Any] = (
@@ -69,9 +73,9 @@ def artifact_object(
         "status": {
             "observedGeneration": 1,
             "resolved": {
-                "revision": COMMIT,
+                **({"revision": COMMIT} if digest_source == "Hub" else {}),
                 "manifestDigest": digest,
-                "digestSource": "Hub",
+                "digestSource": digest_source,
                 "fileCount": 2,
                 "sizeBytes": 1000,
             },
@@ -105,13 +109,14 @@ def volume_context(
 
 
 class DirectoryTreeStore:
-    """Test double of OUR node store: trees under ``root/<hex>`` are Ready; ``pending`` and
-    ``failed`` digests answer so; every call is recorded."""
+    """Test double of OUR node store: trees under ``root/<hex>`` are Ready; ``pending``,
+    ``failed`` and ``denied`` digests answer so; every call is recorded."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.pending: dict[str, TreePending] = {}
         self.failed: dict[str, TreeFailed] = {}
+        self.denied: dict[str, TreeDenied] = {}
         self.requests: list[TreeRequest] = []
         self.references: dict[str, str] = {}
         self.released: list[str] = []
@@ -129,6 +134,8 @@ class DirectoryTreeStore:
 
     async def acquire(self, request: TreeRequest) -> TreeAnswer:
         self.requests.append(request)
+        if request.digest in self.denied:
+            return self.denied[request.digest]
         if request.digest in self.failed:
             return self.failed[request.digest]
         if request.digest in self.pending:

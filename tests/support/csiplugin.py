@@ -1,11 +1,13 @@
-"""Run the real node plugin process (``gpustack_modelmanager.__main__.run``) with the test
-double of OUR node store (tests/support/csi.py ``DirectoryTreeStore``) in place of
-``gpustack_modelmanager.store``: ``python tests/support/csiplugin.py --trees DIR [plugin flags]``.
+"""Run the real node plugin process (``gpustack_modelmanager.__main__.run``):
+``python tests/support/csiplugin.py [--trees DIR] [plugin flags]``.
 
-Everything else is the plugin as shipped: its flags, the gRPC server on the unix socket, the
-ModelArtifact reads and the Settings informer against a real API server, the kernel's bind
-mounts. Trees under ``DIR/<hex of the digest>`` are Ready; a digest listed in
-``DIR/pending.txt`` (one per line) answers Pending.
+Without ``--trees`` it is the plugin as shipped, its real node store under ``--store-root``.
+With ``--trees DIR``, the test double of OUR node store (tests/support/csi.py
+``DirectoryTreeStore``) stands in for ``gpustack_modelmanager.store``: trees under
+``DIR/<hex of the digest>`` are Ready; a digest listed in ``DIR/pending.txt`` (one per line)
+answers Pending. Everything else is the plugin as shipped either way: its flags, the gRPC server
+on the unix socket, the ModelArtifact reads and the Settings informer against a real API server,
+the kernel's bind mounts.
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ class PendingFileStore(DirectoryTreeStore):
 
 def main() -> None:
     p = parser()
-    p.add_argument("--trees", required=True, type=Path)
+    p.add_argument("--trees", type=Path, help="serve the test double's trees from DIR")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    sys.exit(asyncio.run(run(args, store=PendingFileStore(args.trees))))
+    double = PendingFileStore(args.trees) if args.trees is not None else None
+    sys.exit(asyncio.run(run(args, store=double)))
 
 
 if __name__ == "__main__":

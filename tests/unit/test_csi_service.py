@@ -19,7 +19,7 @@ from gpustack_modelmanager.csi import server
 from gpustack_modelmanager.csi.identity import IdentityService
 from gpustack_modelmanager.csi.node import MAX_STACKED_MOUNTS, NodeService, RpcError
 from gpustack_modelmanager.csi.proto import pb, services
-from gpustack_modelmanager.csi.storeapi import TreePending
+from gpustack_modelmanager.csi.storeapi import TreeDenied, TreePending
 from gpustack_render.core.settings import Settings
 from gpustack_render.weights.delivery import CSI_DRIVER
 
@@ -170,6 +170,7 @@ async def test_pending_is_aborted_with_progress(plugin: Plugin) -> None:
     assert asked.token == "hf_x"
     assert asked.endpoint == SETTINGS.huggingface_endpoint
     assert (asked.repository, asked.ignore_patterns) == ("org/model", ("*.bin",))
+    assert (asked.namespace, asked.digest_source) == ("team-a", "Hub")
     assert not target.exists()
 
 
@@ -183,6 +184,26 @@ async def test_failed_names_reason_and_retry(plugin: Plugin) -> None:
     assert "MaterializationFailed" in msg and "DigestMismatch: config.json: sha1 differs" in msg
     assert "2026-01-01T00:01:00+00:00" in msg
     assert plugin.store.requests[0].token is None
+
+
+@pytest.mark.parametrize(
+    ("retry", "expected"),
+    [(False, grpc.StatusCode.PERMISSION_DENIED), (True, grpc.StatusCode.UNAVAILABLE)],
+)
+async def test_unproven_access_is_refused(
+    plugin: Plugin, retry: bool, expected: grpc.StatusCode
+) -> None:
+    plugin.artifacts[("team-b", "llama")] = artifact_object(
+        "team-b", "llama", uid="uid-1", digest=DIGEST, digest_source="Expected"
+    )
+    plugin.store.denied[DIGEST] = TreeDenied("AccessRefused", "the hub refuses team-b", retry)
+    target = plugin.root / "t"
+    request = _publish(target, _context("team-b"))
+    code, msg = await _code(plugin.node.NodePublishVolume(request))
+    assert (code, msg) == (expected, "AccessRefused: the hub refuses team-b")
+    (asked,) = plugin.store.requests
+    assert (asked.namespace, asked.digest_source, asked.commit) == ("team-b", "Expected", "main")
+    assert not target.exists()
 
 
 async def test_unpublish_of_a_missing_target_is_success(plugin: Plugin) -> None:

@@ -18,8 +18,10 @@ from gpustack_render.weights.mounts import (
     MountAttributes,
     MountGrant,
     MountRefusal,
+    access_verdict,
     authorize,
     mount_attributes,
+    tree_access,
 )
 
 DIGEST = digest_of("weights")
@@ -51,6 +53,8 @@ def test_grant_carries_what_the_store_needs() -> None:
         ignore_patterns=("*.bin",),
         secret_name="hub-token",
         size_bytes=1000,
+        namespace="team-a",
+        digest_source="Hub",
     )
     assert grant.source == f"huggingFace:org/model@{COMMIT}"
 
@@ -125,3 +129,56 @@ def test_missing_pod_info_points_at_pod_info_on_mount() -> None:
     del context[POD_NAMESPACE]
     problem = mount_attributes(context)
     assert isinstance(problem, AttributeProblem) and "podInfoOnMount" in problem.message
+
+
+def test_an_anchored_grant_downloads_at_the_spec_revision() -> None:
+    grant = authorize(_attrs(), _artifact(digest_source="Expected", revision="v1.0"))
+    assert isinstance(grant, MountGrant)
+    assert (grant.commit, grant.digest_source, grant.namespace) == ("v1.0", "Expected", "team-a")
+
+
+@pytest.mark.parametrize(
+    ("namespace", "source", "proven", "access"),
+    [
+        # The controller listed the repository with the namespace's token and got the digest.
+        ("team-b", "Hub", set(), "Granted"),
+        ("team-b", "Hub", {"team-a"}, "Granted"),
+        # An anchor is the spec's word: granted only to a namespace already proven.
+        ("team-b", "Expected", set(), "Prove"),
+        ("team-b", "Expected", {"team-a"}, "Prove"),
+        ("team-b", "Expected", {"team-a", "team-b"}, "Granted"),
+        # Not on behalf of a Pod (the store's own tests, the benchmark).
+        (None, "Expected", set(), "Granted"),
+    ],
+)
+def test_tree_access(namespace: str | None, source: str, proven: set[str], access: str) -> None:
+    assert tree_access(namespace, source, proven) == access
+
+
+@pytest.mark.parametrize(
+    ("listed", "problem", "granted", "reason", "retry", "says"),
+    [
+        (DIGEST, "", True, "", False, ""),
+        (OTHER, "", False, "AccessRefused", False, f"the hub lists {OTHER}"),
+        (None, "AccessDenied", False, "AccessRefused", False, "the hub refuses namespace team-b"),
+        (None, "RevisionNotFound", False, "AccessRefused", False, "RevisionNotFound"),
+        (None, "SourceUnavailable", False, "AccessUnproven", True, "kubelet retries"),
+        (None, "", False, "AccessUnproven", True, "could not be asked"),
+    ],
+)
+def test_access_verdict(
+    listed: str | None, problem: str, granted: bool, reason: str, retry: bool, says: str
+) -> None:
+    verdict = access_verdict(
+        digest=DIGEST,
+        namespace="team-b",
+        repository="org/model",
+        revision="main",
+        listed_digest=listed,
+        problem_reason=problem,
+        problem_message="401",
+    )
+    assert (verdict.granted, verdict.reason, verdict.retry) == (granted, reason, retry)
+    assert says in verdict.message
+    if not granted:
+        assert "org/model@main" in verdict.message

@@ -364,3 +364,21 @@ def test_stale_partial_downloads() -> None:
     ]
     got = rules.stale_staging(staged, running=["sha256:" + "c" * 64], now=NOW)
     assert got == ["sha256:" + "a" * 64]
+
+
+@pytest.mark.parametrize(
+    ("reason", "failed_for", "asking", "held"),
+    [
+        # The bytes or the hub: every request waits.
+        ("DigestMismatch", "team-a@c1", "team-b@c1", True),
+        ("SourceUnavailable", "team-a@c1", "team-b@c1", True),
+        ("InsufficientStorage", "team-a@c1", "team-b@main", True),
+        # The request's own: only requests like it wait.
+        ("AccessDenied", "team-b@main", "team-b@main", True),
+        ("AccessDenied", "team-b@main", "team-a@c1", False),
+        ("RevisionNotFound", "team-b@v2", "team-b@main", False),
+        ("ManifestMismatch", "team-b@main", "team-a@c1", False),
+    ],
+)
+def test_holds_back(reason: str, failed_for: str, asking: str, held: bool) -> None:
+    assert rules.holds_back(reason, failed_for, asking) is held
