@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from gpustack_controller.controller import Controller, Options
 from gpustack_controller.kube import (
+    CONFIGMAPS,
     INSTANCE_TYPES,
     MODEL_DEPLOYMENTS,
     PODS,
@@ -29,8 +30,9 @@ from gpustack_controller.kube import (
     Resource,
 )
 from gpustack_render.core import labels
+from gpustack_render.core.settings import Settings, settings_to_data
 
-from .cluster import Cluster
+from .cluster import Cluster, cluster_queue
 
 T = TypeVar("T")
 NAMESPACES: Resource = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
@@ -332,3 +334,54 @@ async def tear_down(kube: Kube, namespace: str, *names: str, timeout: float = 60
             timeout=timeout,
             what=f"{namespace}/{name} torn down",
         )
+
+
+@dataclass(frozen=True)
+class NodeDeliverySetup:
+    """What a Node-delivery cluster test starts from: an entrance on a flavor the scheduler
+    places for, a system namespace holding Settings with Node delivery from the test hub, and
+    the test's own namespace."""
+
+    entrance: Entrance
+    system: str
+    namespace: str
+
+
+async def node_delivery_setup(
+    kube: Kube, cluster: Cluster, *, hub_url: str, tag: str
+) -> NodeDeliverySetup:
+    """A fresh :class:`NodeDeliverySetup`. Its ResourceFlavor has no topology, so Kueue admits
+    by quota and kube-scheduler places the Pods (on a topology-aware flavor Kueue picks the node
+    and honours only required node affinity: docs/decisions.md, "The node preference and
+    Kueue's topology-aware placement")."""
+    suffix = uuid.uuid4().hex[:8]
+    flavor = f"plain-{tag}-{suffix}"
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": flavor},
+            "spec": {"nodeLabels": {"gpustack.ai/worker": "true"}},
+        }
+    )
+    entrance = Entrance(
+        f"gpustack-nvidia-{tag}-{suffix[:6]}", f"gpustack-fnv64-{suffix}{uuid.uuid4().hex[:8]}"
+    )
+    await ensure_instance_type(kube, entrance.instance_type, entrance.name)
+    cluster.apply(cluster_queue(entrance.name, flavor=flavor))
+    system = await new_namespace(kube, f"{tag}-sys")
+    namespace = await new_namespace(kube, tag)
+    settings = Settings(
+        system_namespace=system, huggingface_endpoint=hub_url, artifact_delivery_mode="Node"
+    )
+    await kube.create(
+        CONFIGMAPS,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "gpustack-settings"},
+            "data": settings_to_data(settings),
+        },
+        system,
+    )
+    return NodeDeliverySetup(entrance, system, namespace)

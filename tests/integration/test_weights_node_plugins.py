@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,6 @@ import pytest_asyncio
 from support.hubserver import HubServer
 
 from gpustack_controller.kube import (
-    CONFIGMAPS,
     CSI_DRIVERS,
     MODEL_ARTIFACTS,
     MODEL_DEPLOYMENTS,
@@ -37,18 +35,15 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_modelmanager.csi.proto import pb, services
-from gpustack_render.core.settings import Settings, settings_to_data
 from gpustack_render.weights.delivery import CSI_DRIVER, MODEL_VOLUME
 from gpustack_render.weights.mounts import EPHEMERAL, POD_NAME, POD_NAMESPACE, POD_UID
 
-from .cluster import Cluster, cluster_queue
+from .cluster import Cluster
 from .controller_fixtures import (
-    Entrance,
     deployment,
-    ensure_instance_type,
     eventually,
     live,
-    new_namespace,
+    node_delivery_setup,
     pods_of,
     running_controller,
     tear_down,
@@ -191,35 +186,8 @@ async def _model(kube: Kube, node: str, digest: str) -> dict[str, Any]:
 async def test_real_plugins_feed_status_nodes_and_the_replacement_downloads_nothing(
     kube: Kube, cluster: Cluster, hub: HubServer, tmp_path: Path
 ) -> None:
-    # A flavor without a topology, as in test_weights_node_store.py: the scheduler places.
-    suffix = uuid.uuid4().hex[:8]
-    flavor = f"plain-nmp-{suffix}"
-    cluster.apply(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": flavor},
-            "spec": {"nodeLabels": {"gpustack.ai/worker": "true"}},
-        }
-    )
-    entrance = Entrance(f"gpustack-nvidia-nmp-{suffix[:6]}", f"gpustack-fnv64-{suffix}cccccccc")
-    await ensure_instance_type(kube, entrance.instance_type, entrance.name)
-    cluster.apply(cluster_queue(entrance.name, flavor=flavor))
-    system = await new_namespace(kube, "nmp-sys")
-    ns = await new_namespace(kube, "nmp")
-    settings = Settings(
-        system_namespace=system, huggingface_endpoint=hub.url, artifact_delivery_mode="Node"
-    )
-    await kube.create(
-        CONFIGMAPS,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "gpustack-settings"},
-            "data": settings_to_data(settings),
-        },
-        system,
-    )
+    setup = await node_delivery_setup(kube, cluster, hub_url=hub.url, tag="nmp")
+    entrance, system, ns = setup.entrance, setup.system, setup.namespace
     await kube.create(
         MODEL_ARTIFACTS,
         {

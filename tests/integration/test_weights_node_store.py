@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,7 +30,6 @@ import pytest_asyncio
 from support.hubserver import HubServer
 
 from gpustack_controller.kube import (
-    CONFIGMAPS,
     CSI_DRIVERS,
     MODEL_ARTIFACTS,
     MODEL_DEPLOYMENTS,
@@ -40,19 +38,16 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_render.core.labels import POD_SPEC_HASH
-from gpustack_render.core.settings import Settings, settings_to_data
 from gpustack_render.weights.delivery import CSI_DRIVER
 
-from .cluster import Cluster, cluster_queue
+from .cluster import Cluster
 from .controller_fixtures import (
-    Entrance,
     condition,
     deployment,
-    ensure_instance_type,
     eventually,
     get_md,
     live,
-    new_namespace,
+    node_delivery_setup,
     pods_of,
     running_controller,
     tear_down,
@@ -153,37 +148,8 @@ async def _weights(kube: Kube, ns: str, name: str, reason: str) -> dict[str, Any
 async def test_node_stores_feed_the_artifact_and_place_a_replacement(
     kube: Kube, cluster: Cluster, hub: HubServer
 ) -> None:
-    # A flavor without a topology: Kueue admits by quota and the scheduler places the Pods.
-    # On a topology-aware flavor Kueue picks the node itself and honours only required node
-    # affinity (docs/decisions.md, "The node preference and Kueue's topology-aware placement").
-    suffix = uuid.uuid4().hex[:8]
-    flavor = f"plain-nms-{suffix}"
-    cluster.apply(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": flavor},
-            "spec": {"nodeLabels": {"gpustack.ai/worker": "true"}},
-        }
-    )
-    entrance = Entrance(f"gpustack-nvidia-nms-{suffix[:6]}", f"gpustack-fnv64-{suffix}bbbbbbbb")
-    await ensure_instance_type(kube, entrance.instance_type, entrance.name)
-    cluster.apply(cluster_queue(entrance.name, flavor=flavor))
-    system = await new_namespace(kube, "nms-sys")
-    ns = await new_namespace(kube, "nms")
-    settings = Settings(
-        system_namespace=system, huggingface_endpoint=hub.url, artifact_delivery_mode="Node"
-    )
-    await kube.create(
-        CONFIGMAPS,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "gpustack-settings"},
-            "data": settings_to_data(settings),
-        },
-        system,
-    )
+    setup = await node_delivery_setup(kube, cluster, hub_url=hub.url, tag="nms")
+    entrance, system, ns = setup.entrance, setup.system, setup.namespace
     await kube.create(MODEL_ARTIFACTS, _artifact("weights"), ns)
     stores: list[str] = []
     driver = False
