@@ -98,6 +98,27 @@ class Node:
         return out
 
 
+def start_node(root: Path) -> Node:
+    """A private mount namespace held by a sleeping process, its kubelet directory
+    (``root/kubelet``) bind-mounted onto itself and made shared, as a node's is for
+    ``Bidirectional`` propagation."""
+    holder = start_process(
+        "node",
+        ["unshare", "-m", "--propagation", "private", "sleep", "3600"],
+        root / "node.log",
+    )
+    node = Node(holder, root / "kubelet")
+    node.kubelet.mkdir()
+    time.sleep(0.2)
+    for argv in (
+        ["mount", "--bind", str(node.kubelet), str(node.kubelet)],
+        ["mount", "--make-rshared", str(node.kubelet)],
+    ):
+        done = node.run(*argv)
+        assert done.returncode == 0, done.stderr
+    return node
+
+
 @dataclass
 class Plugin:
     plane: ControlPlane
@@ -150,20 +171,7 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
     with started_control_plane() as plane:
         _apply_rbac(plane)
         kubeconfig = plane.user_kubeconfig(ACCOUNT, ["system:serviceaccounts"])
-        holder = start_process(
-            "node",
-            ["unshare", "-m", "--propagation", "private", "sleep", "3600"],
-            root / "node.log",
-        )
-        node = Node(holder, root / "kubelet")
-        node.kubelet.mkdir()
-        time.sleep(0.2)
-        for argv in (
-            ["mount", "--bind", str(node.kubelet), str(node.kubelet)],
-            ["mount", "--make-rshared", str(node.kubelet)],
-        ):
-            done = node.run(*argv)
-            assert done.returncode == 0, done.stderr
+        node = start_node(root)
         socket = root / "plugin" / "csi.sock"
         trees = root / "store"
         trees.mkdir()
@@ -191,7 +199,7 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
             yield Plugin(plane, node, process, socket, trees)
         finally:
             process.stop()
-            holder.stop()
+            node.holder.stop()
 
 
 def _stubs(plugin: Plugin) -> tuple[Any, grpc.Channel]:

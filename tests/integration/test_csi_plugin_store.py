@@ -37,7 +37,15 @@ from gpustack_render.schema.resources import project_resource
 from gpustack_render.weights.manifest import ManifestEntry, build_manifest, filtered
 
 from .controlplane import ControlPlane, start_process, started_control_plane, wait_until_ready
-from .test_csi_plugin import ACCOUNT, SYSTEM, Node, _apply_rbac, _kubelet_publish, _namespace
+from .test_csi_plugin import (
+    ACCOUNT,
+    SYSTEM,
+    Node,
+    _apply_rbac,
+    _kubelet_publish,
+    _namespace,
+    start_node,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -214,20 +222,7 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
                 },
             )
             kubeconfig = plane.user_kubeconfig(ACCOUNT, ["system:serviceaccounts"])
-            holder = start_process(
-                "node",
-                ["unshare", "-m", "--propagation", "private", "sleep", "3600"],
-                root / "node.log",
-            )
-            node = Node(holder, root / "kubelet")
-            node.kubelet.mkdir()
-            time.sleep(0.2)
-            for argv in (
-                ["mount", "--bind", str(node.kubelet), str(node.kubelet)],
-                ["mount", "--make-rshared", str(node.kubelet)],
-            ):
-                done = node.run(*argv)
-                assert done.returncode == 0, done.stderr
+            node = start_node(root)
             socket = root / "plugin" / "csi.sock"
             process = start_process(
                 "model-manager",
@@ -251,7 +246,7 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
                 yield Plugin(plane, node, hub, socket, good, bad)
             finally:
                 process.stop()
-                holder.stop()
+                node.holder.stop()
     finally:
         hub.stop()
 
