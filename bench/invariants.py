@@ -27,6 +27,7 @@ Times are seconds on one clock (the observer's ``time.perf_counter``), ``None`` 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -199,7 +200,7 @@ def doubled_ordinals(pods: Iterable[PodLife]) -> list[Violation]:
     found = []
     for (deployment, role, ordinal), lives in sorted(groups.items()):
         ordered = sorted(lives.items(), key=lambda kv: kv[1])
-        for (a, (_, a_end)), (b, (b_start, _)) in zip(ordered, ordered[1:], strict=False):
+        for (a, (_, a_end)), (b, (b_start, _)) in itertools.pairwise(ordered):
             if b_start < a_end:
                 found.append(
                     Violation(

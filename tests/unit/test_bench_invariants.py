@@ -11,8 +11,8 @@ from bench.invariants import (
     DeploymentState,
     Observed,
     PodLife,
-    Write,
     WorkloadLife,
+    Write,
     audit_writes,
     check,
 )
