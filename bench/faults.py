@@ -30,6 +30,7 @@ import contextlib
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -74,9 +75,22 @@ class FaultRound:
     violations: list[Violation] = field(default_factory=list)
     writes: int = 0
 
+    def rule_counts(self) -> Counter[str]:
+        return Counter(v.rule for v in self.violations)
+
     def line(self) -> str:
-        found = "none" if not self.violations else "; ".join(map(str, self.violations[:8]))
-        more = f" (+{len(self.violations) - 8} more)" if len(self.violations) > 8 else ""
+        rules = Counter(v.rule for v in self.violations)
+        # The rarest rules first: one broken write outweighs the rollout gaps of every role.
+        shown = sorted(self.violations, key=lambda v: (rules[v.rule], v.rule))[:6]
+        found = (
+            "none"
+            if not self.violations
+            else ", ".join(f"{rule} {n}" for rule, n in sorted(rules.items()))
+            + " (e.g. "
+            + "; ".join(map(str, shown))
+            + ")"
+        )
+        more = ""
         return (
             f"fault {self.fault}: {self.deployments} deployments rolling out, {self.created} "
             f"created and {self.deleted} deleted; struck {self.struck_at:.1f} s in, lasted "
@@ -107,8 +121,10 @@ class FaultContext:
     live: list[str] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
     next_index: int = 0
-    #: The edit each live deployment carries now (0: never edited).
-    edit_of: dict[str, int] = field(default_factory=dict)
+    #: How long the cluster rests after a re-converge before the check (writes in the second
+    #: half of it are writes at rest), and the grace of a Pod or Workload without its peer.
+    rest_seconds: float = REST_SECONDS
+    grace_seconds: float = GRACE_SECONDS
 
 
 async def _gather_limited(jobs: list[Callable[[], Any]], limit: int = 16) -> None:
@@ -221,8 +237,8 @@ def observe(
         writes=writes,
         converged=converged_at,
         now=now,
-        rest=(converged_at + REST_SECONDS / 2, now),
-        grace=GRACE_SECONDS,
+        rest=(converged_at + ctx.rest_seconds / 2, now),
+        grace=ctx.grace_seconds,
     )
 
 
@@ -292,7 +308,7 @@ async def fault_round(
         return result
     converged_at = time.perf_counter()
     result.reconverge_s = converged_at - ended
-    await asyncio.sleep(REST_SECONDS)
+    await asyncio.sleep(ctx.rest_seconds)
     while True:
         try:
             stored, _ = await ctx.kube.list(MODEL_DEPLOYMENTS, ctx.namespace)
@@ -302,7 +318,7 @@ async def fault_round(
         now = time.perf_counter()
         observed = observe(ctx, started, rollout_since, stored, converged_at=converged_at, now=now)
         pending = orphans(observed.pods, observed.workloads, now=now, grace=0.0)
-        if not pending or now - converged_at > GRACE_SECONDS + 2:
+        if not pending or now - converged_at > ctx.grace_seconds + 2:
             break
         await asyncio.sleep(1.0)
     result.violations += check(observed)

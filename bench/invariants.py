@@ -281,7 +281,8 @@ def unserved(
                     Violation(
                         "role-unserved",
                         f"{d.name} role {role}",
-                        f"no serving replica from {gap[0]:.1f} to {gap[1]:.1f} s",
+                        f"no serving replica for {gap[1] - gap[0]:.1f} s, "
+                        f"{gap[0] - d.rollout_since:.1f} s into the rollout",
                     )
                 )
     return found
@@ -311,7 +312,8 @@ def write_loops(
     within ``rest`` (a single late write at rest is not a loop; a repeated one is)."""
     by_target: dict[str, list[float]] = defaultdict(list)
     for w in writes:
-        by_target[w.target].append(w.at)
+        if w.name:  # a create by generateName names no object: each is a new one
+            by_target[w.target].append(w.at)
     found = []
     for target, times in sorted(by_target.items()):
         times.sort()

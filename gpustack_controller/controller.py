@@ -248,7 +248,11 @@ class Controller:
             settings=lambda: self.settings,
         )
         self.checker = AdmissionCheckReconciler(
-            kube, i["pods"], settings=lambda: self.settings, workloads=i["workloads"]
+            kube,
+            i["pods"],
+            settings=lambda: self.settings,
+            workloads=i["workloads"],
+            deployments=i["deployments"],
         )
         self.elector = LeaderElector(
             kube,
