@@ -594,6 +594,13 @@ def writes(counts: dict[tuple[str, str], int]) -> int:
     return sum(v for (verb, _), v in counts.items() if verb in WRITE_VERBS)
 
 
+def format_passes(passes: dict[str, tuple[int, float]]) -> str:
+    return ", ".join(
+        f"{queue} {n} (mean {seconds * 1000 / max(n, 1):.0f} ms)"
+        for queue, (n, seconds) in passes.items()
+    )
+
+
 def format_counts(counts: dict[tuple[str, str], int]) -> str:
     if not counts:
         return "none"
@@ -608,7 +615,12 @@ class ControllerProcess:
     """``python -m gpustack_controller`` against its own API server."""
 
     def __init__(
-        self, kubeconfig: Path, log: Path, profile: Path | None, extra: tuple[str, ...] = ()
+        self,
+        kubeconfig: Path,
+        log: Path,
+        profile: Path | None,
+        extra: tuple[str, ...] = (),
+        source: Path | None = None,
     ) -> None:
         self.port = free_port()
         self.log = log
@@ -627,15 +639,23 @@ class ControllerProcess:
             *extra,
         ]
         self.argv = argv
+        #: Another checkout's controller (``--compare-with``): run from there, importing its code.
+        self.cwd = str(source) if source is not None else None
+        self.env = {**os.environ, "PYTHONPATH": str(source)} if source is not None else None
         with log.open("ab") as out:
-            self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            self.popen = self._spawn(out)
+
+    def _spawn(self, out: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.argv, stdout=out, stderr=subprocess.STDOUT, cwd=self.cwd, env=self.env
+        )
 
     def kill_and_restart(self) -> None:
         """SIGKILL the controller (no shutdown of any kind) and start it again, same flags."""
         self.popen.kill()
         self.popen.wait()
         with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT)
+            self.popen = self._spawn(out)
 
     def _health(self) -> str:
         try:
@@ -717,6 +737,8 @@ class Figures:
     edits_missed: int = 0
     #: The fault rounds (bench.faults), in order.
     faults: list[Any] = field(default_factory=list)
+    #: The same converge by the controller of ``--compare-with`` (before a change).
+    before: Figures | None = None
 
     @property
     def fault_violations(self) -> int:
@@ -956,11 +978,16 @@ async def _controlled(
     controller_args: tuple[str, ...] = (),
     cluster: Cluster | None = None,
     faults: tuple[str, ...] = (),
+    source: Path | None = None,
 ) -> None:
     deployments = figures.deployments
     ns = await _namespace(kube, "ctl")
     controller = ControllerProcess(
-        kubeconfig, log_dir / f"controller-{deployments}.log", profile, controller_args
+        kubeconfig,
+        log_dir / f"controller-{deployments}{'-before' if source else ''}.log",
+        profile,
+        controller_args,
+        source,
     )
     pods = NamespaceWatch(kube, PODS, ns)
     workloads = NamespaceWatch(kube, WORKLOADS, ns)
@@ -1108,6 +1135,7 @@ async def run(
     controller_args: tuple[str, ...] = (),
     repeats: int = 0,
     faults: tuple[str, ...] = (),
+    compare_with: Path | None = None,
 ) -> list[Figures]:
     kube = await Kube.connect(kubeconfig=str(cluster.kubeconfig))
     try:
@@ -1124,6 +1152,23 @@ async def run(
             figures.floor = await _bare(kube, kueue, size, replicas, floor=True)
             figures.floor_s = figures.floor.seconds
             print(f"[{size}] honest floor {figures.floor_s:.1f} s", flush=True)
+            if compare_with is not None:
+                figures.before = Figures(deployments=size, pods=size * replicas)
+                await _controlled(
+                    kube,
+                    server,
+                    kueue,
+                    kubeconfig,
+                    figures.before,
+                    replicas=replicas,
+                    idle_seconds=0.0,
+                    edits=0,
+                    log_dir=log_dir,
+                    profile=None,
+                    controller_args=controller_args,
+                    source=compare_with,
+                )
+                print(f"[{size}] before: {figures.before.controller_s:.1f} s", flush=True)
             profile = None if profile_dir is None else profile_dir / f"controller-{size}.prof"
             await _controlled(
                 kube,
@@ -1198,6 +1243,17 @@ def report(f: Figures) -> None:
     if f.controlled is not None:
         print(f"     {f.controlled.timeline.line()}")
         print(f"     {f.controlled.kueue_line(f.pods)}")
+    b = f.before
+    if b is not None:
+        print(
+            f"   before (--compare-with, converged just before): {b.controller_s:.1f} s = "
+            f"{b.controller_s / f.floor_s if f.floor_s else float('nan'):.2f}x the honest floor; "
+            f"{sum(b.converge_requests.values()) / n:.1f} requests and "
+            f"{b.cpu_ms_per_deployment:.1f} ms of CPU per deployment, {b.pass_count} passes "
+            f"({format_passes(b.passes)})"
+        )
+        print(f"     {b.controlled.timeline.line() if b.controlled else ''}")
+        print(f"     requests: {format_counts(b.converge_requests)}")
     repeated = (
         f"; median of {len(f.cpu_repeats) + 1} converges, each "
         + ", ".join(f"{c * 1000 / n:.1f}" for c in (f.cpu_s, *f.cpu_repeats))
@@ -1213,11 +1269,7 @@ def report(f: Figures) -> None:
     )
     if f.passes:
         print(
-            "   passes while converging (the controller's own metrics): "
-            + ", ".join(
-                f"{queue} {n} (mean {seconds * 1000 / max(n, 1):.0f} ms)"
-                for queue, (n, seconds) in f.passes.items()
-            )
+            f"   passes while converging (the controller's own metrics): {format_passes(f.passes)}"
         )
     if f.latency:
         print(
@@ -1331,6 +1383,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the fault rounds after the edits at each size, in order (bench/faults.py), or 'none'",
     )
     parser.add_argument(
+        "--compare-with",
+        type=Path,
+        default=None,
+        help="a checkout of the project (e.g. `git archive main | tar -x -C DIR`) whose "
+        "controller converges each size once more, just before this one's: before and after "
+        "a change in the same run",
+    )
+    parser.add_argument(
         "--service-cidr", default=None, help="the API server's Service range (default a /12)"
     )
     args = parser.parse_args(argv)
@@ -1364,6 +1424,7 @@ def main(argv: list[str] | None = None) -> int:
                 controller_args=tuple(args.controller_arg),
                 repeats=args.repeats,
                 faults=tuple(x for x in args.faults.split(",") if x.strip() and x != "none"),
+                compare_with=args.compare_with,
             )
         )
         start_s = cluster.startup_seconds
@@ -1397,6 +1458,11 @@ def main(argv: list[str] | None = None) -> int:
             f"floor_s_{n}={f.floor_s:.1f}",
             f"ratio_{n}={f.ratio:.2f}",
             f"ratio_floor_{n}={f.ratio_floor:.2f}",
+            *(
+                [f"before_ratio_floor_{n}={f.before.controller_s / f.floor_s:.2f}"]
+                if f.before is not None and f.floor_s
+                else []
+            ),
             f"cpu_ms_per_deployment_{n}={f.cpu_ms_per_deployment:.1f}",
             f"cpu_ms_per_pass_{n}={f.cpu_ms_per_pass:.1f}",
             f"watch_events_per_deployment_{n}={f.watched('events') / n:.1f}",

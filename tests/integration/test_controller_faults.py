@@ -1,6 +1,6 @@
 """Faults in the middle of a converge and of a rollout of every deployment, with the invariants
 checked after each (bench/faults.py, bench/invariants.py; the bench runs the same rounds at 64,
-256 and 1,024 deployments): on a simulated cluster of its own, 64 ModelDeployments x 2 replicas
+256 and 1,024 deployments): on a simulated cluster of its own, 16 ModelDeployments x 2 replicas
 converge under ``python -m gpustack_controller`` (its own process, on a kube-apiserver of its
 own, audited), then each round deletes an eighth of them, creates as many, edits every other
 one, and strikes a quarter of the way in: the controller SIGKILLed and started again, then its
@@ -45,7 +45,10 @@ from .cluster import Cluster, ClusterBinaries, default_nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-DEPLOYMENTS = 64
+#: 16 by default: on the shared two cores 64 deployments converge in about a minute and each
+#: round takes one to two (``GPUSTACK_FAULT_DEPLOYMENTS=64`` runs the issue's size; the bench
+#: runs 64, 256 and 1,024).
+DEPLOYMENTS = int(os.environ.get("GPUSTACK_FAULT_DEPLOYMENTS", "16"))
 REPLICAS = 2
 FAULTS = tuple(os.environ.get("GPUSTACK_FAULTS", "controller,apiserver").split(","))
 
@@ -104,7 +107,7 @@ async def test_faults_during_converge_and_rollout_break_no_invariant(
             role=lambda replicas, edit: _role(CONTROLLED[0], replicas, edit),
             live=[f"bench-{i}" for i in range(DEPLOYMENTS)],
             next_index=DEPLOYMENTS,
-            rest_seconds=4.0,
+            rest_seconds=3.0,
             grace_seconds=15.0,
         )
         rounds = await fault_rounds(ctx, FAULTS)
