@@ -9,6 +9,13 @@ size, a /12 Service range, and ClusterQueues whose quota fits it. For each size,
   ClusterQueue without the AdmissionCheck (nobody else would answer it), until every Pod is
   Running and Ready: the floor of what Kueue, the scheduler and KWOK cost for those Pods (the
   baseline: no controller logic at all);
+* ``floor``: the honest floor: the same loop on a ClusterQueue *with* an AdmissionCheck
+  (:data:`FLOOR_CHECK`), answered by the smallest possible checker (:class:`FloorChecker`: a
+  watch of the namespace's Workloads that marks the check ``Ready`` with one apply as soon as
+  every group of the Workload's joint set holds quota; no rendering, no status, no events). It
+  is what Kueue, the scheduler and KWOK cost with an AdmissionCheck, which the controller's
+  Pods always go through: the converge is divided by it (``ratio_floor``) and by the plain
+  bare loop (``ratio_bare``);
 * ``controller``: ``python -m gpustack_controller`` started as its own process (so its CPU time
   and peak RSS are its own: ``/proc/<pid>/stat`` and ``VmHWM``), with its informers synced
   before the clock starts (``/healthz`` answers ``ok``); the clock starts at the first of the
@@ -29,7 +36,16 @@ Then, with the controller still running on the converged cluster:
   old group (→ its Pods and Workload gone, which the create gate waits for) and the controller's
   create (→ the replacement Pod seen).
 
-For both phases the bench prints when the last Pod was created, how long each Pod took from
+Then ``faults`` (``--faults``, default all four; bench/faults.py): one round per fault, each
+deleting an eighth of the deployments, creating as many and rolling out every other one, and
+striking a quarter of the way in: the controller SIGKILLed and restarted, its API server
+restarted, Kueue restarted, etcd paused 10 s. After each the bench waits for the re-converge,
+prints its time and what the checker (bench/invariants.py) found.
+
+With ``--compare-with DIR`` (a checkout of another revision), that revision's controller
+converges each size once more just before this one's: before and after a change, same run.
+
+For every phase the bench prints when the last Pod was created, how long each Pod took from
 created to Ready, and Kueue's own requests per Pod and per second: Kueue runs on an API server
 of its own too, counted the same way, and its client is held to 50 requests/s (burst 100) by
 its release configuration, which is what bounds the bare loop. While converging it also prints
@@ -47,14 +63,16 @@ own identity bound to the ClusterRole and Role of ``deploy/controller/rbac.yaml`
 least-privilege RBAC is exercised too. Writes are POST, PUT, PATCH, APPLY, DELETE and
 DELETECOLLECTION.
 
-Figures per size: converge seconds and the ratio to the bare loop (target <= 1.2), the
+Figures per size: converge seconds and the ratios to the honest floor (target <= 1.2) and to
+the bare loop, the
 controller's CPU per deployment (the per-deployment cost; target at the largest size within
 1.2x of the smallest) and per pass, its peak RSS (target <= 300 MiB at 1,024), its requests by
 verb and resource while converging, the writes of the idle window (target 0) and the
 controller's CPU rate in it, the watch events its informers were sent while converging (by
 resource, with their size: the API server's ``apiserver_watch_events_total`` and
-``apiserver_watch_events_sizes``), and the edit latency p50/p99 (target p99 <= 1 s). The last
-line is ``key=value`` pairs.
+``apiserver_watch_events_sizes``), the edit latency p50/p99 (target p99 <= 1 s) and the fault
+rounds. The last line is ``key=value`` pairs, ending with ``ratio_floor=`` and ``ratio_bare=``
+at the largest size run.
 
 The smallest size's CPU per deployment is the figure the growth divides by, and it is the
 noisiest: a few seconds of CPU, and how many passes a deployment takes depends on how its
@@ -63,7 +81,8 @@ times (default 2; controller phase only, each with a fresh controller and namesp
 figure is the median of all its converges.
 
 Run: ``python -m bench.controller [--sizes 64,256,1024] [--replicas 2] [--idle-seconds 300]
-[--edits 20] [--repeats 2] [--profile DIR] [--controller-arg=--workers=16 ...]``
+[--edits 20] [--repeats 2] [--faults controller,apiserver,kueue,etcd|none] [--compare-with DIR]
+[--profile DIR] [--controller-arg=--workers=16 ...]``
 (``--profile`` runs the controller under cProfile and writes one ``controller-<size>.prof`` per
 size into DIR; ``--controller-arg`` passes one more flag to the controller).
 """
