@@ -95,13 +95,12 @@ class FaultRound:
             + "; ".join(map(str, shown))
             + ")"
         )
-        more = ""
         return (
             f"fault {self.fault}: {self.deployments} deployments rolling out, {self.created} "
             f"created and {self.deleted} deleted; struck {self.struck_at:.1f} s in, lasted "
             f"{self.lasted:.1f} s; re-converged {self.reconverge_s:.1f} s after it, statuses "
             f"{self.status_settled_s:.1f} s later; "
-            f"{self.writes} controller writes; violations: {found}{more}"
+            f"{self.writes} controller writes; violations: {found}"
         )
 
 
