@@ -182,7 +182,11 @@ class Observed:
     rest: tuple[float, float] | None = None
     grace: float = 30.0
     loop_window: float = 10.0
-    loop_limit: int = 8
+    #: A two-replica deployment rolled under a fault had its status written 10 times in 4 s,
+    #: each a transition of one of its replicas (created, quota, admitted, Ready ...) and each
+    #: answered 200: a burst that size is status tracking, not a loop. A loop shows as writes
+    #: at rest (``rest``) or as more writes than a deployment has transitions.
+    loop_limit: int = 20
 
 
 # ---- the rules -------------------------------------------------------------------------------

@@ -117,8 +117,8 @@ def test_a_role_with_no_serving_replica_during_its_rollout() -> None:
 def test_a_write_repeated_in_a_loop() -> None:
     o = _clean()
     loop = [
-        Write(20.0 + i * 0.5, "patch", "pods", "ns", "a0", "") for i in range(10)
-    ]  # 10 writes in 5 s
+        Write(20.0 + i * 0.2, "patch", "pods", "ns", "a0", "") for i in range(25)
+    ]  # 25 writes in 5 s
     assert _rules(replace(o, writes=[*o.writes, *loop])) == ["write-loop"]
     at_rest = [Write(40.0 + i * 10, "patch", "services", "ns", "md", "") for i in range(2)]
     assert _rules(replace(o, writes=[*o.writes, *at_rest])) == ["write-at-rest"]
