@@ -9,6 +9,13 @@ size, a /12 Service range, and ClusterQueues whose quota fits it. For each size,
   ClusterQueue without the AdmissionCheck (nobody else would answer it), until every Pod is
   Running and Ready: the floor of what Kueue, the scheduler and KWOK cost for those Pods (the
   baseline: no controller logic at all);
+* ``floor``: the honest floor: the same loop on a ClusterQueue *with* an AdmissionCheck
+  (:data:`FLOOR_CHECK`), answered by the smallest possible checker (:class:`FloorChecker`: a
+  watch of the namespace's Workloads that marks the check ``Ready`` with one apply as soon as
+  every group of the Workload's joint set holds quota; no rendering, no status, no events). It
+  is what Kueue, the scheduler and KWOK cost with an AdmissionCheck, which the controller's
+  Pods always go through: the converge is divided by it (``ratio_floor``) and by the plain
+  bare loop (``ratio_bare``);
 * ``controller``: ``python -m gpustack_controller`` started as its own process (so its CPU time
   and peak RSS are its own: ``/proc/<pid>/stat`` and ``VmHWM``), with its informers synced
   before the clock starts (``/healthz`` answers ``ok``); the clock starts at the first of the
@@ -29,7 +36,16 @@ Then, with the controller still running on the converged cluster:
   old group (→ its Pods and Workload gone, which the create gate waits for) and the controller's
   create (→ the replacement Pod seen).
 
-For both phases the bench prints when the last Pod was created, how long each Pod took from
+Then ``faults`` (``--faults``, default all four; bench/faults.py): one round per fault, each
+deleting an eighth of the deployments, creating as many and rolling out every other one, and
+striking a quarter of the way in: the controller SIGKILLed and restarted, its API server
+restarted, Kueue restarted, etcd paused 10 s. After each the bench waits for the re-converge,
+prints its time and what the checker (bench/invariants.py) found.
+
+With ``--compare-with DIR`` (a checkout of another revision), that revision's controller
+converges each size once more just before this one's: before and after a change, same run.
+
+For every phase the bench prints when the last Pod was created, how long each Pod took from
 created to Ready, and Kueue's own requests per Pod and per second: Kueue runs on an API server
 of its own too, counted the same way, and its client is held to 50 requests/s (burst 100) by
 its release configuration, which is what bounds the bare loop. While converging it also prints
@@ -47,14 +63,16 @@ own identity bound to the ClusterRole and Role of ``deploy/controller/rbac.yaml`
 least-privilege RBAC is exercised too. Writes are POST, PUT, PATCH, APPLY, DELETE and
 DELETECOLLECTION.
 
-Figures per size: converge seconds and the ratio to the bare loop (target <= 1.2), the
+Figures per size: converge seconds and the ratios to the honest floor (target <= 1.2) and to
+the bare loop, the
 controller's CPU per deployment (the per-deployment cost; target at the largest size within
 1.2x of the smallest) and per pass, its peak RSS (target <= 300 MiB at 1,024), its requests by
 verb and resource while converging, the writes of the idle window (target 0) and the
 controller's CPU rate in it, the watch events its informers were sent while converging (by
 resource, with their size: the API server's ``apiserver_watch_events_total`` and
-``apiserver_watch_events_sizes``), and the edit latency p50/p99 (target p99 <= 1 s). The last
-line is ``key=value`` pairs.
+``apiserver_watch_events_sizes``), the edit latency p50/p99 (target p99 <= 1 s) and the fault
+rounds. The last line is ``key=value`` pairs, ending with ``ratio_floor=`` and ``ratio_bare=``
+at the largest size run.
 
 The smallest size's CPU per deployment is the figure the growth divides by, and it is the
 noisiest: a few seconds of CPU, and how many passes a deployment takes depends on how its
@@ -63,7 +81,8 @@ times (default 2; controller phase only, each with a fresh controller and namesp
 figure is the median of all its converges.
 
 Run: ``python -m bench.controller [--sizes 64,256,1024] [--replicas 2] [--idle-seconds 300]
-[--edits 20] [--repeats 2] [--profile DIR] [--controller-arg=--workers=16 ...]``
+[--edits 20] [--repeats 2] [--faults controller,apiserver,kueue,etcd|none] [--compare-with DIR]
+[--profile DIR] [--controller-arg=--workers=16 ...]``
 (``--profile`` runs the controller under cProfile and writes one ``controller-<size>.prof`` per
 size into DIR; ``--controller-arg`` passes one more flag to the controller).
 """
@@ -90,10 +109,11 @@ from pathlib import Path
 from typing import Any
 
 from integration.cluster import Cluster, default_nodes, locate_cluster_binaries
-from integration.controlplane import ApiServer, free_port, load_yaml_documents
+from integration.controlplane import AUDITED_USER, ApiServer, free_port, load_yaml_documents
 
 from bench import REPO_ROOT
 from gpustack_controller.kube import (
+    ADMISSION_CHECKS,
     INSTANCE_TYPES,
     MODEL_DEPLOYMENTS,
     PODS,
@@ -104,6 +124,7 @@ from gpustack_controller.kube import (
 from gpustack_render.api.inputs import InstanceType
 from gpustack_render.core import labels
 from gpustack_render.core.settings import Settings
+from gpustack_render.reconcile.observed import observe_workload
 from gpustack_render.rendering.renderer import render
 from gpustack_render.schema.decoding import decode_deployment, decode_model
 from gpustack_render.schema.lookups import StaticLookups
@@ -113,9 +134,19 @@ LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue"
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 CONTROLLED = ("gpustack-nvidia-h100-ctl", "gpustack-fnv64-9b8a7c6d5e4f3a21")
 BARE = ("gpustack-nvidia-h100-bare", "gpustack-fnv64-0b0a0e0b0a0e0000")
+#: The honest floor's InstanceType and ClusterQueue (with :data:`FLOOR_CHECK`).
+FLOOR = ("gpustack-nvidia-h100-floor", "gpustack-fnv64-0f0f0f0f0f0f0f0f")
+#: The AdmissionCheck of the honest floor, answered by :class:`FloorChecker`.
+FLOOR_CHECK = "bench-floor-check"
+FLOOR_CONTROLLER = "bench.gpustack.ai/floor"
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+#: The fault checker's rule for a role with no serving replica during its rollout.
+UNSERVED = "role-unserved"
 SYSTEM_NAMESPACE = "gpustack-system"
-#: The controller's identity on its API server (bound to deploy/controller/rbac.yaml's roles).
-CONTROLLER_USER = "gpustack-controller-bench"
+#: The controller's identity on its API server (bound to deploy/controller/rbac.yaml's roles):
+#: the identity the API servers audit, so the fault checker reads every write the controller
+#: made from its server's audit log.
+CONTROLLER_USER = AUDITED_USER
 CONTROLLER_RBAC = REPO_ROOT / "deploy" / "controller" / "rbac.yaml"
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})
 #: Creates in flight, for the bare loop and the ModelDeployments alike.
@@ -174,6 +205,12 @@ def _deployment(name: str, namespace: str, instance_type: str, replicas: int) ->
             "roles": [_role(instance_type, replicas)],
         },
     }
+
+
+def _edited_deployment(name: str, namespace: str, replicas: int, edit: int) -> dict[str, Any]:
+    body = _deployment(name, namespace, CONTROLLED[0], replicas)
+    body["spec"]["roles"] = [_role(CONTROLLED[0], replicas, edit)]
+    return body
 
 
 async def _namespace(kube: Kube, prefix: str) -> str:
@@ -238,6 +275,9 @@ class Seen:
     deleted: float | None = None
     #: When a Pod was first seen Running and Ready.
     ready: float | None = None
+    uid: str = ""
+    #: The uids of the Pods that own it (a Workload's owner references).
+    owners: frozenset[str] = frozenset()
 
 
 class NamespaceWatch:
@@ -288,8 +328,14 @@ class NamespaceWatch:
         old = self.objects.get(name)
         if old is None or (old.get("metadata") or {}).get("uid") != uid:
             spec_hash = str((meta.get("annotations") or {}).get(labels.POD_SPEC_HASH) or "")
-            history.append(Seen(now, dict(meta.get("labels") or {}), spec_hash))
+            history.append(Seen(now, dict(meta.get("labels") or {}), spec_hash, uid=str(uid)))
         current = history[-1]
+        if kind != "DELETED":
+            current.owners |= frozenset(
+                str(ref.get("uid"))
+                for ref in meta.get("ownerReferences") or ()
+                if ref.get("kind") == "Pod" and ref.get("uid")
+            )
         if kind == "DELETED":
             self.objects.pop(name, None)
             current.deleted = now
@@ -321,6 +367,116 @@ class NamespaceWatch:
     def all_ready(self, want: int) -> bool:
         live = [o for o in self.objects.values() if not o["metadata"].get("deletionTimestamp")]
         return len(live) >= want and all(_ready(p) for p in live)
+
+
+class FloorChecker(NamespaceWatch):
+    """The smallest possible answer to an AdmissionCheck: a watch of one namespace's Workloads
+    that marks :data:`FLOOR_CHECK` ``Ready`` (one server-side apply of the Workload's one
+    ``status.admissionChecks[]`` entry) as soon as every group of the Workload's joint set holds
+    a quota reservation. A joint set is the groups of one ordinal of one deployment (the
+    project's joint check admits a replica's roles together, and a single-role replica on its
+    own: docs/contract/controller.md §9); ``sets`` maps each group name (the Workload's name) to
+    its set. No rendering, no status, no events, no read beyond the watch."""
+
+    def __init__(self, kube: Kube, namespace: str, sets: dict[str, tuple[str, str]]) -> None:
+        super().__init__(kube, WORKLOADS, namespace)
+        self.sets = sets
+        self.members: dict[tuple[str, str], set[str]] = {}
+        for group, key in sets.items():
+            self.members.setdefault(key, set()).add(group)
+        self.reserved: set[str] = set()
+        self.sent: set[str] = set()
+        self.gate = asyncio.Semaphore(CREATE_CONCURRENCY)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.applies = 0
+
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
+        super()._event(kind, obj)
+        name = str((obj.get("metadata") or {}).get("name"))
+        if kind == "DELETED":
+            self.reserved.discard(name)
+            return
+        workload = observe_workload(obj)
+        entry = workload.checks.get(FLOOR_CHECK)
+        if not workload.quota_reserved or entry is None or workload.deleting:
+            self.reserved.discard(name)
+            return
+        self.reserved.add(name)
+        key = self.sets.get(name, ("", name))
+        members = self.members.get(key, {name})
+        if not members <= self.reserved:
+            return
+        for member in sorted(members - self.sent):
+            self.sent.add(member)
+            task = asyncio.create_task(self._ready(member))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _ready(self, name: str) -> None:
+        body = {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "status": {
+                "admissionChecks": [
+                    {
+                        "name": FLOOR_CHECK,
+                        "state": "Ready",
+                        "message": "",
+                        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    }
+                ]
+            },
+        }
+        async with self.gate:
+            for _ in range(5):
+                try:
+                    await self.kube.apply(
+                        WORKLOADS,
+                        body,
+                        field_manager=FLOOR_CONTROLLER,
+                        namespace=self.namespace,
+                        subresource="status",
+                    )
+                    self.applies += 1
+                    return
+                except ApiError as exc:
+                    if exc.not_found:
+                        return
+                    await asyncio.sleep(0.5)
+            self.sent.discard(name)  # let the next event of the Workload try again
+
+    async def stop(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await super().stop()
+
+
+async def ensure_floor_check(kube: Kube) -> None:
+    """The floor's AdmissionCheck, reported ``Active`` (Kueue admits nothing through an
+    inactive one)."""
+    body = {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": FLOOR_CHECK},
+        "spec": {"controllerName": FLOOR_CONTROLLER},
+    }
+    await kube.apply(ADMISSION_CHECKS, body, field_manager=FLOOR_CONTROLLER)
+    status = {
+        **body,
+        "status": {
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Ready",
+                    "message": "the bench's floor checker is running",
+                    "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            ]
+        },
+    }
+    await kube.apply(ADMISSION_CHECKS, status, field_manager=FLOOR_CONTROLLER, subresource="status")
 
 
 async def _drain(kube: Kube, ns: str) -> None:
@@ -457,6 +613,13 @@ def writes(counts: dict[tuple[str, str], int]) -> int:
     return sum(v for (verb, _), v in counts.items() if verb in WRITE_VERBS)
 
 
+def format_passes(passes: dict[str, tuple[int, float]]) -> str:
+    return ", ".join(
+        f"{queue} {n} (mean {seconds * 1000 / max(n, 1):.0f} ms)"
+        for queue, (n, seconds) in passes.items()
+    )
+
+
 def format_counts(counts: dict[tuple[str, str], int]) -> str:
     if not counts:
         return "none"
@@ -471,7 +634,12 @@ class ControllerProcess:
     """``python -m gpustack_controller`` against its own API server."""
 
     def __init__(
-        self, kubeconfig: Path, log: Path, profile: Path | None, extra: tuple[str, ...] = ()
+        self,
+        kubeconfig: Path,
+        log: Path,
+        profile: Path | None,
+        extra: tuple[str, ...] = (),
+        source: Path | None = None,
     ) -> None:
         self.port = free_port()
         self.log = log
@@ -489,8 +657,24 @@ class ControllerProcess:
             "--log-level=warning",
             *extra,
         ]
+        self.argv = argv
+        #: Another checkout's controller (``--compare-with``): run from there, importing its code.
+        self.cwd = str(source) if source is not None else None
+        self.env = {**os.environ, "PYTHONPATH": str(source)} if source is not None else None
         with log.open("ab") as out:
-            self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            self.popen = self._spawn(out)
+
+    def _spawn(self, out: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.argv, stdout=out, stderr=subprocess.STDOUT, cwd=self.cwd, env=self.env
+        )
+
+    def kill_and_restart(self) -> None:
+        """SIGKILL the controller (no shutdown of any kind) and start it again, same flags."""
+        self.popen.kill()
+        self.popen.wait()
+        with self.log.open("ab") as out:
+            self.popen = self._spawn(out)
 
     def _health(self) -> str:
         try:
@@ -543,8 +727,11 @@ class Figures:
     deployments: int
     pods: int
     bare: Phase | None = None
+    #: The honest floor: the bare loop through an AdmissionCheck answered by the floor checker.
+    floor: Phase | None = None
     controlled: Phase | None = None
     bare_s: float = 0.0
+    floor_s: float = 0.0
     controller_s: float = 0.0
     cpu_s: float = 0.0
     peak_rss_mib: float = 0.0
@@ -567,10 +754,30 @@ class Figures:
     edits: list[tuple[float, float, float, float]] = field(default_factory=list)
     #: Edits whose replacement Pod was not seen within EDIT_TIMEOUT (counted at that time).
     edits_missed: int = 0
+    #: The fault rounds (bench.faults), in order.
+    faults: list[Any] = field(default_factory=list)
+    #: The same converge by the controller of ``--compare-with`` (before a change).
+    before: Figures | None = None
+
+    @property
+    def fault_violations(self) -> int:
+        """Violations of the fault rounds, the rollout's unserved roles left out (below)."""
+        return sum(n for r in self.faults for k, n in r.rule_counts().items() if k != UNSERVED)
+
+    @property
+    def unserved(self) -> int:
+        """Roles left with no serving replica during a round's rollout (the cadence gate waits
+        for the replacement's admission, not its readiness: docs/decisions.md)."""
+        return sum(r.rule_counts()[UNSERVED] for r in self.faults)
 
     @property
     def ratio(self) -> float:
         return self.controller_s / self.bare_s
+
+    @property
+    def ratio_floor(self) -> float:
+        """The converge over the honest floor (``nan`` when it was not run)."""
+        return self.controller_s / self.floor_s if self.floor_s else float("nan")
 
     @property
     def cpu_ms_per_deployment(self) -> float:
@@ -609,6 +816,8 @@ class Phase:
     seconds: float
     timeline: Timeline
     kueue: dict[tuple[str, str], int]
+    #: The floor checker's writes (the honest floor only).
+    checker_writes: int = 0
 
     def kueue_line(self, pods: int) -> str:
         total = sum(self.kueue.values())
@@ -627,31 +836,45 @@ async def _kueue_counts(server: ApiServer) -> Counter[tuple[str, str]]:
     return request_counts(await asyncio.to_thread(server.metrics))
 
 
-async def _bare(kube: Kube, kueue: ApiServer, deployments: int, replicas: int) -> Phase:
-    ns = await _namespace(kube, "bare")
+async def _bare(
+    kube: Kube, kueue: ApiServer, deployments: int, replicas: int, *, floor: bool = False
+) -> Phase:
+    """The bare loop; with ``floor``, on the ClusterQueue with :data:`FLOOR_CHECK`, answered by
+    a :class:`FloorChecker` (the honest floor)."""
+    queue = FLOOR if floor else BARE
+    ns = await _namespace(kube, "floor" if floor else "bare")
     await kube.create(
         LOCAL_QUEUES,
         {
             "apiVersion": LOCAL_QUEUES.api_version,
             "kind": "LocalQueue",
-            "metadata": {"name": BARE[1], "namespace": ns},
-            "spec": {"clusterQueue": BARE[1]},
+            "metadata": {"name": queue[1], "namespace": ns},
+            "spec": {"clusterQueue": queue[1]},
         },
         ns,
     )
-    it, _ = decode_model(InstanceType, _instance_type(*BARE))
+    it, _ = decode_model(InstanceType, _instance_type(*queue))
     assert it is not None
     pods = []
     for i in range(deployments):
-        body = _deployment(f"bench-{i}", ns, BARE[0], replicas)
+        body = _deployment(f"bench-{i}", ns, queue[0], replicas)
         body["metadata"]["uid"] = str(uuid.uuid4())
         md, errs = decode_deployment(body)
         assert md is not None, errs
         pods += render(md, lookups=StaticLookups.of([it]), settings=Settings()).pods()
+    sets: dict[str, tuple[str, str]] = {}
     for pod in pods:
         pod["metadata"].pop("ownerReferences", None)  # no ModelDeployment to own them
+        lab = pod["metadata"].get("labels") or {}
+        sets[str(lab.get(labels.POD_GROUP_NAME))] = (
+            str(lab.get(labels.INSTANCE)),
+            str(lab.get(labels.POD_ORDINAL)),
+        )
     watch = NamespaceWatch(kube, PODS, ns)
+    checker = FloorChecker(kube, ns, sets) if floor else None
     await watch.start()
+    if checker is not None:
+        await checker.start()
     try:
         before = await _kueue_counts(kueue)
         started = time.perf_counter()
@@ -659,8 +882,12 @@ async def _bare(kube: Kube, kueue: ApiServer, deployments: int, replicas: int) -
         await watch.until(lambda: watch.all_ready(len(pods)), CONVERGE_TIMEOUT, "bare loop")
         took = time.perf_counter() - started
         phase = Phase(took, watch.timeline(started), diff(await _kueue_counts(kueue), before))
+        if checker is not None:
+            phase.checker_writes = checker.applies
     finally:
         await watch.stop()
+        if checker is not None:
+            await checker.stop()
     await _drain(kube, ns)
     return phase
 
@@ -768,11 +995,18 @@ async def _controlled(
     log_dir: Path,
     profile: Path | None,
     controller_args: tuple[str, ...] = (),
+    cluster: Cluster | None = None,
+    faults: tuple[str, ...] = (),
+    source: Path | None = None,
 ) -> None:
     deployments = figures.deployments
     ns = await _namespace(kube, "ctl")
     controller = ControllerProcess(
-        kubeconfig, log_dir / f"controller-{deployments}.log", profile, controller_args
+        kubeconfig,
+        log_dir / f"controller-{deployments}{'-before' if source else ''}.log",
+        profile,
+        controller_args,
+        source,
     )
     pods = NamespaceWatch(kube, PODS, ns)
     workloads = NamespaceWatch(kube, WORKLOADS, ns)
@@ -830,8 +1064,29 @@ async def _controlled(
         figures.idle_requests = diff(request_counts(await asyncio.to_thread(server.metrics)), after)
         await _edits(kube, ns, pods, workloads, deployments, replicas, edits, figures)
         figures.peak_rss_mib = controller.peak_rss_mib()
+        live = [f"bench-{i}" for i in range(deployments)]
+        if faults and cluster is not None:
+            from bench.faults import FaultContext, fault_rounds
+
+            ctx = FaultContext(
+                kube=kube,
+                namespace=ns,
+                pods=pods,
+                workloads=workloads,
+                controller=controller,
+                server=server,
+                cluster=cluster,
+                audit_log=cluster.dir / f"audit-{server.name}.log",
+                replicas=replicas,
+                deployment=_edited_deployment,
+                role=lambda replicas, edit: _role(CONTROLLED[0], replicas, edit),
+                live=list(live),
+                next_index=deployments,
+            )
+            figures.faults = await fault_rounds(ctx, faults)
+            live = ctx.live
         await _in_flight(
-            (partial(kube.delete, MODEL_DEPLOYMENTS, f"bench-{i}", ns) for i in range(deployments)),
+            (partial(kube.delete, MODEL_DEPLOYMENTS, name, ns) for name in live),
             CREATE_CONCURRENCY,
         )
         await _drain(kube, ns)
@@ -861,6 +1116,30 @@ async def _bind_controller(kube: Kube) -> None:
         await kube.create(resource, doc, doc["metadata"].get("namespace"))
 
 
+async def prepare(kube: Kube, cluster: Cluster, gpus: int) -> None:
+    """The InstanceTypes and ClusterQueues of the three phases (quota for ``gpus`` GPUs each),
+    the floor's AdmissionCheck, the controller's namespace and its RBAC."""
+    await ensure_floor_check(kube)
+    for name, entrance in (CONTROLLED, BARE, FLOOR):
+        body = _instance_type(name, entrance)
+        status = body.pop("status")
+        await kube.create(INSTANCE_TYPES, body)
+        await kube.merge_patch(INSTANCE_TYPES, name, {"status": status}, subresource="status")
+    quota: dict[str, str | int] = {
+        "nvidia.com/gpu": gpus,
+        "cpu": gpus * 8,
+        "memory": f"{gpus * 64}Gi",
+    }
+    cluster.ensure_cluster_queue(CONTROLLED[1], quota=quota)
+    cluster.ensure_cluster_queue(BARE[1], quota=quota, admission_check=None)
+    cluster.ensure_cluster_queue(FLOOR[1], quota=quota, admission_check=FLOOR_CHECK)
+    await kube.create(
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
+    )
+    await _bind_controller(kube)
+
+
 async def run(
     cluster: Cluster,
     server: ApiServer,
@@ -874,35 +1153,41 @@ async def run(
     profile_dir: Path | None,
     controller_args: tuple[str, ...] = (),
     repeats: int = 0,
+    faults: tuple[str, ...] = (),
+    compare_with: Path | None = None,
 ) -> list[Figures]:
     kube = await Kube.connect(kubeconfig=str(cluster.kubeconfig))
     try:
-        for name, entrance in (CONTROLLED, BARE):
-            body = _instance_type(name, entrance)
-            status = body.pop("status")
-            await kube.create(INSTANCE_TYPES, body)
-            await kube.merge_patch(INSTANCE_TYPES, name, {"status": status}, subresource="status")
-        gpus = max(sizes) * replicas
-        quota: dict[str, str | int] = {
-            "nvidia.com/gpu": gpus,
-            "cpu": gpus * 8,
-            "memory": f"{gpus * 64}Gi",
-        }
-        cluster.ensure_cluster_queue(CONTROLLED[1], quota=quota)
-        cluster.ensure_cluster_queue(BARE[1], quota=quota, admission_check=None)
-        await kube.create(
-            NAMESPACES,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
-        )
-        await _bind_controller(kube)
+        await prepare(kube, cluster, max(sizes) * replicas)
         kubeconfig = server.kubeconfig(CONTROLLER_USER)
         await _bare(kube, kueue, 2, 1)  # warm the API server's, Kueue's and the client's paths
+        await _bare(kube, kueue, 2, 1, floor=True)
         results = []
         for size in sizes:
             figures = Figures(deployments=size, pods=size * replicas)
             figures.bare = await _bare(kube, kueue, size, replicas)
             figures.bare_s = figures.bare.seconds
             print(f"[{size}] bare loop {figures.bare_s:.1f} s", flush=True)
+            figures.floor = await _bare(kube, kueue, size, replicas, floor=True)
+            figures.floor_s = figures.floor.seconds
+            print(f"[{size}] honest floor {figures.floor_s:.1f} s", flush=True)
+            if compare_with is not None:
+                figures.before = Figures(deployments=size, pods=size * replicas)
+                await _controlled(
+                    kube,
+                    server,
+                    kueue,
+                    kubeconfig,
+                    figures.before,
+                    replicas=replicas,
+                    idle_seconds=0.0,
+                    edits=0,
+                    log_dir=log_dir,
+                    profile=None,
+                    controller_args=controller_args,
+                    source=compare_with,
+                )
+                print(f"[{size}] before: {figures.before.controller_s:.1f} s", flush=True)
             profile = None if profile_dir is None else profile_dir / f"controller-{size}.prof"
             await _controlled(
                 kube,
@@ -916,6 +1201,8 @@ async def run(
                 log_dir=log_dir,
                 profile=profile,
                 controller_args=controller_args,
+                cluster=cluster,
+                faults=faults,
             )
             for n in range(repeats if size == sizes[0] else 0):
                 again = Figures(deployments=size, pods=size * replicas)
@@ -940,6 +1227,7 @@ async def run(
                     flush=True,
                 )
             report(figures)
+            report_faults(figures)
             results.append(figures)
         return results
     finally:
@@ -959,13 +1247,32 @@ def report(f: Figures) -> None:
     if f.bare is not None:
         print(f"     {f.bare.timeline.line()}")
         print(f"     {f.bare.kueue_line(f.pods)}")
+    if f.floor is not None:
+        print(
+            f"   honest floor: {f.floor_s:.1f} s, the same loop through an AdmissionCheck "
+            f"answered by the smallest checker ({f.floor.checker_writes} check writes)"
+        )
+        print(f"     {f.floor.timeline.line()}")
+        print(f"     {f.floor.kueue_line(f.pods)}")
     print(
         f"   controller: {f.controller_s:.1f} s from the first create to every Pod admitted and "
-        f"Ready = {f.ratio:.2f}x the bare loop (target <= 1.2)"
+        f"Ready = {f.ratio_floor:.2f}x the honest floor (target <= 1.2), "
+        f"{f.ratio:.2f}x the bare loop"
     )
     if f.controlled is not None:
         print(f"     {f.controlled.timeline.line()}")
         print(f"     {f.controlled.kueue_line(f.pods)}")
+    b = f.before
+    if b is not None:
+        print(
+            f"   before (--compare-with, converged just before): {b.controller_s:.1f} s = "
+            f"{b.controller_s / f.floor_s if f.floor_s else float('nan'):.2f}x the honest floor; "
+            f"{sum(b.converge_requests.values()) / n:.1f} requests and "
+            f"{b.cpu_ms_per_deployment:.1f} ms of CPU per deployment, {b.pass_count} passes "
+            f"({format_passes(b.passes)})"
+        )
+        print(f"     {b.controlled.timeline.line() if b.controlled else ''}")
+        print(f"     requests: {format_counts(b.converge_requests)}")
     repeated = (
         f"; median of {len(f.cpu_repeats) + 1} converges, each "
         + ", ".join(f"{c * 1000 / n:.1f}" for c in (f.cpu_s, *f.cpu_repeats))
@@ -981,11 +1288,7 @@ def report(f: Figures) -> None:
     )
     if f.passes:
         print(
-            "   passes while converging (the controller's own metrics): "
-            + ", ".join(
-                f"{queue} {n} (mean {seconds * 1000 / max(n, 1):.0f} ms)"
-                for queue, (n, seconds) in f.passes.items()
-            )
+            f"   passes while converging (the controller's own metrics): {format_passes(f.passes)}"
         )
     if f.latency:
         print(
@@ -1041,6 +1344,18 @@ def report(f: Figures) -> None:
         )
 
 
+def report_faults(f: Figures) -> None:
+    if not f.faults:
+        return
+    print(
+        f"   faults, one round each while deployments converge and all others roll out: "
+        f"{f.fault_violations} violations of the invariants; {f.unserved} roles with no "
+        "serving replica for a moment of their rollout"
+    )
+    for r in f.faults:
+        print(f"     {r.line()}")
+
+
 def _build_seconds(bin_dir: Path) -> str:
     parts = []
     for name in BINARIES:
@@ -1082,6 +1397,19 @@ def main(argv: list[str] | None = None) -> int:
         help="one more flag for the controller (repeatable), e.g. --controller-arg=--workers=32",
     )
     parser.add_argument(
+        "--faults",
+        default="controller,apiserver,kueue,etcd",
+        help="the fault rounds after the edits at each size, in order (bench/faults.py), or 'none'",
+    )
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        default=None,
+        help="a checkout of the project (e.g. `git archive main | tar -x -C DIR`) whose "
+        "controller converges each size once more, just before this one's: before and after "
+        "a change in the same run",
+    )
+    parser.add_argument(
         "--service-cidr", default=None, help="the API server's Service range (default a /12)"
     )
     args = parser.parse_args(argv)
@@ -1114,6 +1442,8 @@ def main(argv: list[str] | None = None) -> int:
                 profile_dir=args.profile,
                 controller_args=tuple(args.controller_arg),
                 repeats=args.repeats,
+                faults=tuple(x for x in args.faults.split(",") if x.strip() and x != "none"),
+                compare_with=args.compare_with,
             )
         )
         start_s = cluster.startup_seconds
@@ -1130,6 +1460,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for figures in results:
         report(figures)
+        report_faults(figures)
     small, large = results[0], results[-1]
     growth = large.cpu_ms_per_deployment / small.cpu_ms_per_deployment
     print(
@@ -1143,7 +1474,14 @@ def main(argv: list[str] | None = None) -> int:
         pairs += [
             f"controller_s_{n}={f.controller_s:.1f}",
             f"bare_s_{n}={f.bare_s:.1f}",
+            f"floor_s_{n}={f.floor_s:.1f}",
             f"ratio_{n}={f.ratio:.2f}",
+            f"ratio_floor_{n}={f.ratio_floor:.2f}",
+            *(
+                [f"before_ratio_floor_{n}={f.before.controller_s / f.floor_s:.2f}"]
+                if f.before is not None and f.floor_s
+                else []
+            ),
             f"cpu_ms_per_deployment_{n}={f.cpu_ms_per_deployment:.1f}",
             f"cpu_ms_per_pass_{n}={f.cpu_ms_per_pass:.1f}",
             f"watch_events_per_deployment_{n}={f.watched('events') / n:.1f}",
@@ -1152,6 +1490,15 @@ def main(argv: list[str] | None = None) -> int:
             f"idle_writes_{n}={writes(f.idle_requests)}",
             f"edit_p99_s_{n}={f.edit_percentile(0.99):.2f}",
         ]
+        if f.faults:
+            pairs += [
+                f"fault_violations_{n}={f.fault_violations}",
+                f"unserved_{n}={f.unserved}",
+                "reconverge_s_{}={}".format(
+                    n, ",".join(f"{r.fault}:{r.reconverge_s:.1f}" for r in f.faults)
+                ),
+            ]
+    pairs += [f"ratio_floor={large.ratio_floor:.2f}", f"ratio_bare={large.ratio:.2f}"]
     print(" ".join(pairs))
     return 0
 

@@ -27,6 +27,7 @@ from gpustack_render.reconcile.jointcheck import (
     CHECK_NAME,
     CONTROLLER_NAME,
     PENDING,
+    READY,
     JointDeployment,
     Uncertain,
     active_condition_apply,
@@ -100,6 +101,7 @@ class AdmissionCheckReconciler:
         clock: Callable[[], datetime.datetime] = _now,
         settings: Callable[[], Settings] = Settings,
         workloads: Informer | None = None,
+        deployments: Informer | None = None,
     ) -> None:
         self.kube = kube
         self.pods = pods
@@ -110,16 +112,16 @@ class AdmissionCheckReconciler:
         self.workloads = workloads
         if workloads is not None:
             workloads.add_indexer(WORKLOADS_BY_POD, owner_pod_uids)
+        #: The ModelDeployment cache: a Workload of a single-role deployment found there is
+        #: judged from the caches alone (:meth:`_single_role`).
+        self.deployments = deployments
+        #: Verdicts given from the caches alone (no read), for the bench and the tests.
+        self.cached_verdicts = 0
 
     async def __call__(self, key: str) -> float | None:
         namespace, name = split_key(key)
-        cache = self.workloads
-        if cache is not None and cache.synced.is_set():
-            # Every change of the Workload is an event that queues it again once the cache has
-            # it, so a cached state that asks for no verdict needs no read: most events do not.
-            cached = cache.get(key)
-            if cached is None or not needs_verdict(observe_workload(cached)):
-                return None
+        if await self._answered_from_cache(key, namespace, name):
+            return None
         try:
             obj = await self.kube.get(WORKLOADS, name, namespace)
         except ApiError:
@@ -173,6 +175,69 @@ class AdmissionCheckReconciler:
             return PENDING_RECHECK_SECONDS
         left = park_after - (self.clock() - since).total_seconds()
         return min(PENDING_RECHECK_SECONDS, max(1.0, left + 1.0))
+
+    async def _answered_from_cache(self, key: str, namespace: str, name: str) -> bool:
+        """Whether the caches settle the call: no verdict needed, or one given from them."""
+        cache = self.workloads
+        if cache is None or not cache.synced.is_set():
+            return False
+        # Every change of the Workload is an event that queues it again once the cache has it,
+        # so a cached state that asks for no verdict needs no read: most events do not.
+        cached = cache.get(key)
+        if cached is None or not needs_verdict(observe_workload(cached)):
+            return True
+        return await self._single_role(cached, namespace, name)
+
+    async def _single_role(self, cached: dict[str, Any], namespace: str, name: str) -> bool:
+        """Judge a Workload of a single-role deployment from the caches alone, when its owner
+        Pod and its deployment (same uid) are both cached: such a verdict reads no member and
+        is ``Ready`` (:func:`joint_verdict`), so the two live reads (the Workload and the
+        deployment) would only confirm what the caches say, and they cost the group two round
+        trips before Kueue may admit it. ``False`` when anything is not cached or the
+        deployment has two roles or more: the caller reads live then, as before."""
+        if self.deployments is None or not self.deployments.synced.is_set():
+            return False
+        pods: list[Mapping[str, Any] | None] = []
+        for ref in owner_pods(cached):
+            pod = self.pods.get(f"{namespace}/{ref.get('name')}")
+            if pod is None or (pod.get("metadata") or {}).get("uid") != ref.get("uid"):
+                return False
+            pods.append(pod)
+            if controlling_deployment(pod) is not None:
+                break
+        md_ref = resolve_owner(cached, pods)
+        if md_ref is None or isinstance(md_ref, Uncertain):
+            return False
+        raw = self.deployments.get(f"{namespace}/{md_ref.get('name')}")
+        md = resolve_deployment(md_ref, raw)
+        if isinstance(md, Uncertain) or reads_members(len(md.spec.roles)):
+            return False
+        workload = observe_workload(cached)
+        verdict = joint_verdict(
+            workload=workload,
+            deployment=joint_deployment(md, pods=[], workloads=[]),
+            now=self.clock(),
+            park_after=self.settings().park_after_seconds,
+        )
+        if verdict.state != READY:
+            return False
+        previous = workload.checks.get(CHECK_NAME)
+        if verdict_changed(previous, verdict):
+            await self.kube.apply(
+                WORKLOADS,
+                check_entry_apply(
+                    namespace=namespace,
+                    workload=name,
+                    verdict=verdict,
+                    previous=previous,
+                    now=self.clock(),
+                ),
+                field_manager=CONTROLLER_NAME,
+                namespace=namespace,
+                subresource="status",
+            )
+        self.cached_verdicts += 1
+        return True
 
     async def _deployment(
         self, workload: dict[str, Any], namespace: str

@@ -264,7 +264,11 @@ class Controller:
             node_stores=i["node_stores"],
         )
         self.checker = AdmissionCheckReconciler(
-            kube, i["pods"], settings=lambda: self.settings, workloads=i["workloads"]
+            kube,
+            i["pods"],
+            settings=lambda: self.settings,
+            workloads=i["workloads"],
+            deployments=i["deployments"],
         )
         self.elector = LeaderElector(
             kube,

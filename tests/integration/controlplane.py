@@ -795,6 +795,23 @@ class ControlPlane(Supervisor):
         self.processes[index] = new
         self._wait(new, self._ready, time.monotonic())
 
+    def restart_apiserver(self, name: str, *, down: float = 0.0) -> None:
+        """Stop the kube-apiserver added as ``name`` (:meth:`add_apiserver`), keep it down for
+        ``down`` seconds, start it again on the same port with the same flags, and wait until
+        it is ready (etcd and the other API servers keep running)."""
+        index = next(i for i, p in enumerate(self.processes) if p.name == f"kube-apiserver-{name}")
+        old = self.processes[index]
+        old.stop()
+        time.sleep(down)
+        new = start_process(old.name, old.argv, old.log_path, append=True)
+        self.processes[index] = new
+        port = int(next(a for a in old.argv if a.startswith("--secure-port=")).split("=", 1)[1])
+        self._wait(new, ApiServer(self, name, port).ready, time.monotonic())
+
+    def etcd_pid(self) -> int:
+        """The etcd process's id (a test pauses it with SIGSTOP and SIGCONT)."""
+        return next(p.popen.pid for p in self.processes if p.name == "etcd")
+
     # ---- client configuration --------------------------------------------------------------
 
     def user_kubeconfig(
