@@ -3,8 +3,8 @@
 # registry, from Debian packages and the project's wheels, as an OCI image layout.
 #
 #   1. mmdebstrap: a minimal Debian 12 (bookworm, the Dockerfile's base too) root file system
-#      (variant essential, plus python3 and ca-certificates; no documentation, manual pages or
-#      locales).
+#      (variant essential, plus python3, ca-certificates and libstdc++6, which grpcio's compiled
+#      core needs for the node plugin; no documentation, manual pages or locales).
 #   2. The project's wheel (built from the files the Dockerfile copies) and the wheels of its
 #      runtime dependencies for that root's Python and C library, fetched on this machine.
 #   3. Inside the root (hack/image/run-in-rootfs.sh): a virtual environment at
@@ -76,7 +76,8 @@ if [[ -z "${sources}" ]] && grep -qsw "${suite}" /etc/apt/sources.list.d/debian.
 fi
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "${root}/pyproject.toml" | head -n 1)"
 tag="v${version}"
-packages="python3,ca-certificates"
+# libstdc++6: grpcio (the node plugin's gRPC server) links its C++ core against it.
+packages="python3,ca-certificates,libstdc++6"
 
 # ---- the cache entry ------------------------------------------------------------------------
 # The project files the image holds are the ones the Dockerfile copies (.dockerignore).

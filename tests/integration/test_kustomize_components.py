@@ -67,6 +67,7 @@ OWNED_CRDS = {
     "modeldeployments.worker.gpustack.ai",
     "modeldeploymentscalers.worker.gpustack.ai",
     "modelartifacts.worker.gpustack.ai",  # owned since D28: the controller resolves them
+    "nodemodelstores.worker.gpustack.ai",  # owned: the node plugin writes them (issue 34)
 }
 
 

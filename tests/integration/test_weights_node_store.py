@@ -197,7 +197,10 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
             # Records: the digest Ready on another node with room (the busiest such one, which
             # the scheduler's own scores would not pick first), downloading on a third.
             used = await _gpus_used(kube)
-            roomy = [n for n in NODES if n != first_node and used[n] <= 6]
+            # Room means one free card (the replacement asks for one): Pods of the suite's other
+            # tests may still hold cards on the shared simulated nodes.
+            roomy = [n for n in NODES if n != first_node and used[n] <= 7]
+            assert roomy, f"no node but {first_node} has a free card for the replacement: {used}"
             holder = max(roomy, key=lambda n: (used[n], n))
             third = next(n for n in NODES if n not in (first_node, holder))
             ready = {
