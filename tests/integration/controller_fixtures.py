@@ -348,12 +348,13 @@ class NodeDeliverySetup:
 
 
 async def node_delivery_setup(
-    kube: Kube, cluster: Cluster, *, hub_url: str, tag: str
+    kube: Kube, cluster: Cluster, *, hub_url: str, tag: str, worker_label: str = "true"
 ) -> NodeDeliverySetup:
     """A fresh :class:`NodeDeliverySetup`. Its ResourceFlavor has no topology, so Kueue admits
     by quota and kube-scheduler places the Pods (on a topology-aware flavor Kueue picks the node
     and honours only required node affinity: docs/decisions.md, "The node preference and
-    Kueue's topology-aware placement")."""
+    Kueue's topology-aware placement"). ``worker_label``: the ``gpustack.ai/worker`` value its
+    flavor selects (``true``: the shared simulated nodes)."""
     suffix = uuid.uuid4().hex[:8]
     flavor = f"plain-{tag}-{suffix}"
     cluster.apply(
@@ -361,7 +362,7 @@ async def node_delivery_setup(
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "ResourceFlavor",
             "metadata": {"name": flavor},
-            "spec": {"nodeLabels": {"gpustack.ai/worker": "true"}},
+            "spec": {"nodeLabels": {"gpustack.ai/worker": worker_label}},
         }
     )
     entrance = Entrance(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -38,9 +39,10 @@ from gpustack_controller.kube import (
     Kube,
 )
 from gpustack_render.core.labels import POD_SPEC_HASH
+from gpustack_render.schema.resources import NODES as NODES_RESOURCE
 from gpustack_render.weights.delivery import CSI_DRIVER
 
-from .cluster import Cluster
+from .cluster import Cluster, FakeNode
 from .controller_fixtures import (
     condition,
     deployment,
@@ -56,7 +58,11 @@ from .controller_fixtures import (
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 #: The KWOK Nodes of the shared cluster (tests/integration/cluster.py default_nodes).
-NODES = tuple(f"gpu-node-{i}" for i in range(8))
+#: The test's own three simulated nodes (a worker label of their own, which only its flavor
+#: selects), so the placement it checks does not depend on cards other tests' Pods still hold.
+RUN = uuid.uuid4().hex[:6]
+NODES = tuple(f"nms-{RUN}-{i}" for i in range(3))
+WORKER_LABEL = f"nms-{RUN}"
 FILES: dict[str, bytes | tuple[bytes, bool]] = {
     "config.json": b'{"model_type": "llama"}\n',
     "model.safetensors": (b"\x07" * 8192, True),
@@ -139,6 +145,25 @@ async def _gpus_used(kube: Kube) -> dict[str, int]:
     return used
 
 
+def _card_holder(node: str) -> dict[str, Any]:
+    """A Pod bound straight to ``node`` (no scheduler, no queue) holding four cards there."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"cards-{node}"},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "pause:3.10",
+                    "resources": {"limits": {"nvidia.com/gpu": "4"}},
+                }
+            ],
+        },
+    }
+
+
 async def _weights(kube: Kube, ns: str, name: str, reason: str) -> dict[str, Any] | None:
     md = await get_md(kube, ns, name)
     found = condition(md, "WeightsReady") if md is not None else None
@@ -148,7 +173,13 @@ async def _weights(kube: Kube, ns: str, name: str, reason: str) -> dict[str, Any
 async def test_node_stores_feed_the_artifact_and_place_a_replacement(
     kube: Kube, cluster: Cluster, hub: HubServer
 ) -> None:
-    setup = await node_delivery_setup(kube, cluster, hub_url=hub.url, tag="nms")
+    for name in NODES:
+        cluster.apply(
+            cluster.node_manifest(FakeNode(name, labels={"gpustack.ai/worker": WORKER_LABEL}))
+        )
+    setup = await node_delivery_setup(
+        kube, cluster, hub_url=hub.url, tag="nms", worker_label=WORKER_LABEL
+    )
     entrance, system, ns = setup.entrance, setup.system, setup.namespace
     await kube.create(MODEL_ARTIFACTS, _artifact("weights"), ns)
     stores: list[str] = []
@@ -194,15 +225,13 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
             first_node = first["spec"]["nodeName"]
             assert "affinity" not in first["spec"]  # no node holds the digest yet
 
-            # Records: the digest Ready on another node with room (the busiest such one, which
-            # the scheduler's own scores would not pick first), downloading on a third.
+            # Records: the digest Ready on another node, made the busiest by a Pod bound to it
+            # that holds four cards (so the scheduler's own scores would not pick it first),
+            # and downloading on a third.
+            holder, third = (n for n in NODES if n != first_node)
+            await kube.create(PODS, _card_holder(holder), ns)
             used = await _gpus_used(kube)
-            # Room means one free card (the replacement asks for one): Pods of the suite's other
-            # tests may still hold cards on the shared simulated nodes.
-            roomy = [n for n in NODES if n != first_node and used[n] <= 7]
-            assert roomy, f"no node but {first_node} has a free card for the replacement: {used}"
-            holder = max(roomy, key=lambda n: (used[n], n))
-            third = next(n for n in NODES if n not in (first_node, holder))
+            assert used[holder] == 4 and used[third] == 0, used
             ready = {
                 "digest": digest,
                 "state": "Ready",
@@ -306,6 +335,8 @@ async def test_node_stores_feed_the_artifact_and_place_a_replacement(
             assert time.monotonic() - first_write >= 29.0
         finally:
             await tear_down(kube, ns, "chat")
+            for name in NODES:
+                await kube.delete(NODES_RESOURCE, name)
             for node in stores:
                 await kube.delete(NODE_MODEL_STORES, node)
             if driver:
