@@ -143,21 +143,7 @@ class AdmissionCheckReconciler:
         verdict = joint_verdict(
             workload=workload, deployment=deployment, now=self.clock(), park_after=park_after
         )
-        previous = workload.checks.get(CHECK_NAME)
-        if verdict_changed(previous, verdict):
-            await self.kube.apply(
-                WORKLOADS,
-                check_entry_apply(
-                    namespace=namespace,
-                    workload=name,
-                    verdict=verdict,
-                    previous=previous,
-                    now=self.clock(),
-                ),
-                field_manager=CONTROLLER_NAME,
-                namespace=namespace,
-                subresource="status",
-            )
+        await self._write_verdict(namespace, name, workload, verdict)
         if verdict.park:
             for target in verdict.deactivate:
                 try:
@@ -175,6 +161,24 @@ class AdmissionCheckReconciler:
             return PENDING_RECHECK_SECONDS
         left = park_after - (self.clock() - since).total_seconds()
         return min(PENDING_RECHECK_SECONDS, max(1.0, left + 1.0))
+
+    async def _write_verdict(self, namespace: str, name: str, workload: Any, verdict: Any) -> None:
+        """Apply the check's entry on the Workload's status, only when the verdict changed."""
+        previous = workload.checks.get(CHECK_NAME)
+        if verdict_changed(previous, verdict):
+            await self.kube.apply(
+                WORKLOADS,
+                check_entry_apply(
+                    namespace=namespace,
+                    workload=name,
+                    verdict=verdict,
+                    previous=previous,
+                    now=self.clock(),
+                ),
+                field_manager=CONTROLLER_NAME,
+                namespace=namespace,
+                subresource="status",
+            )
 
     async def _answered_from_cache(self, key: str, namespace: str, name: str) -> bool:
         """Whether the caches settle the call: no verdict needed, or one given from them."""
@@ -221,21 +225,7 @@ class AdmissionCheckReconciler:
         )
         if verdict.state != READY:
             return False
-        previous = workload.checks.get(CHECK_NAME)
-        if verdict_changed(previous, verdict):
-            await self.kube.apply(
-                WORKLOADS,
-                check_entry_apply(
-                    namespace=namespace,
-                    workload=name,
-                    verdict=verdict,
-                    previous=previous,
-                    now=self.clock(),
-                ),
-                field_manager=CONTROLLER_NAME,
-                namespace=namespace,
-                subresource="status",
-            )
+        await self._write_verdict(namespace, name, workload, verdict)
         self.cached_verdicts += 1
         return True
 
