@@ -190,6 +190,23 @@ def converged(ctx: FaultContext, edited_at: dict[str, float]) -> bool:
     return all(count.get(md, 0) == ctx.replicas for md in ctx.live)
 
 
+def audit_lines(path: Path, *, since_wall: float) -> list[str]:
+    """The audit log's lines that may hold entries since ``since_wall`` (epoch seconds): the API
+    server rotates its log at 100 MB into ``<stem>-<time><suffix>`` backups (a round at 1,024
+    deployments writes several), so every backup rotated after that moment is read first, oldest
+    first, then the live file."""
+    backups = sorted(path.parent.glob(f"{path.stem}-*{path.suffix}"))
+    lines: list[str] = []
+    for file in [*backups, path]:
+        try:
+            if file != path and file.stat().st_mtime < since_wall:
+                continue  # rotated before the round began: nothing of it is in there
+            lines += file.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+    return lines
+
+
 def observe(
     ctx: FaultContext,
     since: float,
@@ -233,10 +250,7 @@ def observe(
         for md in stored
     ]
     offset = time.perf_counter() - time.time()
-    try:
-        lines = ctx.audit_log.read_text(errors="replace").splitlines()
-    except OSError:
-        lines = []
+    lines = audit_lines(ctx.audit_log, since_wall=since - offset)
     writes = [w for w in audit_writes(lines, offset=offset) if w.at >= since]
     return Observed(
         pods=pods,

@@ -4,7 +4,9 @@ broken on purpose is reported by its rule."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from bench.invariants import (
@@ -158,3 +160,21 @@ def test_audit_writes_reads_the_writes_of_an_audit_log() -> None:
         ("patch", "workloads.kueue.x-k8s.io/status ns/w")
     ]
     assert abs(writes[0].at - 0.5) < 1e-6
+
+
+def test_the_checker_reads_the_audit_log_backups_rotated_during_its_round(tmp_path: Path) -> None:
+    """The API server rotates its audit log at 100 MB: a round's writes that went into a backup
+    must still reach the checker (a round at 1,024 saw a sixteenth of them before this)."""
+    from bench.faults import audit_lines
+
+    live = tmp_path / "audit-controller.log"
+    old = tmp_path / "audit-controller-2026-12-07T15-54-07.244.log"
+    rotated = tmp_path / "audit-controller-2026-12-07T16-55-27.811.log"
+    other = tmp_path / "audit-kueue-2026-12-07T16-55-27.811.log"
+    for file, text in ((old, "old\n"), (rotated, "a\nb\n"), (live, "c\n"), (other, "x\n")):
+        file.write_text(text)
+    os.utime(old, (1000.0, 1000.0))
+    os.utime(rotated, (3000.0, 3000.0))
+    assert audit_lines(live, since_wall=2000.0) == ["a", "b", "c"]
+    assert audit_lines(live, since_wall=500.0) == ["old", "a", "b", "c"]
+    assert audit_lines(tmp_path / "gone.log", since_wall=0.0) == []
