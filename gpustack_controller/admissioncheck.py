@@ -28,6 +28,7 @@ from gpustack_render.reconcile.jointcheck import (
     CONTROLLER_NAME,
     PENDING,
     READY,
+    CheckVerdict,
     JointDeployment,
     Uncertain,
     active_condition_apply,
@@ -46,7 +47,7 @@ from gpustack_render.reconcile.jointcheck import (
     waiting_since,
 )
 from gpustack_render.reconcile.keys import FIELD_MANAGER, deployment_selector, split_key
-from gpustack_render.reconcile.observed import observe_workload
+from gpustack_render.reconcile.observed import ObservedWorkload, observe_workload
 from gpustack_render.reconcile.workloads import deployment_workloads
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,9 @@ class AdmissionCheckReconciler:
         left = park_after - (self.clock() - since).total_seconds()
         return min(PENDING_RECHECK_SECONDS, max(1.0, left + 1.0))
 
-    async def _write_verdict(self, namespace: str, name: str, workload: Any, verdict: Any) -> None:
+    async def _write_verdict(
+        self, namespace: str, name: str, workload: ObservedWorkload, verdict: CheckVerdict
+    ) -> None:
         """Apply the check's entry on the Workload's status, only when the verdict changed."""
         previous = workload.checks.get(CHECK_NAME)
         if verdict_changed(previous, verdict):

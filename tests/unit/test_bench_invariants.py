@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.faults import audit_lines
 from bench.invariants import (
     DeploymentState,
     Observed,
@@ -165,8 +166,6 @@ def test_audit_writes_reads_the_writes_of_an_audit_log() -> None:
 def test_the_checker_reads_the_audit_log_backups_rotated_during_its_round(tmp_path: Path) -> None:
     """The API server rotates its audit log at 100 MB: a round's writes that went into a backup
     must still reach the checker (a round at 1,024 saw a sixteenth of them before this)."""
-    from bench.faults import audit_lines
-
     live = tmp_path / "audit-controller.log"
     old = tmp_path / "audit-controller-2026-12-07T15-54-07.244.log"
     rotated = tmp_path / "audit-controller-2026-12-07T16-55-27.811.log"
