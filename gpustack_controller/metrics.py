@@ -72,6 +72,14 @@ QUEUE_RETRIES: Final = Counter(
     ["controller"],
     registry=REGISTRY,
 )
+#: Where a pass read its deployment's Pods (``source`` label): the Pod cache (a pass that only
+#: reports) or a live list (a pass that acts, or a cache not yet following its stream).
+POD_OBSERVATIONS: Final = Counter(
+    "gpustack_controller_pod_observations_total",
+    "Pod observations of deployment passes, by source (cache, live).",
+    ["source"],
+    registry=REGISTRY,
+)
 WATCH_RELISTS: Final = Counter(
     "gpustack_controller_watch_relists_total",
     "Full lists taken by an informer (start, 410 Gone, errors).",

@@ -1,8 +1,11 @@
-"""What a pass observes of one deployment: its Pods, listed live, and its Workloads, from the
-Workload cache (docs/contract/controller.md §6).
+"""What a pass observes of one deployment: its Pods, from the Pod cache or listed live, and its
+Workloads, from the Workload cache (docs/contract/controller.md §6).
 
-The Pods are listed from the API server by the deployment's label (uncached: the create gate must
-see every Pod that still holds a group name). The Workloads are the library's rule
+A pass first plans on the Pod cache (:meth:`Observer.cached`); a plan that would create, delete,
+remember a replacement or hold is planned again on the Pods listed from the API server by the
+deployment's label (uncached: the create gate must see every Pod that still holds a group name,
+and nothing is deleted on a cache's word). So a pass that only reports, most of them, reads
+nothing from the API server. The Workloads are the library's rule
 (:mod:`gpustack_render.reconcile.workloads`): the candidates are the cached Workloads owning one
 of those Pods (an index by owner Pod uid) and the ones named after the deployment's groups (a
 cache only ever lags behind, so a Workload it shows is still held, never freed early); before the
@@ -17,7 +20,7 @@ from typing import Any, Final
 from gpustack_controller.kube import PODS, WORKLOADS, Kube
 from gpustack_controller.watches import Informer
 from gpustack_render.api.modeldeployment import KIND, ModelDeployment
-from gpustack_render.core import ownerrefs
+from gpustack_render.core import labels, ownerrefs
 from gpustack_render.reconcile.jointcheck import owner_pods
 from gpustack_render.reconcile.keys import deployment_selector
 from gpustack_render.reconcile.observed import (
@@ -29,10 +32,19 @@ from gpustack_render.reconcile.observed import (
 from gpustack_render.reconcile.replicas import ReplicaIndex
 from gpustack_render.reconcile.workloads import deployment_workloads
 
-#: The index of the Services' informer by controlling deployment uid, and of the Workloads'
-#: informer by owner Pod uid (added by the reconcilers that read them).
+#: The index of the Services' informer by controlling deployment uid, of the Workloads'
+#: informer by owner Pod uid, and of the Pods' by ``namespace/instance`` label (added by the
+#: reconcilers that read them).
 SERVICES_BY_OWNER: Final = "controller-uid"
 WORKLOADS_BY_POD: Final = "owner-pod"
+PODS_BY_INSTANCE: Final = "instance"
+
+
+def instance_key(obj: Mapping[str, Any]) -> list[str]:
+    """``namespace/instance`` of a Pod carrying the deployment labels (none: not indexed)."""
+    meta = obj.get("metadata") or {}
+    found = (meta.get("labels") or {}).get(labels.INSTANCE)
+    return [f"{meta.get('namespace') or ''}/{found}"] if isinstance(found, str) else []
 
 
 def controller_uid(obj: Mapping[str, Any]) -> list[str]:
@@ -62,10 +74,29 @@ def indexed_workloads(
 class Observer:
     """Reads a deployment's Pods and Workloads for a pass."""
 
-    def __init__(self, kube: Kube, workloads: Informer) -> None:
+    def __init__(self, kube: Kube, workloads: Informer, pods: Informer | None = None) -> None:
         self.kube = kube
         self.workloads = workloads
         workloads.add_indexer(WORKLOADS_BY_POD, owner_pod_uids)
+        self.pods = pods
+        if pods is not None:
+            pods.add_indexer(PODS_BY_INSTANCE, instance_key)
+
+    def cached(
+        self, namespace: str, name: str, uid: str, groups: frozenset[str] = frozenset()
+    ) -> tuple[list[ObservedPod], list[ObservedWorkload]] | None:
+        """The deployment's Pods and Workloads as the caches hold them; ``None`` while either
+        cache is not following its stream (then only a live list will do). The Pod cache is
+        selected by the name label; the instance label picks the deployment's, as the live
+        list's selector does."""
+        pods = self.pods
+        if pods is None or not (pods.current and self.workloads.current):
+            return None
+        raw = sorted(
+            pods.by_index(PODS_BY_INSTANCE, f"{namespace}/{name}"),
+            key=lambda p: str((p.get("metadata") or {}).get("name") or ""),
+        )  # in name order, as a live list gives them
+        return self._observed(namespace, uid, groups, raw)
 
     async def index(
         self, md: ModelDeployment, groups: frozenset[str] = frozenset()
@@ -95,11 +126,22 @@ class Observer:
             raw_pods, _ = await self.kube.list(
                 PODS, namespace, label_selector=deployment_selector(name)
             )
+        if not self.workloads.synced.is_set():  # no cache to read yet: the namespace's, live
+            candidates, _ = await self.kube.list(WORKLOADS, namespace)
+            return self._observed(namespace, uid, groups, raw_pods, candidates)
+        return self._observed(namespace, uid, groups, raw_pods)
+
+    def _observed(
+        self,
+        namespace: str,
+        uid: str,
+        groups: frozenset[str],
+        raw_pods: list[dict[str, Any]],
+        candidates: list[dict[str, Any]] | None = None,
+    ) -> tuple[list[ObservedPod], list[ObservedWorkload]]:
         pods = [observe_pod(p, owner_uid=uid) for p in raw_pods]
         uids = {p.uid for p in pods}
-        if self.workloads.synced.is_set():
+        if candidates is None:
             candidates = indexed_workloads(self.workloads, namespace, uids, groups)
-        else:  # no cache to read yet: the namespace's, live
-            candidates, _ = await self.kube.list(WORKLOADS, namespace)
         mine = deployment_workloads(candidates, namespace=namespace, pod_uids=uids, groups=groups)
         return pods, [observe_workload(w) for w in mine]

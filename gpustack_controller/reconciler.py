@@ -71,7 +71,7 @@ from gpustack_render.reconcile.owned import (
     PassFacts,
 )
 from gpustack_render.reconcile.replicas import ReplicaIndex
-from gpustack_render.reconcile.rollout import RolloutStep, plan, requeue_after
+from gpustack_render.reconcile.rollout import RolloutStep, acts, plan, requeue_after
 from gpustack_render.reconcile.rolloutinputs import (
     cache_hold,
     desired_from_rendering,
@@ -139,7 +139,7 @@ class DeploymentReconciler:
         self.gauges = gauges
         caches.services.add_indexer(SERVICES_BY_OWNER, controller_uid)
         self.reader = CachedReader(kube)
-        self.observer = Observer(kube, caches.workloads)
+        self.observer = Observer(kube, caches.workloads, caches.pods)
         self.owned = OwnedWriter(kube)
         self.elastic = ElasticStep(kube, self.owned)
         self.teardown = Teardown(
@@ -235,18 +235,33 @@ class DeploymentReconciler:
             raise
         # plan
         desired = desired_from_rendering(rendering, scaling.targets)
-        pods, workloads = await self.observer.observed(
+        # The caches first; a plan that would act (or hold) is made again on a live list.
+        cached = (
+            self.observer.cached(namespace, meta.name, meta.uid, desired.groups)
+            if raw_pods is None
+            else None
+        )
+        pods, workloads = cached or await self.observer.observed(
             namespace, meta.name, meta.uid, desired.groups, raw_pods=raw_pods
         )
         index = ReplicaIndex.of(pods, workloads)
         queues = await self.owned.sync(kinds.local_queues, rendering.local_queues, owner=owner)
-        step = plan(
+        planned = partial(
+            plan,
             desired=desired,
-            index=index,
             replacing=remembered_replacing(md),
             cache_hold=cache_hold(md, rendering.cache),
             blocked_queues={c.name for c in queues.plan.conflicts},
         )
+        step = planned(index=index)
+        live = cached is None or acts(step)
+        metrics.POD_OBSERVATIONS.labels("live" if live else "cache").inc()
+        if cached is not None and live:
+            pods, workloads = await self.observer.observed(
+                namespace, meta.name, meta.uid, desired.groups
+            )
+            index = ReplicaIndex.of(pods, workloads)
+            step = planned(index=index)
         stored = md.status
         if step.persist_first:
             # Remember the replacement before deleting it (D6): a restart resumes it.

@@ -333,6 +333,21 @@ def plan(
     )
 
 
+def acts(step: RolloutStep) -> bool:
+    """Whether a plan writes or waits on what it saw: it creates or deletes, remembers a new
+    replacement, holds (requeues) or leaves seats blocked. Such a plan is made on Pods listed
+    live (the create gate's uncached list, docs/contract/controller.md §6); one that does none of
+    these only reports, and the caches are good enough for that."""
+    return bool(
+        step.create
+        or step.delete_pods
+        or step.delete_workloads
+        or step.persist_first
+        or step.requeue
+        or step.blocked
+    )
+
+
 def requeue_after(step: RolloutStep, after: ReplicaIndex) -> bool:
     """Whether the pass looks again shortly: the plan holds something, or an owned Pod is
     still terminating once the pass's writes are done."""

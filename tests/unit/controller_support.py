@@ -254,3 +254,34 @@ def reconciler(kube: MemoryKube, gauges: StatusGauges) -> DeploymentReconciler:
         now=lambda: NOW,
         gauges=gauges,
     )
+
+
+def serve_every_pod(kube: MemoryKube) -> None:
+    """What the scheduler, the kubelet and Kueue would do: each replica Pod Ready, with an
+    admitted Workload holding quota for it."""
+    for pod in kube.of_kind("Pod"):
+        pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        meta = pod["metadata"]
+        reserved = [
+            {"type": t, "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"}
+            for t in ("QuotaReserved", "Admitted")
+        ]
+        kube.put(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {
+                    "name": f"pod-{meta['name']}",
+                    "namespace": meta["namespace"],
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Pod",
+                            "name": meta["name"],
+                            "uid": meta["uid"],
+                        }
+                    ],
+                },
+                "status": {"conditions": reserved},
+            }
+        )

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from controller_support import MemoryKube, reconciler
+from controller_support import MemoryKube, reconciler, serve_every_pod
 
 from gpustack_controller import metrics
 from gpustack_controller.controller import Controller
@@ -62,37 +62,6 @@ def _replicas(name: str, role: str = "embed") -> dict[str, float | None]:
     }
 
 
-def _serve_every_pod(kube: MemoryKube) -> None:
-    """What the scheduler, the kubelet and Kueue would do: each replica Pod Ready, with an
-    admitted Workload holding quota for it."""
-    for pod in kube.of_kind("Pod"):
-        pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-        meta = pod["metadata"]
-        reserved = [
-            {"type": t, "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"}
-            for t in ("QuotaReserved", "Admitted")
-        ]
-        kube.put(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "Workload",
-                "metadata": {
-                    "name": f"pod-{meta['name']}",
-                    "namespace": meta["namespace"],
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Pod",
-                            "name": meta["name"],
-                            "uid": meta["uid"],
-                        }
-                    ],
-                },
-                "status": {"conditions": reserved},
-            }
-        )
-
-
 def _run(coro: Awaitable[Any]) -> Any:
     async def main() -> Any:
         return await coro
@@ -112,7 +81,7 @@ def test_replicas_by_state_follow_the_status_each_pass_writes_and_go_with_the_de
     assert status["roles"][0] == {**status["roles"][0], "desired": 2, "ready": 0}
     assert _replicas("states") == {"desired": 2, "ready": 0, "quota_reserved": 0, "replacing": 0}
 
-    _serve_every_pod(kube)
+    serve_every_pod(kube)
     _run(reconcile(f"{NAMESPACE}/states"))
     status = kube.stored("ModelDeployment", NAMESPACE, "states")["status"]  # type: ignore[index]
     assert status["phase"] == "Ready"
@@ -132,7 +101,7 @@ def test_a_rollout_in_flight_is_counted_until_the_deployment_is_torn_down() -> N
     reconcile = reconciler(kube, gauges)
     key = f"{NAMESPACE}/rolling"
     _run(reconcile(key))
-    _serve_every_pod(kube)
+    serve_every_pod(kube)
     _run(reconcile(key))
     before = _count("gpustack_controller_rollouts_in_progress")
 

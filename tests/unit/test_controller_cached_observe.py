@@ -1,0 +1,168 @@
+"""A pass plans on the Pod and Workload caches first, and lists the deployment's Pods live only
+when its plan would act (gpustack_controller/observe.py; docs/contract/controller.md §6).
+
+The passes are the controller's real :class:`~gpustack_controller.reconciler.DeploymentReconciler`
+over an in-memory API server (``controller_support.MemoryKube``) whose Pod LISTs are counted; the
+informers are filled by their own relist, as at start-up, and marked as following their streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any, cast
+
+from controller_support import MemoryKube, reconciler, serve_every_pod
+
+from gpustack_controller.kube import Resource
+from gpustack_controller.metrics import REGISTRY, StatusGauges
+from gpustack_controller.reconciler import DeploymentReconciler
+from gpustack_render.cli.yamlio import load_documents
+from gpustack_render.reconcile.rollout import RolloutStep, acts
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "cpu-only.yaml"
+NAMESPACE = "team-a"
+NAME = "cached"
+KEY = f"{NAMESPACE}/{NAME}"
+
+
+class CountingKube(MemoryKube):
+    """MemoryKube that counts the Pod LISTs a pass makes."""
+
+    pod_lists: int = 0
+
+    async def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str]:
+        if resource.kind == "Pod" and label_selector and "instance" in label_selector:
+            self.pod_lists += 1
+        return await super().list(
+            resource, namespace, label_selector=label_selector, field_selector=field_selector
+        )
+
+
+def _cluster() -> CountingKube:
+    kube = CountingKube()
+    for doc in load_documents(EXAMPLE.read_text()):
+        if doc["kind"] == "ModelDeployment":
+            doc["metadata"]["name"] = NAME
+        kube.put(doc)
+    return kube
+
+
+async def _follow(reconcile: DeploymentReconciler) -> None:
+    """The Pod and Workload informers list what the API server holds and follow it."""
+    for informer in (reconcile.caches.pods, reconcile.caches.workloads):
+        await informer._relist()
+        informer.current = True
+
+
+def _observations(source: str) -> float:
+    sample = REGISTRY.get_sample_value(
+        "gpustack_controller_pod_observations_total", {"source": source}
+    )
+    return sample or 0.0
+
+
+def _run(coro: Awaitable[Any]) -> Any:
+    async def main() -> Any:
+        return await coro
+
+    return asyncio.run(main())
+
+
+def _phase(kube: MemoryKube) -> Any:
+    stored = kube.stored("ModelDeployment", NAMESPACE, NAME)
+    assert stored is not None
+    return stored["status"]["phase"]
+
+
+def test_a_pass_that_only_reports_reads_its_pods_from_the_cache() -> None:
+    kube = _cluster()
+    reconcile = reconciler(kube, StatusGauges())
+
+    async def scenario() -> None:
+        # Caches following an empty namespace: the plan creates, so the Pods are listed live
+        # (the create gate's uncached list) and both replicas are created once.
+        await _follow(reconcile)
+        live = _observations("live")
+        await reconcile(KEY)
+        assert kube.pod_lists == 1
+        assert _observations("live") == live + 1
+        assert len(kube.of_kind("Pod")) == 2
+
+        # Served; the caches have seen it: the pass reports Ready with no Pod LIST.
+        serve_every_pod(kube)
+        await _follow(reconcile)
+        cached = _observations("cache")
+        await reconcile(KEY)
+        assert kube.pod_lists == 1
+        assert _observations("cache") == cached + 1
+        assert _phase(kube) == "Ready"
+
+    _run(scenario())
+
+
+def test_a_cache_that_lags_a_create_never_doubles_a_replica() -> None:
+    kube = _cluster()
+    reconcile = reconciler(kube, StatusGauges())
+
+    async def scenario() -> None:
+        await _follow(reconcile)
+        await reconcile(KEY)
+        serve_every_pod(kube)
+        await _follow(reconcile)
+        pods = reconcile.caches.pods
+        # The cache has not seen one Pod yet: planned on it, the pass would create that seat
+        # again; it lists live instead, finds the Pod, and creates nothing.
+        lagging = sorted(pods.cache)[0]
+        pods._remove(lagging)
+        before = kube.pod_lists
+        await reconcile(KEY)
+        assert kube.pod_lists == before + 1
+        assert len(kube.of_kind("Pod")) == 2
+        assert _phase(kube) == "Ready"
+
+    _run(scenario())
+
+
+def test_a_cache_not_following_its_stream_is_never_read() -> None:
+    kube = _cluster()
+    reconcile = reconciler(kube, StatusGauges())
+
+    async def scenario() -> None:
+        await _follow(reconcile)
+        await reconcile(KEY)
+        serve_every_pod(kube)
+        await _follow(reconcile)
+        reconcile.caches.pods.current = False  # relisting after a dropped stream
+        before = kube.pod_lists
+        await reconcile(KEY)
+        assert kube.pod_lists == before + 1
+        assert _phase(kube) == "Ready"
+
+    _run(scenario())
+
+
+def test_only_a_plan_that_writes_or_waits_acts() -> None:
+    quiet = RolloutStep(
+        replacing={"embed": None},
+        persist_first=False,
+        delete_pods=(),
+        delete_workloads=(),
+        create=(),
+        requeue=False,
+    )
+    assert not acts(quiet)
+    something = cast(Any, ("x",))
+    for field in ("delete_pods", "delete_workloads", "create", "blocked"):
+        assert acts(dataclasses.replace(quiet, **{field: something})), field
+    for flag in ("persist_first", "requeue"):
+        assert acts(dataclasses.replace(quiet, **{flag: True})), flag
