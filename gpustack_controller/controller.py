@@ -99,6 +99,7 @@ from gpustack_render.api.storage import (
 )
 from gpustack_render.core import labels
 from gpustack_render.core.settings import CONFIGMAP_NAME, Settings, settings_of_config_map
+from gpustack_render.reconcile import claims
 from gpustack_render.reconcile.artifacts import artifacts_to_recheck, claiming
 from gpustack_render.reconcile.inputindex import InputIndex
 from gpustack_render.reconcile.inputs import Read
@@ -395,7 +396,7 @@ class Controller:
             if edited:
                 # A user's edit: ahead of every fan-out and event waiting.
                 self.queue.add(object_key(new), priority=Priority.HIGH)
-            elif a.get("finalizers") != b.get("finalizers"):
+            elif claims.finalizer_removed(a.get("finalizers"), b.get("finalizers")):
                 self.queue.add(object_key(new))
             return  # otherwise a status-only update (our own writes included)
         # A deployment created while the controller runs is a user's edit too; the initial

@@ -32,6 +32,13 @@ def without_finalizer(finalizers: Sequence[str] | None) -> list[str] | None:
     return [f for f in current if f != FINALIZER] if FINALIZER in current else None
 
 
+def finalizer_removed(old: Sequence[str] | None, new: Sequence[str] | None) -> bool:
+    """Whether a change of a deployment's finalizers took ours away (someone else did: a pass
+    must put it back). Its addition is the pass's own write, made before that same pass goes
+    on, and another finalizer coming or going changes nothing a pass does."""
+    return FINALIZER in (old or ()) and FINALIZER not in (new or ())
+
+
 def claim_entry(deployment: str) -> dict[str, str]:
     """The deployment's ``usedBy`` entry."""
     return {"kind": KIND, "namespace": "", "name": deployment}

@@ -13,6 +13,7 @@ from gpustack_controller.controller import Controller, Options
 from gpustack_controller.kube import Kube, Resource
 from gpustack_controller.watches import Informer
 from gpustack_controller.workqueue import LOW_SHARE, Priority, WorkQueue
+from gpustack_render.reconcile.claims import FINALIZER
 from gpustack_render.reconcile.ownerindex import OwnerIndex
 
 SERVICES = Resource("", "v1", "services", "Service")
@@ -197,3 +198,27 @@ def test_the_controllers_events_are_queued_by_what_they_are() -> None:
     controller.inputs.deployment_changed("ns/reader", {**_md("reader", 1), "spec": reader_spec})
     controller.informers["instance_types"]._apply("ADDED", it)
     assert _lanes(controller) == {"ns/reader": Priority.LOW}
+
+
+def _with_finalizers(md: dict[str, Any], *finalizers: str, rv: str) -> dict[str, Any]:
+    meta = {**md["metadata"], "finalizers": list(finalizers), "resourceVersion": rv}
+    return {**md, "metadata": meta}
+
+
+def test_only_a_finalizer_of_ours_taken_away_queues_a_pass() -> None:
+    controller = Controller(cast(Kube, MemoryKube()), Options())
+    informer = controller.informers["deployments"]
+    informer.synced.set()
+    md = _md("fin", 1)
+    informer._apply("ADDED", _with_finalizers(md, rv="1"))
+    # The pass's own write of the finalizer, made before that pass goes on: no second pass.
+    controller.queue = WorkQueue("finalizer-added")
+    informer._apply("MODIFIED", _with_finalizers(md, FINALIZER, rv="2"))
+    assert _lanes(controller) == {}
+    # Another party's finalizer coming and going changes nothing a pass does.
+    informer._apply("MODIFIED", _with_finalizers(md, FINALIZER, "other.io/keep", rv="3"))
+    informer._apply("MODIFIED", _with_finalizers(md, FINALIZER, rv="4"))
+    assert _lanes(controller) == {}
+    # Ours taken away (by hand, without a deletion): a pass puts it back.
+    informer._apply("MODIFIED", _with_finalizers(md, rv="5"))
+    assert _lanes(controller) == {"ns/fin": Priority.NORMAL}
