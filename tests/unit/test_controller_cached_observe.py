@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from controller_support import MemoryKube, reconciler, serve_every_pod
 
@@ -161,8 +161,10 @@ def test_only_a_plan_that_writes_or_waits_acts() -> None:
         requeue=False,
     )
     assert not acts(quiet)
-    something = cast(Any, ("x",))
+    something: Any = ("x",)
     for field in ("delete_pods", "delete_workloads", "create", "blocked"):
-        assert acts(dataclasses.replace(quiet, **{field: something})), field
+        changed: dict[str, Any] = {field: something}
+        assert acts(dataclasses.replace(quiet, **changed)), field
     for flag in ("persist_first", "requeue"):
-        assert acts(dataclasses.replace(quiet, **{flag: True})), flag
+        raised: dict[str, Any] = {flag: True}
+        assert acts(dataclasses.replace(quiet, **raised)), flag
