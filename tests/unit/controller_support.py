@@ -15,7 +15,8 @@ import copy
 import itertools
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, cast
+from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from gpustack_controller import kube as kube_module
 from gpustack_controller.kube import ApiError, Kube, Resource
@@ -23,6 +24,7 @@ from gpustack_controller.metrics import StatusGauges
 from gpustack_controller.reconciler import Caches, DeploymentReconciler
 from gpustack_controller.recorder import EventRecorder
 from gpustack_controller.watches import Informer
+from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.core.settings import Settings
 
 NOW = "2026-01-02T03:04:05Z"
@@ -285,3 +287,16 @@ def serve_every_pod(kube: MemoryKube) -> None:
                 "status": {"conditions": reserved},
             }
         )
+
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "cpu-only.yaml"
+K = TypeVar("K", bound=MemoryKube)
+
+
+def example_cluster(name: str, kube: K) -> K:
+    """``kube`` holding the CPU example's InstanceType and its deployment, renamed ``name``."""
+    for doc in load_documents(EXAMPLE.read_text()):
+        if doc["kind"] == "ModelDeployment":
+            doc["metadata"]["name"] = name
+        kube.put(doc)
+    return kube

@@ -14,12 +14,11 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
-from controller_support import MemoryKube, reconciler, serve_every_pod
+from controller_support import MemoryKube, example_cluster, reconciler, serve_every_pod
 
 from gpustack_controller.kube import Resource
 from gpustack_controller.metrics import REGISTRY, StatusGauges
 from gpustack_controller.reconciler import DeploymentReconciler
-from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.reconcile.rollout import RolloutStep, acts
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cpu-only.yaml"
@@ -49,12 +48,7 @@ class CountingKube(MemoryKube):
 
 
 def _cluster() -> CountingKube:
-    kube = CountingKube()
-    for doc in load_documents(EXAMPLE.read_text()):
-        if doc["kind"] == "ModelDeployment":
-            doc["metadata"]["name"] = NAME
-        kube.put(doc)
-    return kube
+    return example_cluster(NAME, CountingKube())
 
 
 async def _follow(reconcile: DeploymentReconciler) -> None:
@@ -62,6 +56,14 @@ async def _follow(reconcile: DeploymentReconciler) -> None:
     for informer in (reconcile.caches.pods, reconcile.caches.workloads):
         await informer._relist()
         informer.current = True
+
+
+async def _served(kube: MemoryKube, reconcile: DeploymentReconciler) -> None:
+    """The deployment created, served, and seen so by the caches."""
+    await _follow(reconcile)
+    await reconcile(KEY)
+    serve_every_pod(kube)
+    await _follow(reconcile)
 
 
 def _observations(source: str) -> float:
@@ -115,10 +117,7 @@ def test_a_cache_that_lags_a_create_never_doubles_a_replica() -> None:
     reconcile = reconciler(kube, StatusGauges())
 
     async def scenario() -> None:
-        await _follow(reconcile)
-        await reconcile(KEY)
-        serve_every_pod(kube)
-        await _follow(reconcile)
+        await _served(kube, reconcile)
         pods = reconcile.caches.pods
         # The cache has not seen one Pod yet: planned on it, the pass would create that seat
         # again; it lists live instead, finds the Pod, and creates nothing.
@@ -138,10 +137,7 @@ def test_a_cache_not_following_its_stream_is_never_read() -> None:
     reconcile = reconciler(kube, StatusGauges())
 
     async def scenario() -> None:
-        await _follow(reconcile)
-        await reconcile(KEY)
-        serve_every_pod(kube)
-        await _follow(reconcile)
+        await _served(kube, reconcile)
         reconcile.caches.pods.current = False  # relisting after a dropped stream
         before = kube.pod_lists
         await reconcile(KEY)

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from controller_support import MemoryKube, reconciler, serve_every_pod
+from controller_support import MemoryKube, example_cluster, reconciler, serve_every_pod
 
 from gpustack_controller import metrics
 from gpustack_controller.controller import Controller
@@ -24,7 +24,6 @@ from gpustack_controller.metrics import REGISTRY, StatusGauges, error_labels
 from gpustack_controller.server import make_app
 from gpustack_controller.workqueue import WorkQueue
 from gpustack_render.api.modeldeployment import ModelDeploymentStatus, RoleStatus
-from gpustack_render.cli.yamlio import load_documents
 from gpustack_render.core.errors import RenderError
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cpu-only.yaml"
@@ -41,12 +40,7 @@ def _count(name: str, **labels: str) -> float:
 
 def _cluster(name: str) -> MemoryKube:
     """The example's InstanceType and its deployment, renamed ``name``."""
-    kube = MemoryKube()
-    for doc in load_documents(EXAMPLE.read_text()):
-        if doc["kind"] == "ModelDeployment":
-            doc["metadata"]["name"] = name
-        kube.put(doc)
-    return kube
+    return example_cluster(name, MemoryKube())
 
 
 def _replicas(name: str, role: str = "embed") -> dict[str, float | None]:
