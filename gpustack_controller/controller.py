@@ -33,9 +33,11 @@ that an InstanceType's change asked for (docs/design/0006-control-plane-at-scale
 
 The caches keep only what reconciling reads (:mod:`gpustack_render.reconcile.projection`): no
 ``managedFields`` but the controller's own apply entries, on every kind; Pods and Workloads
-projected to the fields their observers read; ModelDeployments without their status (every pass
-reads its deployment live). Services are indexed by their controlling deployment's uid and
-Workloads by their owner Pods' uids, so a pass reads its own from the caches without a walk.
+projected to the fields their observers read; ModelDeployments whole, status included: a pass
+reads its deployment from the cache, or from the answer to the controller's own last write of it
+when that is newer (``deployments.py``). Services are indexed by their controlling deployment's
+uid and Workloads by their owner Pods' uids, so a pass reads its own from the caches without a
+walk.
 
 :class:`Controller` runs it all in the current event loop; ``__main__`` adds signals and the
 health server.
@@ -109,8 +111,8 @@ from gpustack_render.reconcile.observed import observe_workload
 from gpustack_render.reconcile.ownerindex import OwnerIndex, controlling_deployment_key
 from gpustack_render.reconcile.projection import (
     project_pod,
-    project_without_status,
     project_workload,
+    strip_managed_fields,
 )
 from gpustack_render.weights import nodes as node_stores
 
@@ -160,7 +162,7 @@ class Controller:
                 kube,
                 MODEL_DEPLOYMENTS,
                 handlers=[self._on_deployment],
-                transform=partial(project_without_status, keep_managers=OWN_MANAGERS),
+                transform=partial(strip_managed_fields, keep=OWN_MANAGERS),
             ),
             "pods": Informer(
                 kube,
@@ -381,6 +383,7 @@ class Controller:
             # Gone (with or without a teardown pass): its status series go with it.
             meta = _meta(new)
             self.inputs.deployment_deleted(object_key(new))
+            self.reconciler.deployments.forget(object_key(new))
             self.reconciler.gauges.forget(str(meta.get("namespace") or ""), str(meta.get("name")))
             return
         self.inputs.deployment_changed(object_key(new), new)

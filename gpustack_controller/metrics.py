@@ -80,6 +80,16 @@ POD_OBSERVATIONS: Final = Counter(
     ["source"],
     registry=REGISTRY,
 )
+#: Where a deployment pass or a joint-check verdict read its deployment (``source`` label): the
+#: watch cache, the answer to the controller's own last write of it (newer than the cache), or
+#: a live GET (a cache not following its stream, a miss, a deletion, unordered versions).
+DEPLOYMENT_READS: Final = Counter(
+    "gpustack_controller_deployment_reads_total",
+    "Reads of a ModelDeployment by passes and joint-check verdicts, by source "
+    "(cache, own-write, live).",
+    ["source"],
+    registry=REGISTRY,
+)
 WATCH_RELISTS: Final = Counter(
     "gpustack_controller_watch_relists_total",
     "Full lists taken by an informer (start, 410 Gone, errors).",

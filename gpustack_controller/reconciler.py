@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from gpustack_controller import metrics
 from gpustack_controller.caches import Caches, InputReader, OwnedKinds
+from gpustack_controller.deployments import DeploymentReads
 from gpustack_controller.elastic import ElasticPass, ElasticStep
 from gpustack_controller.kube import (
     MODEL_DEPLOYMENTS,
@@ -139,6 +140,8 @@ class DeploymentReconciler:
         self.gauges = gauges
         caches.services.add_indexer(SERVICES_BY_OWNER, controller_uid)
         self.reader = CachedReader(kube)
+        #: The pass's deployment: the cache, or our last write's answer when newer.
+        self.deployments = DeploymentReads(kube, caches.deployments)
         self.observer = Observer(kube, caches.workloads, caches.pods)
         self.owned = OwnedWriter(kube)
         self.elastic = ElasticStep(kube, self.owned)
@@ -154,8 +157,9 @@ class DeploymentReconciler:
 
     async def __call__(self, key: str) -> float | None:
         namespace, name = split_key(key)
-        raw = await self.kube.get(MODEL_DEPLOYMENTS, name, namespace)
+        raw = await self.deployments.get(namespace, name)
         if raw is None:
+            self.deployments.forget(key)
             self.recorder.forget(namespace, name)
             self.gauges.forget(namespace, name)
             return None
@@ -167,10 +171,9 @@ class DeploymentReconciler:
         finalizers = claims.with_finalizer(md.metadata.finalizers)
         if finalizers is not None:
             raw = await self.kube.replace(
-                MODEL_DEPLOYMENTS,
-                {**raw, "metadata": {**raw["metadata"], "finalizers": finalizers}},
-                namespace,
+                MODEL_DEPLOYMENTS, claims.with_finalizers(raw, finalizers), namespace
             )
+            self.deployments.wrote(raw)
             md, _ = decode_deployment(raw)
             assert md is not None
         return await self._converge(md, raw)
@@ -475,7 +478,7 @@ class DeploymentReconciler:
     async def _write_status_of(
         self, namespace: str, name: str, status: ModelDeploymentStatus
     ) -> None:
-        await self.kube.apply(
+        answered = await self.kube.apply(
             MODEL_DEPLOYMENTS,
             _status_body(MODEL_DEPLOYMENTS.api_version, MODEL_DEPLOYMENTS.kind, name, namespace)
             | {"status": status_to_json(status)},
@@ -483,6 +486,7 @@ class DeploymentReconciler:
             namespace=namespace,
             subresource="status",
         )
+        self.deployments.wrote(answered)
 
 
 def _status_body(api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any]:

@@ -128,7 +128,7 @@ class Teardown:
             try:
                 await self.kube.replace(
                     MODEL_DEPLOYMENTS,
-                    {**raw, "metadata": {**raw["metadata"], "finalizers": step.finalizers}},
+                    claims.with_finalizers(raw, step.finalizers),
                     namespace,
                 )
             except ApiError as exc:

@@ -32,6 +32,15 @@ def without_finalizer(finalizers: Sequence[str] | None) -> list[str] | None:
     return [f for f in current if f != FINALIZER] if FINALIZER in current else None
 
 
+def with_finalizers(raw: Mapping[str, Any], finalizers: Sequence[str]) -> dict[str, Any]:
+    """The update (PUT) body that sets a deployment's finalizers: the object as read, its
+    ``resourceVersion`` kept (a concurrent write answers 409), ``metadata.managedFields`` left
+    out. The API server keeps the stored field managers when an update carries none, while a
+    non-empty list sent would replace them, and a cached copy keeps only the controller's own."""
+    meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k != "managedFields"}
+    return {**raw, "metadata": {**meta, "finalizers": list(finalizers)}}
+
+
 def finalizer_removed(old: Sequence[str] | None, new: Sequence[str] | None) -> bool:
     """Whether a change of a deployment's finalizers took ours away (someone else did: a pass
     must put it back). Its addition is the pass's own write, made before that same pass goes

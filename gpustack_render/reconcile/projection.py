@@ -14,9 +14,9 @@ the Workload's copy of the Pod template). Two rules, each a pure function of one
   (:func:`~gpustack_render.reconcile.observed.observe_pod`, the owner references the event
   mapping and the joint check follow, and the addresses a router reads),
   :func:`project_workload` (:func:`~gpustack_render.reconcile.observed.observe_workload`; of
-  ``spec.podSets`` only each entry's name and count, never its Pod template) and
-  :func:`project_without_status` (a ModelDeployment as the event mapping and the input index
-  read it: metadata and spec; every pass reads the deployment itself live).
+  ``spec.podSets`` only each entry's name and count, never its Pod template). A
+  ModelDeployment is kept whole but for the foreign ``managedFields``: a pass reads its
+  deployment, status included, from the cache (``gpustack_controller/deployments.py``).
 
 Each returns a new dict sharing the kept values with its input (never a copy of them); an
 object of the wrong shape passes through with only what is missing left out, so a projection
@@ -119,10 +119,3 @@ def project_workload(obj: Mapping[str, Any], keep_managers: Collection[str] = ()
             ],
         }
     return out
-
-
-def project_without_status(
-    obj: Mapping[str, Any], keep_managers: Collection[str] = ()
-) -> dict[str, Any]:
-    """An object without its status."""
-    return project(obj, spec=None, status=(), keep_managers=keep_managers)

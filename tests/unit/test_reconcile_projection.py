@@ -18,7 +18,6 @@ from gpustack_render.reconcile.observed import observe_pod, observe_workload
 from gpustack_render.reconcile.ownerindex import controlling_deployment_key
 from gpustack_render.reconcile.projection import (
     project_pod,
-    project_without_status,
     project_workload,
     strip_managed_fields,
 )
@@ -71,11 +70,6 @@ def test_only_the_named_managers_entries_are_kept() -> None:
     kept = strip_managed_fields(obj, (FIELD_MANAGER,))["metadata"]["managedFields"]
     assert [e["manager"] for e in kept] == [FIELD_MANAGER]
     assert len(obj["metadata"]["managedFields"]) == 2  # the input is never changed
-
-
-def test_a_deployment_is_kept_without_its_status() -> None:
-    md = {"metadata": {"name": "m", "generation": 3}, "spec": {"roles": []}, "status": {"x": 1}}
-    assert project_without_status(md) == {"metadata": md["metadata"], "spec": md["spec"]}
 
 
 def test_an_object_of_the_wrong_shape_passes_without_what_is_missing() -> None:
