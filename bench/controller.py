@@ -45,7 +45,9 @@ prints its time and what the checker (bench/invariants.py) found.
 With ``--compare-with DIR`` (a checkout of another revision), that revision's controller
 converges each size once more just before this one's: before and after a change, same run.
 
-For every phase the bench prints when the last Pod was created, how long each Pod took from
+For every phase the bench prints where the machine's CPU went (bench/cpu.py: busy cores, and
+seconds per process of the cluster and the controller; for the converge, what it used beyond
+the honest floor, process by process), when the last Pod was created, how long each Pod took from
 created to Ready, and Kueue's own requests per Pod and per second: Kueue runs on an API server
 of its own too, counted the same way, and its client is held to 50 requests/s (burst 100) by
 its release configuration, which is what bounds the bare loop. While converging it also prints
@@ -112,6 +114,7 @@ from integration.cluster import Cluster, default_nodes, locate_cluster_binaries
 from integration.controlplane import AUDITED_USER, ApiServer, free_port, load_yaml_documents
 
 from bench import REPO_ROOT
+from bench.cpu import CpuProbe, CpuUse
 from gpustack_controller.kube import (
     ADMISSION_CHECKS,
     INSTANCE_TYPES,
@@ -818,6 +821,8 @@ class Phase:
     kueue: dict[tuple[str, str], int]
     #: The floor checker's writes (the honest floor only).
     checker_writes: int = 0
+    #: Where the machine's CPU went while it ran (bench/cpu.py).
+    cpu: CpuUse | None = None
 
     def kueue_line(self, pods: int) -> str:
         total = sum(self.kueue.values())
@@ -837,7 +842,13 @@ async def _kueue_counts(server: ApiServer) -> Counter[tuple[str, str]]:
 
 
 async def _bare(
-    kube: Kube, kueue: ApiServer, deployments: int, replicas: int, *, floor: bool = False
+    kube: Kube,
+    kueue: ApiServer,
+    deployments: int,
+    replicas: int,
+    *,
+    floor: bool = False,
+    probe: CpuProbe | None = None,
 ) -> Phase:
     """The bare loop; with ``floor``, on the ClusterQueue with :data:`FLOOR_CHECK`, answered by
     a :class:`FloorChecker` (the honest floor)."""
@@ -878,10 +889,13 @@ async def _bare(
     try:
         before = await _kueue_counts(kueue)
         started = time.perf_counter()
+        cpu_before = probe.snapshot(started) if probe is not None else None
         await _in_flight((partial(kube.create, PODS, p, ns) for p in pods), CREATE_CONCURRENCY)
         await watch.until(lambda: watch.all_ready(len(pods)), CONVERGE_TIMEOUT, "bare loop")
         took = time.perf_counter() - started
         phase = Phase(took, watch.timeline(started), diff(await _kueue_counts(kueue), before))
+        if probe is not None and cpu_before is not None:
+            phase.cpu = probe.since(cpu_before, probe.snapshot(time.perf_counter()))
         if checker is not None:
             phase.checker_writes = checker.applies
     finally:
@@ -998,6 +1012,7 @@ async def _controlled(
     cluster: Cluster | None = None,
     faults: tuple[str, ...] = (),
     source: Path | None = None,
+    probe: CpuProbe | None = None,
 ) -> None:
     deployments = figures.deployments
     ns = await _namespace(kube, "ctl")
@@ -1021,6 +1036,8 @@ async def _controlled(
         kueue_before = await _kueue_counts(kueue)
         cpu_before = controller.cpu_seconds()
         started = time.perf_counter()
+        own = {"controller": controller.popen.pid}
+        machine_before = probe.snapshot(started, own) if probe is not None else None
         await _in_flight(
             (
                 partial(
@@ -1042,6 +1059,10 @@ async def _controlled(
             pods.timeline(started),
             diff(await _kueue_counts(kueue), kueue_before),
         )
+        if probe is not None and machine_before is not None:
+            figures.controlled.cpu = probe.since(
+                machine_before, probe.snapshot(time.perf_counter(), own)
+            )
         figures.passes = await asyncio.to_thread(lambda: pass_times(controller.metrics()))
         latency_after = request_seconds(await asyncio.to_thread(server.metrics))
         figures.latency = {
@@ -1162,13 +1183,14 @@ async def run(
         kubeconfig = server.kubeconfig(CONTROLLER_USER)
         await _bare(kube, kueue, 2, 1)  # warm the API server's, Kueue's and the client's paths
         await _bare(kube, kueue, 2, 1, floor=True)
+        probe = CpuProbe(cluster.pids)
         results = []
         for size in sizes:
             figures = Figures(deployments=size, pods=size * replicas)
-            figures.bare = await _bare(kube, kueue, size, replicas)
+            figures.bare = await _bare(kube, kueue, size, replicas, probe=probe)
             figures.bare_s = figures.bare.seconds
             print(f"[{size}] bare loop {figures.bare_s:.1f} s", flush=True)
-            figures.floor = await _bare(kube, kueue, size, replicas, floor=True)
+            figures.floor = await _bare(kube, kueue, size, replicas, floor=True, probe=probe)
             figures.floor_s = figures.floor.seconds
             print(f"[{size}] honest floor {figures.floor_s:.1f} s", flush=True)
             if compare_with is not None:
@@ -1186,6 +1208,7 @@ async def run(
                     profile=None,
                     controller_args=controller_args,
                     source=compare_with,
+                    probe=probe,
                 )
                 print(f"[{size}] before: {figures.before.controller_s:.1f} s", flush=True)
             profile = None if profile_dir is None else profile_dir / f"controller-{size}.prof"
@@ -1203,6 +1226,7 @@ async def run(
                 controller_args=controller_args,
                 cluster=cluster,
                 faults=faults,
+                probe=probe,
             )
             for n in range(repeats if size == sizes[0] else 0):
                 again = Figures(deployments=size, pods=size * replicas)
@@ -1237,6 +1261,22 @@ async def run(
 # ---- output ----------------------------------------------------------------------------------
 
 
+def cpu_beyond_floor(controlled: CpuUse, floor: CpuUse) -> str:
+    """What the converge used beyond the honest floor: core-seconds in all, and by process
+    (largest first; the controller and its own API server are the controller's cost)."""
+    names = set(controlled.by_process) | set(floor.by_process)
+    extra = {n: controlled.by_process.get(n, 0.0) - floor.by_process.get(n, 0.0) for n in names}
+    parts = ", ".join(
+        f"{n} {s:+.1f}"
+        for n, s in sorted(extra.items(), key=lambda kv: -abs(kv[1]))
+        if abs(s) >= 0.5
+    )
+    return (
+        f"beyond the honest floor: {controlled.busy - floor.busy:+.0f} core-s of machine CPU "
+        f"({controlled.busy:.0f} against {floor.busy:.0f}); by process (s): {parts}"
+    )
+
+
 def report(f: Figures) -> None:
     n = f.deployments
     print(f"-- {n} deployments x {f.pods // n} replicas ({f.pods} Pods)", flush=True)
@@ -1247,6 +1287,8 @@ def report(f: Figures) -> None:
     if f.bare is not None:
         print(f"     {f.bare.timeline.line()}")
         print(f"     {f.bare.kueue_line(f.pods)}")
+        if f.bare.cpu is not None:
+            print(f"     {f.bare.cpu.line()}")
     if f.floor is not None:
         print(
             f"   honest floor: {f.floor_s:.1f} s, the same loop through an AdmissionCheck "
@@ -1254,6 +1296,8 @@ def report(f: Figures) -> None:
         )
         print(f"     {f.floor.timeline.line()}")
         print(f"     {f.floor.kueue_line(f.pods)}")
+        if f.floor.cpu is not None:
+            print(f"     {f.floor.cpu.line()}")
     print(
         f"   controller: {f.controller_s:.1f} s from the first create to every Pod admitted and "
         f"Ready = {f.ratio_floor:.2f}x the honest floor (target <= 1.2), "
@@ -1262,6 +1306,10 @@ def report(f: Figures) -> None:
     if f.controlled is not None:
         print(f"     {f.controlled.timeline.line()}")
         print(f"     {f.controlled.kueue_line(f.pods)}")
+        if f.controlled.cpu is not None:
+            print(f"     {f.controlled.cpu.line()}")
+            if f.floor is not None and f.floor.cpu is not None:
+                print(f"     {cpu_beyond_floor(f.controlled.cpu, f.floor.cpu)}")
     b = f.before
     if b is not None:
         print(
@@ -1272,6 +1320,8 @@ def report(f: Figures) -> None:
             f"({format_passes(b.passes)})"
         )
         print(f"     {b.controlled.timeline.line() if b.controlled else ''}")
+        if b.controlled is not None and b.controlled.cpu is not None:
+            print(f"     {b.controlled.cpu.line()}")
         print(f"     requests: {format_counts(b.converge_requests)}")
     repeated = (
         f"; median of {len(f.cpu_repeats) + 1} converges, each "
@@ -1490,6 +1540,9 @@ def main(argv: list[str] | None = None) -> int:
             f"idle_writes_{n}={writes(f.idle_requests)}",
             f"edit_p99_s_{n}={f.edit_percentile(0.99):.2f}",
         ]
+        for label, phase in (("floor", f.floor), ("controller", f.controlled)):
+            if phase is not None and phase.cpu is not None:
+                pairs.append(f"busy_cores_{label}_{n}={phase.cpu.busy_cores:.2f}")
         if f.faults:
             pairs += [
                 f"fault_violations_{n}={f.fault_violations}",
