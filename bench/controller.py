@@ -94,6 +94,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import re
 import signal
@@ -281,6 +282,10 @@ class Seen:
     uid: str = ""
     #: The uids of the Pods that own it (a Workload's owner references).
     owners: frozenset[str] = frozenset()
+    #: A Workload's stages: first seen holding quota, with an admission check Ready, admitted.
+    reserved: float | None = None
+    checked: float | None = None
+    admitted: float | None = None
 
 
 class NamespaceWatch:
@@ -348,6 +353,8 @@ class NamespaceWatch:
             current.deleting = now
         if current.ready is None and kind != "DELETED" and _ready(obj):
             current.ready = now
+        if kind != "DELETED" and obj.get("kind", self.resource.kind) == "Workload":
+            _workload_stages(current, obj, now)
         self.changed.set()
 
     async def until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
@@ -370,6 +377,61 @@ class NamespaceWatch:
     def all_ready(self, want: int) -> bool:
         live = [o for o in self.objects.values() if not o["metadata"].get("deletionTimestamp")]
         return len(live) >= want and all(_ready(p) for p in live)
+
+
+def _workload_stages(seen: Seen, workload: dict[str, Any], now: float) -> None:
+    """Note when a Workload is first seen holding quota, with a check Ready, admitted."""
+    status = workload.get("status") or {}
+    true = {c.get("type") for c in status.get("conditions") or () if c.get("status") == "True"}
+    if seen.reserved is None and "QuotaReserved" in true:
+        seen.reserved = now
+    if seen.admitted is None and "Admitted" in true:
+        seen.admitted = now
+    checks = status.get("admissionChecks") or ()
+    if seen.checked is None and checks and all(c.get("state") == "Ready" for c in checks):
+        seen.checked = now
+
+
+#: The stages of one Pod's way to Ready, in order, as :func:`stages` measures them.
+STAGES: tuple[str, ...] = (
+    "Pod -> Workload",
+    "-> quota reserved",
+    "-> checks Ready",
+    "-> admitted",
+    "-> Pod Ready",
+)
+
+
+def stages(
+    pods: NamespaceWatch, workloads: NamespaceWatch, started: float
+) -> dict[str, list[float]]:
+    """Per stage (:data:`STAGES`), the seconds each Pod created after ``started`` spent in it
+    (sorted), its Workload found by owner reference: where a Pod's wait from created to Ready
+    went (Kueue creates the Workload and reserves quota, the admission check answers, Kueue
+    admits and ungates, the scheduler binds and KWOK runs it)."""
+    by_uid = {s.uid: s for h in pods.seen.values() for s in h if s.added >= started}
+    out: dict[str, list[float]] = {name: [] for name in STAGES}
+    for history in workloads.seen.values():
+        for wl in history:
+            pod = next((by_uid[u] for u in sorted(wl.owners) if u in by_uid), None)
+            if pod is None:
+                continue
+            points = (pod.added, wl.added, wl.reserved, wl.checked, wl.admitted, pod.ready)
+            for name, (a, b) in zip(STAGES, itertools.pairwise(points), strict=True):
+                if a is not None and b is not None:
+                    out[name].append(max(0.0, b - a))
+    return {name: sorted(values) for name, values in out.items()}
+
+
+def stages_line(measured: dict[str, list[float]]) -> str:
+    """``stages p50 / p99 (s): Pod -> Workload 0.4 / 1.0, ...``"""
+
+    def pick(values: list[float], q: float) -> float:
+        return values[min(len(values) - 1, max(0, round(q * len(values)) - 1))]
+
+    return "stages p50 / p99 (s): " + ", ".join(
+        f"{name} {pick(v, 0.5):.1f} / {pick(v, 0.99):.1f}" for name, v in measured.items() if v
+    )
 
 
 class FloorChecker(NamespaceWatch):
@@ -823,6 +885,8 @@ class Phase:
     checker_writes: int = 0
     #: Where the machine's CPU went while it ran (bench/cpu.py).
     cpu: CpuUse | None = None
+    #: Where each Pod's wait went, stage by stage (:func:`stages`).
+    stages: dict[str, list[float]] = field(default_factory=dict)
 
     def kueue_line(self, pods: int) -> str:
         total = sum(self.kueue.values())
@@ -896,6 +960,8 @@ async def _bare(
         phase = Phase(took, watch.timeline(started), diff(await _kueue_counts(kueue), before))
         if probe is not None and cpu_before is not None:
             phase.cpu = probe.since(cpu_before, probe.snapshot(time.perf_counter()))
+        if checker is not None:
+            phase.stages = stages(watch, checker, started)
         if checker is not None:
             phase.checker_writes = checker.applies
     finally:
@@ -1063,6 +1129,7 @@ async def _controlled(
             figures.controlled.cpu = probe.since(
                 machine_before, probe.snapshot(time.perf_counter(), own)
             )
+        figures.controlled.stages = stages(pods, workloads, started)
         figures.passes = await asyncio.to_thread(lambda: pass_times(controller.metrics()))
         latency_after = request_seconds(await asyncio.to_thread(server.metrics))
         figures.latency = {
@@ -1277,6 +1344,22 @@ def cpu_beyond_floor(controlled: CpuUse, floor: CpuUse) -> str:
     )
 
 
+def _phase_lines(
+    phase: Phase, pods: int, floor: Phase | None = None, *, kueue: bool = True
+) -> None:
+    """A phase's timeline, Kueue's requests, its Pods' stages and where its CPU went (beyond
+    the honest floor's too, for a converge)."""
+    print(f"     {phase.timeline.line()}")
+    if kueue:
+        print(f"     {phase.kueue_line(pods)}")
+    if phase.stages:
+        print(f"     {stages_line(phase.stages)}")
+    if phase.cpu is not None:
+        print(f"     {phase.cpu.line()}")
+        if floor is not None and floor.cpu is not None:
+            print(f"     {cpu_beyond_floor(phase.cpu, floor.cpu)}")
+
+
 def report(f: Figures) -> None:
     n = f.deployments
     print(f"-- {n} deployments x {f.pods // n} replicas ({f.pods} Pods)", flush=True)
@@ -1285,31 +1368,20 @@ def report(f: Figures) -> None:
         "and Ready"
     )
     if f.bare is not None:
-        print(f"     {f.bare.timeline.line()}")
-        print(f"     {f.bare.kueue_line(f.pods)}")
-        if f.bare.cpu is not None:
-            print(f"     {f.bare.cpu.line()}")
+        _phase_lines(f.bare, f.pods)
     if f.floor is not None:
         print(
             f"   honest floor: {f.floor_s:.1f} s, the same loop through an AdmissionCheck "
             f"answered by the smallest checker ({f.floor.checker_writes} check writes)"
         )
-        print(f"     {f.floor.timeline.line()}")
-        print(f"     {f.floor.kueue_line(f.pods)}")
-        if f.floor.cpu is not None:
-            print(f"     {f.floor.cpu.line()}")
+        _phase_lines(f.floor, f.pods)
     print(
         f"   controller: {f.controller_s:.1f} s from the first create to every Pod admitted and "
         f"Ready = {f.ratio_floor:.2f}x the honest floor (target <= 1.2), "
         f"{f.ratio:.2f}x the bare loop"
     )
     if f.controlled is not None:
-        print(f"     {f.controlled.timeline.line()}")
-        print(f"     {f.controlled.kueue_line(f.pods)}")
-        if f.controlled.cpu is not None:
-            print(f"     {f.controlled.cpu.line()}")
-            if f.floor is not None and f.floor.cpu is not None:
-                print(f"     {cpu_beyond_floor(f.controlled.cpu, f.floor.cpu)}")
+        _phase_lines(f.controlled, f.pods, f.floor)
     b = f.before
     if b is not None:
         print(
@@ -1319,9 +1391,8 @@ def report(f: Figures) -> None:
             f"{b.cpu_ms_per_deployment:.1f} ms of CPU per deployment, {b.pass_count} passes "
             f"({format_passes(b.passes)})"
         )
-        print(f"     {b.controlled.timeline.line() if b.controlled else ''}")
-        if b.controlled is not None and b.controlled.cpu is not None:
-            print(f"     {b.controlled.cpu.line()}")
+        if b.controlled is not None:
+            _phase_lines(b.controlled, f.pods, f.floor, kueue=False)
         print(f"     requests: {format_counts(b.converge_requests)}")
     repeated = (
         f"; median of {len(f.cpu_repeats) + 1} converges, each "

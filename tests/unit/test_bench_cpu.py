@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any, cast
 
-from bench.controller import cpu_beyond_floor
+from bench.controller import (
+    STAGES,
+    NamespaceWatch,
+    Seen,
+    _workload_stages,
+    cpu_beyond_floor,
+    stages,
+    stages_line,
+)
 from bench.cpu import CpuProbe, CpuUse, Snapshot, process_name, process_seconds
 
 
@@ -49,3 +58,30 @@ def test_this_process_is_read_from_proc() -> None:
     assert end is not None and end - start >= 0.2
     assert process_name(pid).startswith("python") or process_name(pid).startswith("pytest")
     assert process_seconds(2**22 + 7) is None  # no such process
+
+
+def test_a_pods_wait_is_split_into_kueues_stages() -> None:
+    kube = cast(Any, None)
+    pods = NamespaceWatch(kube, cast(Any, None), "ns")
+    workloads = NamespaceWatch(kube, cast(Any, None), "ns")
+    pods.seen = {
+        "p0": [Seen(added=10.0, labels={}, uid="u0", ready=30.0)],
+        "early": [Seen(added=1.0, labels={}, uid="u9", ready=2.0)],  # before the phase
+    }
+    wl = Seen(added=11.0, labels={}, owners=frozenset({"u0"}))
+    _workload_stages(
+        wl, {"status": {"conditions": [{"type": "QuotaReserved", "status": "True"}]}}, 12.0
+    )
+    checks: dict[str, Any] = {"admissionChecks": [{"name": "a", "state": "Pending"}]}
+    _workload_stages(wl, {"status": checks}, 13.0)
+    assert wl.checked is None  # a check not Ready yet
+    checks["admissionChecks"][0]["state"] = "Ready"
+    _workload_stages(wl, {"status": checks}, 15.0)
+    admitted = {"conditions": [{"type": "Admitted", "status": "True"}]}
+    _workload_stages(wl, {"status": admitted}, 16.0)
+    _workload_stages(wl, {"status": admitted}, 99.0)  # the first time counts
+    workloads.seen = {"w0": [wl], "w9": [Seen(added=1.5, labels={}, owners=frozenset({"u9"}))]}
+    measured = stages(pods, workloads, started=5.0)
+    assert list(measured) == list(STAGES)
+    assert [measured[name] for name in STAGES] == [[1.0], [1.0], [3.0], [1.0], [14.0]]
+    assert stages_line(measured).startswith("stages p50 / p99 (s): Pod -> Workload 1.0 / 1.0")
