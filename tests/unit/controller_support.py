@@ -11,16 +11,18 @@ informers the pass reads are left empty (every read falls through to a live ``ge
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from gpustack_controller import kube as kube_module
 from gpustack_controller.kube import ApiError, Kube, Resource
-from gpustack_controller.metrics import StatusGauges
+from gpustack_controller.metrics import REGISTRY, StatusGauges
 from gpustack_controller.reconciler import Caches, DeploymentReconciler
 from gpustack_controller.recorder import EventRecorder
 from gpustack_controller.watches import Informer
@@ -300,3 +302,17 @@ def example_cluster(name: str, kube: K) -> K:
             doc["metadata"]["name"] = name
         kube.put(doc)
     return kube
+
+
+def run(coro: Awaitable[Any]) -> Any:
+    """``coro`` run to its end in a fresh event loop."""
+
+    async def main() -> Any:
+        return await coro
+
+    return asyncio.run(main())
+
+
+def counted(metric: str, **labels: str) -> float:
+    """A counter's sample in the controller's registry (0 before its first increment)."""
+    return REGISTRY.get_sample_value(metric, labels) or 0.0

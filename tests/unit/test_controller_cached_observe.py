@@ -8,16 +8,21 @@ informers are filled by their own relist, as at start-up, and marked as followin
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
-from controller_support import MemoryKube, example_cluster, reconciler, serve_every_pod
+from controller_support import (
+    MemoryKube,
+    counted,
+    example_cluster,
+    reconciler,
+    run,
+    serve_every_pod,
+)
 
 from gpustack_controller.kube import Resource
-from gpustack_controller.metrics import REGISTRY, StatusGauges
+from gpustack_controller.metrics import StatusGauges
 from gpustack_controller.reconciler import DeploymentReconciler
 from gpustack_render.reconcile.rollout import RolloutStep, acts
 
@@ -67,17 +72,7 @@ async def _served(kube: MemoryKube, reconcile: DeploymentReconciler) -> None:
 
 
 def _observations(source: str) -> float:
-    sample = REGISTRY.get_sample_value(
-        "gpustack_controller_pod_observations_total", {"source": source}
-    )
-    return sample or 0.0
-
-
-def _run(coro: Awaitable[Any]) -> Any:
-    async def main() -> Any:
-        return await coro
-
-    return asyncio.run(main())
+    return counted("gpustack_controller_pod_observations_total", source=source)
 
 
 def _phase(kube: MemoryKube) -> Any:
@@ -109,7 +104,7 @@ def test_a_pass_that_only_reports_reads_its_pods_from_the_cache() -> None:
         assert _observations("cache") == cached + 1
         assert _phase(kube) == "Ready"
 
-    _run(scenario())
+    run(scenario())
 
 
 def test_a_cache_that_lags_a_create_never_doubles_a_replica() -> None:
@@ -129,7 +124,7 @@ def test_a_cache_that_lags_a_create_never_doubles_a_replica() -> None:
         assert len(kube.of_kind("Pod")) == 2
         assert _phase(kube) == "Ready"
 
-    _run(scenario())
+    run(scenario())
 
 
 def test_a_cache_not_following_its_stream_is_never_read() -> None:
@@ -144,7 +139,7 @@ def test_a_cache_not_following_its_stream_is_never_read() -> None:
         assert kube.pod_lists == before + 1
         assert _phase(kube) == "Ready"
 
-    _run(scenario())
+    run(scenario())
 
 
 def test_only_a_plan_that_writes_or_waits_acts() -> None:

@@ -10,14 +10,19 @@ following their streams.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
 from typing import Any
 
-from controller_support import MemoryKube, example_cluster, reconciler, serve_every_pod
+from controller_support import (
+    MemoryKube,
+    counted,
+    example_cluster,
+    reconciler,
+    run,
+    serve_every_pod,
+)
 
 from gpustack_controller.kube import Resource
-from gpustack_controller.metrics import REGISTRY, StatusGauges
+from gpustack_controller.metrics import StatusGauges
 from gpustack_controller.reconciler import DeploymentReconciler
 
 NAMESPACE = "team-a"
@@ -67,17 +72,7 @@ async def _follow(reconcile: DeploymentReconciler) -> None:
 
 
 def _reads(source: str) -> float:
-    sample = REGISTRY.get_sample_value(
-        "gpustack_controller_deployment_reads_total", {"source": source}
-    )
-    return sample or 0.0
-
-
-def _run(coro: Awaitable[Any]) -> Any:
-    async def main() -> Any:
-        return await coro
-
-    return asyncio.run(main())
+    return counted("gpustack_controller_deployment_reads_total", source=source)
 
 
 def test_a_pass_reads_a_current_cache_and_makes_no_get() -> None:
@@ -92,7 +87,7 @@ def test_a_pass_reads_a_current_cache_and_makes_no_get() -> None:
         assert _reads("cache") == cached + 1
         assert len(kube.of_kind("Pod")) == 2
 
-    _run(scenario())
+    run(scenario())
 
 
 def test_our_own_write_is_read_back_while_the_cache_lags_it() -> None:
@@ -128,7 +123,7 @@ def test_our_own_write_is_read_back_while_the_cache_lags_it() -> None:
         assert kube.status_applies == applies
         assert kube.gets == 0
 
-    _run(scenario())
+    run(scenario())
 
 
 def test_a_cache_that_cannot_answer_is_read_past() -> None:
@@ -157,4 +152,4 @@ def test_a_cache_that_cannot_answer_is_read_past() -> None:
         assert kube.gets == 3
         assert len(reconcile.deployments) == 0
 
-    _run(scenario())
+    run(scenario())

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from controller_support import MemoryKube, example_cluster, reconciler, serve_every_pod
+from controller_support import MemoryKube, example_cluster, reconciler, run, serve_every_pod
 
 from gpustack_controller import metrics
 from gpustack_controller.controller import Controller
@@ -56,13 +56,6 @@ def _replicas(name: str, role: str = "embed") -> dict[str, float | None]:
     }
 
 
-def _run(coro: Awaitable[Any]) -> Any:
-    async def main() -> Any:
-        return await coro
-
-    return asyncio.run(main())
-
-
 # ---- replicas by state, rollouts in progress -------------------------------------------------
 
 
@@ -70,13 +63,13 @@ def test_replicas_by_state_follow_the_status_each_pass_writes_and_go_with_the_de
     kube = _cluster("states")
     gauges = StatusGauges()
     reconcile = reconciler(kube, gauges)
-    _run(reconcile(f"{NAMESPACE}/states"))
+    run(reconcile(f"{NAMESPACE}/states"))
     status = kube.stored("ModelDeployment", NAMESPACE, "states")["status"]  # type: ignore[index]
     assert status["roles"][0] == {**status["roles"][0], "desired": 2, "ready": 0}
     assert _replicas("states") == {"desired": 2, "ready": 0, "quota_reserved": 0, "replacing": 0}
 
     serve_every_pod(kube)
-    _run(reconcile(f"{NAMESPACE}/states"))
+    run(reconcile(f"{NAMESPACE}/states"))
     status = kube.stored("ModelDeployment", NAMESPACE, "states")["status"]  # type: ignore[index]
     assert status["phase"] == "Ready"
     assert _replicas("states") == {"desired": 2, "ready": 2, "quota_reserved": 2, "replacing": 0}
@@ -84,7 +77,7 @@ def test_replicas_by_state_follow_the_status_each_pass_writes_and_go_with_the_de
 
     # Deleted (the API server no longer has it): every series of it is removed.
     del kube.objects[("ModelDeployment", NAMESPACE, "states")]
-    _run(reconcile(f"{NAMESPACE}/states"))
+    run(reconcile(f"{NAMESPACE}/states"))
     assert _replicas("states") == dict.fromkeys(metrics.REPLICA_STATES)
     assert gauges.tracked() == set()
 
@@ -94,9 +87,9 @@ def test_a_rollout_in_flight_is_counted_until_the_deployment_is_torn_down() -> N
     gauges = StatusGauges()
     reconcile = reconciler(kube, gauges)
     key = f"{NAMESPACE}/rolling"
-    _run(reconcile(key))
+    run(reconcile(key))
     serve_every_pod(kube)
-    _run(reconcile(key))
+    run(reconcile(key))
     before = _count("gpustack_controller_rollouts_in_progress")
 
     # A new image: every replica is outdated; one per role is replaced at a time (D6).
@@ -104,7 +97,7 @@ def test_a_rollout_in_flight_is_counted_until_the_deployment_is_torn_down() -> N
     assert md is not None
     md["spec"]["engine"]["image"] = "vllm/vllm-cpu:v0.26.0"
     md["metadata"]["generation"] = 2
-    _run(reconcile(key))
+    run(reconcile(key))
     status = kube.stored("ModelDeployment", NAMESPACE, "rolling")["status"]  # type: ignore[index]
     assert status["roles"][0].get("replacing") is not None
     assert _replicas("rolling")["replacing"] == 1
@@ -115,7 +108,7 @@ def test_a_rollout_in_flight_is_counted_until_the_deployment_is_torn_down() -> N
     assert md is not None
     md["metadata"]["deletionTimestamp"] = "2026-01-02T03:05:00Z"
     for _ in range(3):
-        _run(reconcile(key))
+        run(reconcile(key))
     assert kube.stored("ModelDeployment", NAMESPACE, "rolling") is None
     assert _replicas("rolling") == dict.fromkeys(metrics.REPLICA_STATES)
     assert _count("gpustack_controller_rollouts_in_progress") == before
