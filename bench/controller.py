@@ -115,7 +115,7 @@ from integration.cluster import Cluster, default_nodes, locate_cluster_binaries
 from integration.controlplane import AUDITED_USER, ApiServer, free_port, load_yaml_documents
 
 from bench import REPO_ROOT
-from bench.cpu import CpuProbe, CpuUse
+from bench.cpu import CpuProbe, CpuUse, process_seconds
 from gpustack_controller.kube import (
     ADMISSION_CHECKS,
     INSTANCE_TYPES,
@@ -760,8 +760,10 @@ class ControllerProcess:
             await asyncio.sleep(0.2)
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        seconds = process_seconds(self.popen.pid)
+        if seconds is None:
+            raise RuntimeError(f"the controller exited; see {self.log}")
+        return seconds
 
     def metrics(self) -> str:
         url = f"http://127.0.0.1:{self.port}/metrics"

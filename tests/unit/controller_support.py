@@ -15,6 +15,7 @@ import asyncio
 import copy
 import itertools
 import uuid
+from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,9 @@ class MemoryKube:
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
     #: (verb, kind) -> the error the next such calls raise.
     failures: dict[tuple[str, str], ApiError] = field(default_factory=dict)
+    #: The calls made: (``get``, kind), (``list``, kind, label selector), (``apply``, kind,
+    #: subresource).
+    calls: Counter[tuple[str, ...]] = field(default_factory=Counter)
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def fail(self, verb: str, kind: str, error: ApiError | None) -> None:
@@ -109,6 +113,7 @@ class MemoryKube:
         self, resource: Resource, name: str, namespace: str | None = None
     ) -> dict[str, Any] | None:
         self._check("get", resource)
+        self.calls["get", resource.kind] += 1
         obj = self.objects.get(self._key(resource, name, namespace))
         return copy.deepcopy(obj) if obj is not None else None
 
@@ -121,6 +126,7 @@ class MemoryKube:
         field_selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         self._check("list", resource)
+        self.calls["list", resource.kind, label_selector or ""] += 1
         items = [
             copy.deepcopy(o)
             for (kind, ns, _), o in sorted(self.objects.items())
@@ -212,6 +218,7 @@ class MemoryKube:
         subresource: str = "",
     ) -> dict[str, Any]:
         self._check("apply", resource)
+        self.calls["apply", resource.kind, subresource] += 1
         key = self._key(resource, str(body["metadata"]["name"]), namespace)
         stored = self.objects.get(key)
         if subresource == "status":

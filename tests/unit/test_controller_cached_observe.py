@@ -2,7 +2,7 @@
 when its plan would act (gpustack_controller/observe.py; docs/contract/controller.md §6).
 
 The passes are the controller's real :class:`~gpustack_controller.reconciler.DeploymentReconciler`
-over an in-memory API server (``controller_support.MemoryKube``) whose Pod LISTs are counted; the
+over an in-memory API server (``controller_support.MemoryKube``), counting its Pod LISTs; the
 informers are filled by their own relist, as at start-up, and marked as following their streams.
 """
 
@@ -21,9 +21,9 @@ from controller_support import (
     serve_every_pod,
 )
 
-from gpustack_controller.kube import Resource
 from gpustack_controller.metrics import StatusGauges
 from gpustack_controller.reconciler import DeploymentReconciler
+from gpustack_render.reconcile.keys import deployment_selector
 from gpustack_render.reconcile.rollout import RolloutStep, acts
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cpu-only.yaml"
@@ -32,28 +32,13 @@ NAME = "cached"
 KEY = f"{NAMESPACE}/{NAME}"
 
 
-class CountingKube(MemoryKube):
-    """MemoryKube that counts the Pod LISTs a pass makes."""
-
-    pod_lists: int = 0
-
-    async def list(
-        self,
-        resource: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> tuple[list[dict[str, Any]], str]:
-        if resource.kind == "Pod" and label_selector and "instance" in label_selector:
-            self.pod_lists += 1
-        return await super().list(
-            resource, namespace, label_selector=label_selector, field_selector=field_selector
-        )
+def _pod_lists(kube: MemoryKube) -> int:
+    """The deployment's Pods listed live (the informers' own lists are not counted)."""
+    return kube.calls["list", "Pod", deployment_selector(NAME)]
 
 
-def _cluster() -> CountingKube:
-    return example_cluster(NAME, CountingKube())
+def _cluster() -> MemoryKube:
+    return example_cluster(NAME, MemoryKube())
 
 
 async def _follow(reconcile: DeploymentReconciler) -> None:
@@ -91,7 +76,7 @@ def test_a_pass_that_only_reports_reads_its_pods_from_the_cache() -> None:
         await _follow(reconcile)
         live = _observations("live")
         await reconcile(KEY)
-        assert kube.pod_lists == 1
+        assert _pod_lists(kube) == 1
         assert _observations("live") == live + 1
         assert len(kube.of_kind("Pod")) == 2
 
@@ -100,7 +85,7 @@ def test_a_pass_that_only_reports_reads_its_pods_from_the_cache() -> None:
         await _follow(reconcile)
         cached = _observations("cache")
         await reconcile(KEY)
-        assert kube.pod_lists == 1
+        assert _pod_lists(kube) == 1
         assert _observations("cache") == cached + 1
         assert _phase(kube) == "Ready"
 
@@ -118,9 +103,9 @@ def test_a_cache_that_lags_a_create_never_doubles_a_replica() -> None:
         # again; it lists live instead, finds the Pod, and creates nothing.
         lagging = sorted(pods.cache)[0]
         pods._remove(lagging)
-        before = kube.pod_lists
+        before = _pod_lists(kube)
         await reconcile(KEY)
-        assert kube.pod_lists == before + 1
+        assert _pod_lists(kube) == before + 1
         assert len(kube.of_kind("Pod")) == 2
         assert _phase(kube) == "Ready"
 
@@ -134,9 +119,9 @@ def test_a_cache_not_following_its_stream_is_never_read() -> None:
     async def scenario() -> None:
         await _served(kube, reconcile)
         reconcile.caches.pods.current = False  # relisting after a dropped stream
-        before = kube.pod_lists
+        before = _pod_lists(kube)
         await reconcile(KEY)
-        assert kube.pod_lists == before + 1
+        assert _pod_lists(kube) == before + 1
         assert _phase(kube) == "Ready"
 
     run(scenario())

@@ -10,8 +10,6 @@ following their streams.
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller_support import (
     MemoryKube,
     counted,
@@ -21,7 +19,6 @@ from controller_support import (
     serve_every_pod,
 )
 
-from gpustack_controller.kube import Resource
 from gpustack_controller.metrics import StatusGauges
 from gpustack_controller.reconciler import DeploymentReconciler
 
@@ -30,37 +27,12 @@ NAME = "reads"
 KEY = f"{NAMESPACE}/{NAME}"
 
 
-class CountingKube(MemoryKube):
-    """MemoryKube that counts the deployment GETs and status applies."""
+def _gets(kube: MemoryKube) -> int:
+    return kube.calls["get", "ModelDeployment"]
 
-    gets: int = 0
-    status_applies: int = 0
 
-    async def get(
-        self, resource: Resource, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
-        if resource.kind == "ModelDeployment":
-            self.gets += 1
-        return await super().get(resource, name, namespace)
-
-    async def apply(
-        self,
-        resource: Resource,
-        body: dict[str, Any],
-        *,
-        field_manager: str,
-        namespace: str | None = None,
-        subresource: str = "",
-    ) -> dict[str, Any]:
-        if resource.kind == "ModelDeployment" and subresource == "status":
-            self.status_applies += 1
-        return await super().apply(
-            resource,
-            body,
-            field_manager=field_manager,
-            namespace=namespace,
-            subresource=subresource,
-        )
+def _status_applies(kube: MemoryKube) -> int:
+    return kube.calls["apply", "ModelDeployment", "status"]
 
 
 async def _follow(reconcile: DeploymentReconciler) -> None:
@@ -76,14 +48,14 @@ def _reads(source: str) -> float:
 
 
 def test_a_pass_reads_a_current_cache_and_makes_no_get() -> None:
-    kube = example_cluster(NAME, CountingKube())
+    kube = example_cluster(NAME, MemoryKube())
     reconcile = reconciler(kube, StatusGauges())
 
     async def scenario() -> None:
         await _follow(reconcile)
         cached = _reads("cache")
         await reconcile(KEY)
-        assert kube.gets == 0
+        assert _gets(kube) == 0
         assert _reads("cache") == cached + 1
         assert len(kube.of_kind("Pod")) == 2
 
@@ -91,7 +63,7 @@ def test_a_pass_reads_a_current_cache_and_makes_no_get() -> None:
 
 
 def test_our_own_write_is_read_back_while_the_cache_lags_it() -> None:
-    kube = example_cluster(NAME, CountingKube())
+    kube = example_cluster(NAME, MemoryKube())
     reconcile = reconciler(kube, StatusGauges())
 
     async def scenario() -> None:
@@ -101,7 +73,7 @@ def test_our_own_write_is_read_back_while_the_cache_lags_it() -> None:
         for informer in (reconcile.caches.pods, reconcile.caches.workloads):
             await informer._relist()
         await reconcile(KEY)  # writes Ready; the deployment cache still holds the first copy
-        applies = kube.status_applies
+        applies = _status_applies(kube)
         stored = kube.stored("ModelDeployment", NAMESPACE, NAME)
         assert stored is not None and stored["status"]["phase"] == "Ready"
         stale = reconcile.caches.deployments.get(KEY)
@@ -111,23 +83,23 @@ def test_our_own_write_is_read_back_while_the_cache_lags_it() -> None:
         # it reads the answer to its own write instead, and writes nothing.
         own = _reads("own-write")
         await reconcile(KEY)
-        assert kube.gets == 0
+        assert _gets(kube) == 0
         assert _reads("own-write") == own + 1
-        assert kube.status_applies == applies
+        assert _status_applies(kube) == applies
         assert len(reconcile.deployments) == 1
 
         # The cache catches up: it answers, and the kept answer is let go.
         await reconcile.caches.deployments._relist()
         await reconcile(KEY)
         assert len(reconcile.deployments) == 0
-        assert kube.status_applies == applies
-        assert kube.gets == 0
+        assert _status_applies(kube) == applies
+        assert _gets(kube) == 0
 
     run(scenario())
 
 
 def test_a_cache_that_cannot_answer_is_read_past() -> None:
-    kube = example_cluster(NAME, CountingKube())
+    kube = example_cluster(NAME, MemoryKube())
     reconcile = reconciler(kube, StatusGauges())
 
     async def scenario() -> None:
@@ -136,20 +108,20 @@ def test_a_cache_that_cannot_answer_is_read_past() -> None:
         # Not following its stream (relisting after a dropped watch): live.
         reconcile.caches.deployments.current = False
         await reconcile(KEY)
-        assert kube.gets == 1
+        assert _gets(kube) == 1
         reconcile.caches.deployments.current = True
         # A copy that cannot be ordered against our last write's answer: live.
         await reconcile.caches.deployments._relist()
         reconcile.caches.deployments.cache[KEY]["metadata"]["resourceVersion"] = "x1"
         reconcile.deployments.wrote(kube.stored("ModelDeployment", NAMESPACE, NAME) or {})
         await reconcile(KEY)
-        assert kube.gets == 2
+        assert _gets(kube) == 2
         # Deleted (gone from the API server, the cache not yet told): live, and done.
         kube.objects.pop(("ModelDeployment", NAMESPACE, NAME))
         await reconcile.caches.deployments._relist()
         assert reconcile.caches.deployments.get(KEY) is None
         assert await reconcile(KEY) is None
-        assert kube.gets == 3
+        assert _gets(kube) == 3
         assert len(reconcile.deployments) == 0
 
     run(scenario())
